@@ -1,0 +1,52 @@
+// Entry point: registers Tensor, Plan and the statistics call, and owns the executor for this instance.
+#include <napi.h>
+
+#include "addon.h"
+#include "executor.h"
+#include "plan.h"
+#include "storage.h"
+#include "tensor.h"
+#include "thread_pool.h"
+
+namespace omnirx {
+
+AddonData::~AddonData() = default;
+
+AddonData& GetAddonData(Napi::Env env) { return *env.GetInstanceData<AddonData>(); }
+
+namespace {
+
+Napi::Value Stats(const Napi::CallbackInfo& info) {
+  Napi::Env env = info.Env();
+  Napi::Object o = Napi::Object::New(env);
+  const MemoryStats& m = GlobalMemoryStats();
+  const Executor& ex = *GetAddonData(env).executor;
+  o.Set("bytesInUse", Napi::Number::New(env, static_cast<double>(m.bytes.load())));
+  o.Set("buffers", Napi::Number::New(env, static_cast<double>(m.buffers.load())));
+  o.Set("queued", Napi::Number::New(env, static_cast<double>(ex.queued())));
+  o.Set("running", Napi::Number::New(env, static_cast<double>(ex.running())));
+  o.Set("completed", Napi::Number::New(env, static_cast<double>(ex.completed())));
+  o.Set("threads", Napi::Number::New(env, ComputePool().threads()));
+  return o;
+}
+
+Napi::Object Init(Napi::Env env, Napi::Object exports) {
+  auto* data = new AddonData();
+  env.SetInstanceData<AddonData>(data);
+  Napi::Function tensor = Tensor::Init(env);
+  Napi::Function plan = Plan::Init(env);
+  data->tensor_ctor = Napi::Persistent(tensor);
+  data->plan_ctor = Napi::Persistent(plan);
+  data->executor = std::make_unique<Executor>(env);
+  exports.Set("Tensor", tensor);
+  exports.Set("Plan", plan);
+  exports.Set("stats", Napi::Function::New(env, Stats, "stats"));
+  return exports;
+}
+
+}  // namespace
+}  // namespace omnirx
+
+static Napi::Object InitOmnirx(Napi::Env env, Napi::Object exports) { return omnirx::Init(env, exports); }
+
+NODE_API_MODULE(omnirx_native, InitOmnirx)

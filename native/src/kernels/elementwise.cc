@@ -1,0 +1,126 @@
+#include <algorithm>
+#include <cmath>
+#include <cstring>
+
+#include "kernels/kernels.h"
+#include "simd.h"
+#include "thread_pool.h"
+
+namespace omnirx {
+
+namespace {
+constexpr int64_t kChunk = 16384;
+template <typename F>
+void ForChunks(int64_t n, F&& f) {
+  ComputePool().ParallelFor(static_cast<size_t>((n + kChunk - 1) / kChunk), [&](size_t c, int) {
+    const int64_t begin = static_cast<int64_t>(c) * kChunk;
+    f(begin, std::min(n, begin + kChunk));
+  });
+}
+}  // namespace
+
+void Unary(const float* x, float* y, int64_t n, Activation act) {
+  ForChunks(n, [&](int64_t b, int64_t e) {
+    if (y != x) std::memcpy(y + b, x + b, sizeof(float) * (e - b));
+    ApplyActivation(y + b, static_cast<size_t>(e - b), act);
+  });
+}
+
+namespace {
+template <typename F>
+void Broadcast(const float* a, const float* b, float* y, int64_t n, int64_t nb, F op) {
+  if (nb == n) {
+    ForChunks(n, [&](int64_t s, int64_t e) {
+      for (int64_t i = s; i < e; ++i) y[i] = op(a[i], b[i]);
+    });
+    return;
+  }
+  const int64_t rows = n / nb;
+  ComputePool().ParallelFor(static_cast<size_t>(rows), [&](size_t r, int) {
+    const float* ar = a + r * nb;
+    float* yr = y + r * nb;
+    for (int64_t j = 0; j < nb; ++j) yr[j] = op(ar[j], b[j]);
+  });
+}
+}  // namespace
+
+void Add(const float* a, const float* b, float* y, int64_t n, int64_t nb) {
+  Broadcast(a, b, y, n, nb, [](float u, float v) { return u + v; });
+}
+
+void Mul(const float* a, const float* b, float* y, int64_t n, int64_t nb) {
+  Broadcast(a, b, y, n, nb, [](float u, float v) { return u * v; });
+}
+
+void Scale(const float* a, float* y, int64_t n, float s) {
+  ForChunks(n, [&](int64_t b, int64_t e) {
+    for (int64_t i = b; i < e; ++i) y[i] = a[i] * s;
+  });
+}
+
+void Modulate(const float* x, const float* e, float* y, int B, int L, int N, int G, int K, int shift_idx,
+              int scale_idx) {
+  const int per_group = L / G;
+  ComputePool().ParallelFor(static_cast<size_t>(B) * L, [&](size_t row, int) {
+    const int b = static_cast<int>(row / L);
+    const int l = static_cast<int>(row % L);
+    const int g = l / per_group;
+    const float* eg = e + (static_cast<size_t>(b) * G + g) * K * static_cast<size_t>(N);
+    const float* shift = eg + static_cast<size_t>(shift_idx) * N;
+    const float* scale = eg + static_cast<size_t>(scale_idx) * N;
+    const float* xr = x + row * N;
+    float* yr = y + row * N;
+    for (int j = 0; j < N; ++j) yr[j] = xr[j] * (1.f + scale[j]) + shift[j];
+  });
+}
+
+void GatedAdd(const float* x, const float* r, const float* e, float* y, int B, int L, int N, int G, int K,
+              int gate_idx) {
+  const int per_group = L / G;
+  ComputePool().ParallelFor(static_cast<size_t>(B) * L, [&](size_t row, int) {
+    const float* xr = x + row * N;
+    const float* rr = r + row * N;
+    float* yr = y + row * N;
+    if (gate_idx < 0) {
+      for (int j = 0; j < N; ++j) yr[j] = xr[j] + rr[j];
+      return;
+    }
+    const int b = static_cast<int>(row / L);
+    const int g = static_cast<int>(row % L) / per_group;
+    const float* gate = e + ((static_cast<size_t>(b) * G + g) * K + gate_idx) * static_cast<size_t>(N);
+    for (int j = 0; j < N; ++j) yr[j] = xr[j] + rr[j] * gate[j];
+  });
+}
+
+void Rope(const float* x, const float* cos, const float* sin, float* y, int B, int L, int H, int D) {
+  const int half = D / 2;
+  ComputePool().ParallelFor(static_cast<size_t>(B) * L, [&](size_t row, int) {
+    const int l = static_cast<int>(row % L);
+    const float* c = cos + static_cast<size_t>(l) * half;
+    const float* s = sin + static_cast<size_t>(l) * half;
+    for (int h = 0; h < H; ++h) {
+      const float* xr = x + (row * H + h) * static_cast<size_t>(D);
+      float* yr = y + (row * H + h) * static_cast<size_t>(D);
+      for (int i = 0; i < half; ++i) {
+        const float a = xr[2 * i], b = xr[2 * i + 1];
+        yr[2 * i] = a * c[i] - b * s[i];
+        yr[2 * i + 1] = a * s[i] + b * c[i];
+      }
+    }
+  });
+}
+
+std::string Embedding(const float* ids, const float* table, float* y, int64_t L, int64_t V, int64_t N) {
+  for (int64_t i = 0; i < L; ++i) {
+    const float id = ids[i];
+    if (!(id >= 0.f) || id >= static_cast<float>(V) || std::floor(id) != id) {
+      return "embedding: token id " + std::to_string(id) + " at position " + std::to_string(i) +
+             " is not an integer in [0, " + std::to_string(V) + ")";
+    }
+  }
+  for (int64_t i = 0; i < L; ++i)
+    std::memcpy(y + i * N, table + static_cast<int64_t>(ids[i]) * N, sizeof(float) * N);
+  return "";
+}
+
+}  // namespace omnirx

@@ -1,0 +1,47 @@
+// Single-precision GEMM for the layouts omnirx models use:
+//   C[M, N] (+)= A[M, K] · op(B) (+ bias[N]), then an optional activation,
+// with B either "NK" (B is [N, K] row-major, i.e. C = A·Bᵀ as in nn.Linear weights) or "KN" ([K, N] row-major).
+// A register-blocked micro-kernel (kMR × kNR tile, accumulators in vector registers) over packed panels, in the
+// style of BLIS / GotoBLAS (Goto & van de Geijn, "Anatomy of High-Performance Matrix Multiplication", 2008).
+#pragma once
+#include <cstddef>
+#include <memory>
+
+namespace omnirx {
+
+enum class BLayout { kNK, kKN };
+enum class Activation { kNone = 0, kGeluTanh = 1, kSilu = 2 };
+
+// B packed into column panels of kNR: panel p holds B[k][p·kNR + j] at data[(p·K + k)·kNR + j], zero-padded.
+struct PackedB {
+  int N = 0;
+  int K = 0;
+  float* data = nullptr;
+  size_t bytes = 0;
+  ~PackedB();
+};
+
+std::shared_ptr<PackedB> PackB(const float* B, int N, int K, int ldb, BLayout layout);
+
+struct GemmArgs {
+  int M = 0, N = 0, K = 0;
+  const float* A = nullptr;
+  int lda = 0;
+  float* C = nullptr;
+  int ldc = 0;
+  const float* bias = nullptr;  // [N] or null
+  float alpha = 1.f;            // scales A·B (applied before bias)
+  bool accumulate = false;      // C += alpha·A·B instead of C = alpha·A·B
+  Activation act = Activation::kNone;
+};
+
+// Multi-threaded over the compute pool (serial inside a parallel region).
+void Gemm(const GemmArgs& args, const PackedB& B);
+
+// Serial GEMM with B packed on the fly into thread-local scratch (for per-head products inside attention).
+void GemmSerial(const GemmArgs& args, const float* B, int ldb, BLayout layout);
+
+// Elementwise activation over a row segment (shared with the standalone activation ops).
+void ApplyActivation(float* x, size_t n, Activation act);
+
+}  // namespace omnirx

@@ -1,0 +1,419 @@
+#include "ops.h"
+
+#include <cmath>
+#include <cstring>
+#include <stdexcept>
+#include <unordered_map>
+
+#include "kernels/kernels.h"
+#include "tensor.h"
+
+namespace omnirx {
+
+namespace {
+
+[[noreturn]] void Fail(const std::string& msg) { throw std::runtime_error(msg); }
+
+void Require(bool ok, const std::string& msg) {
+  if (!ok) Fail(msg);
+}
+
+std::string Desc(const ValueDesc* v) { return v == nullptr ? "(absent)" : ShapeString(v->shape); }
+
+int64_t Last(const ValueDesc& v) { return v.shape.empty() ? 1 : v.shape.back(); }
+
+void RequireNumel(const ValueDesc* v, int64_t n, const char* what) {
+  Require(v != nullptr, std::string(what) + " is required");
+  Require(v->numel == n, std::string(what) + " has shape " + Desc(v) + " (" + std::to_string(v->numel) +
+                             " elements), expected " + std::to_string(n) + " elements");
+}
+
+int CheckedInt(int64_t v, const char* what) {
+  Require(v >= 0 && v <= INT32_MAX, std::string(what) + " = " + std::to_string(v) + " is out of range");
+  return static_cast<int>(v);
+}
+
+// ---- linear: y[M, N] = act(x[M, K] · w[N, K]ᵀ + b[N])
+void PrepareLinear(OpInstance& op, const PrepareCtx& c) {
+  const ValueDesc* x = c.In(op, 0);
+  const ValueDesc* w = c.In(op, 1);
+  const ValueDesc* b = c.In(op, 2);
+  Require(w->shape.size() == 2, "weight must be 2-D [N, K], got " + Desc(w));
+  const int64_t N = w->shape[0], K = w->shape[1];
+  Require(K > 0 && x->numel % K == 0, "input " + Desc(x) + " is not a multiple of K = " + std::to_string(K));
+  const int64_t M = x->numel / K;
+  if (b != nullptr) RequireNumel(b, N, "bias");
+  RequireNumel(&c.Out(op, 0), M * N, "output");
+  const int64_t act = c.IntOr("act", 0);
+  Require(act >= 0 && act <= 2, "act must be 0 (none), 1 (gelu_tanh) or 2 (silu)");
+  op.ip = {CheckedInt(M, "M"), CheckedInt(N, "N"), CheckedInt(K, "K"), act};
+  if (auto s = c.WholeConst(op, 1)) {
+    std::lock_guard<std::mutex> lock(s->pack_mutex);
+    if (!s->packed || s->packed->N != N || s->packed->K != K)
+      s->packed = PackB(s->data, static_cast<int>(N), static_cast<int>(K), static_cast<int>(K), BLayout::kNK);
+    op.packed = s->packed;
+  }
+}
+std::string RunLinear(const OpInstance& op, const float* const* in, float* const* out) {
+  GemmArgs g;
+  g.M = static_cast<int>(op.ip[0]);
+  g.N = static_cast<int>(op.ip[1]);
+  g.K = static_cast<int>(op.ip[2]);
+  g.act = static_cast<Activation>(op.ip[3]);
+  g.A = in[0];
+  g.lda = g.K;
+  g.C = out[0];
+  g.ldc = g.N;
+  g.bias = in[2];
+  if (op.packed) {
+    Gemm(g, *op.packed);
+  } else {
+    std::shared_ptr<PackedB> p = PackB(in[1], g.N, g.K, g.K, BLayout::kNK);
+    Gemm(g, *p);
+  }
+  return "";
+}
+
+// ---- attention
+void PrepareAttention(OpInstance& op, const PrepareCtx& c) {
+  const ValueDesc* q = c.In(op, 0);
+  const ValueDesc* k = c.In(op, 1);
+  const ValueDesc* v = c.In(op, 2);
+  const ValueDesc* bias = c.In(op, 3);
+  const int64_t B = c.Int("batch"), H = c.Int("heads"), D = c.Int("headDim");
+  Require(B > 0 && H > 0 && D > 0, "batch, heads and headDim must be positive");
+  const int64_t row = B * H * D;
+  Require(q->numel % row == 0, "q " + Desc(q) + " is not [B=" + std::to_string(B) + ", Lq, H·D=" + std::to_string(H * D) + "]");
+  Require(k->numel % row == 0, "k " + Desc(k) + " is not [B, Lk, H·D=" + std::to_string(H * D) + "]");
+  const int64_t Lq = q->numel / row, Lk = k->numel / row;
+  Require(Lk > 0, "k has no keys");
+  RequireNumel(v, k->numel, "v");
+  RequireNumel(&c.Out(op, 0), q->numel, "output");
+  int64_t per_batch = 0;
+  if (bias != nullptr) {
+    Require(bias->numel == H * Lq * Lk || bias->numel == B * H * Lq * Lk,
+            "bias " + Desc(bias) + " must be [1 or B, H, Lq=" + std::to_string(Lq) + ", Lk=" + std::to_string(Lk) + "]");
+    per_batch = bias->numel == B * H * Lq * Lk && B > 1;
+  }
+  op.ip = {B, H, D, Lq, Lk, per_batch};
+  op.fp = {c.Float("scale")};
+}
+std::string RunAttention(const OpInstance& op, const float* const* in, float* const* out) {
+  AttentionArgs a;
+  a.B = static_cast<int>(op.ip[0]);
+  a.H = static_cast<int>(op.ip[1]);
+  a.D = static_cast<int>(op.ip[2]);
+  a.Lq = static_cast<int>(op.ip[3]);
+  a.Lk = static_cast<int>(op.ip[4]);
+  a.bias_per_batch = op.ip[5] != 0;
+  a.q = in[0];
+  a.k = in[1];
+  a.v = in[2];
+  a.bias = in[3];
+  a.out = out[0];
+  a.ldq = a.ldk = a.ldv = a.ldo = a.H * a.D;
+  a.scale = op.fp[0];
+  Attention(a);
+  return "";
+}
+
+// ---- norms
+void PrepareNorm(OpInstance& op, const PrepareCtx& c) {
+  const ValueDesc* x = c.In(op, 0);
+  const int64_t N = Last(*x);
+  Require(N > 0, "input " + Desc(x) + " has an empty last dim");
+  if (const ValueDesc* w = c.In(op, 1)) RequireNumel(w, N, "weight");
+  if (const ValueDesc* b = c.In(op, 2)) RequireNumel(b, N, "bias");
+  RequireNumel(&c.Out(op, 0), x->numel, "output");
+  const float eps = c.Float("eps");
+  Require(eps >= 0 && std::isfinite(eps), "eps must be finite and ≥ 0");
+  op.ip = {x->numel / N, N, c.IntOr("l2", 0)};
+  op.fp = {eps};
+}
+std::string RunLayerNorm(const OpInstance& op, const float* const* in, float* const* out) {
+  LayerNorm(in[0], out[0], op.ip[0], op.ip[1], in[1], in[2], op.fp[0]);
+  return "";
+}
+std::string RunRmsNorm(const OpInstance& op, const float* const* in, float* const* out) {
+  RmsNorm(in[0], out[0], op.ip[0], op.ip[1], in[1], in[2], op.fp[0], op.ip[2] != 0);
+  return "";
+}
+
+// ---- elementwise
+void PrepareUnary(OpInstance& op, const PrepareCtx& c) {
+  RequireNumel(&c.Out(op, 0), c.In(op, 0)->numel, "output");
+  op.ip = {c.In(op, 0)->numel};
+}
+std::string RunGelu(const OpInstance& op, const float* const* in, float* const* out) {
+  Unary(in[0], out[0], op.ip[0], Activation::kGeluTanh);
+  return "";
+}
+std::string RunSilu(const OpInstance& op, const float* const* in, float* const* out) {
+  Unary(in[0], out[0], op.ip[0], Activation::kSilu);
+  return "";
+}
+void PrepareAdd(OpInstance& op, const PrepareCtx& c) {
+  const ValueDesc* a = c.In(op, 0);
+  const ValueDesc* b = c.In(op, 1);
+  Require(b->numel > 0 && a->numel % b->numel == 0,
+          "cannot broadcast " + Desc(b) + " over " + Desc(a) + " (size must divide)");
+  RequireNumel(&c.Out(op, 0), a->numel, "output");
+  op.ip = {a->numel, b->numel};
+}
+std::string RunAdd(const OpInstance& op, const float* const* in, float* const* out) {
+  Add(in[0], in[1], out[0], op.ip[0], op.ip[1]);
+  return "";
+}
+std::string RunMul(const OpInstance& op, const float* const* in, float* const* out) {
+  Mul(in[0], in[1], out[0], op.ip[0], op.ip[1]);
+  return "";
+}
+void PrepareScale(OpInstance& op, const PrepareCtx& c) {
+  PrepareUnary(op, c);
+  op.fp = {c.Float("scale")};
+}
+std::string RunScale(const OpInstance& op, const float* const* in, float* const* out) {
+  Scale(in[0], out[0], op.ip[0], op.fp[0]);
+  return "";
+}
+
+// Shared operand check for modulate / gated_add: x [B, L, N], e [B, G, K, N].
+void CheckModulation(const ValueDesc* x, const ValueDesc* e, int64_t B, int64_t G, int64_t K, int64_t* L) {
+  const int64_t N = Last(*x);
+  Require(B > 0 && G > 0 && K > 0 && N > 0, "batch, groups, chunks and the last dim must be positive");
+  Require(x->numel % (B * N) == 0, "x " + Desc(x) + " is not [B, L, N]");
+  *L = x->numel / (B * N);
+  Require(*L % G == 0, "L = " + std::to_string(*L) + " tokens do not split into " + std::to_string(G) + " groups");
+  if (e != nullptr) RequireNumel(e, B * G * K * N, "modulation e [B, G, K, N]");
+}
+void PrepareModulate(OpInstance& op, const PrepareCtx& c) {
+  const int64_t B = c.Int("batch"), G = c.IntOr("groups", 1), K = c.Int("chunks");
+  int64_t L = 0;
+  CheckModulation(c.In(op, 0), c.In(op, 1), B, G, K, &L);
+  const int64_t shift = c.Int("shift"), scale = c.Int("scale");
+  Require(shift < K && scale < K, "shift/scale index out of range of " + std::to_string(K) + " chunks");
+  RequireNumel(&c.Out(op, 0), c.In(op, 0)->numel, "output");
+  op.ip = {B, L, Last(*c.In(op, 0)), G, K, shift, scale};
+}
+std::string RunModulate(const OpInstance& op, const float* const* in, float* const* out) {
+  Modulate(in[0], in[1], out[0], static_cast<int>(op.ip[0]), static_cast<int>(op.ip[1]), static_cast<int>(op.ip[2]),
+           static_cast<int>(op.ip[3]), static_cast<int>(op.ip[4]), static_cast<int>(op.ip[5]), static_cast<int>(op.ip[6]));
+  return "";
+}
+void PrepareGatedAdd(OpInstance& op, const PrepareCtx& c) {
+  const ValueDesc* e = c.In(op, 2);
+  const int64_t B = c.IntOr("batch", 1), G = c.IntOr("groups", 1), K = c.IntOr("chunks", 1);
+  const int64_t gate = e == nullptr ? -1 : c.Int("gate");
+  int64_t L = 0;
+  CheckModulation(c.In(op, 0), e, B, G, K, &L);
+  RequireNumel(c.In(op, 1), c.In(op, 0)->numel, "residual");
+  Require(gate < K, "gate index out of range");
+  RequireNumel(&c.Out(op, 0), c.In(op, 0)->numel, "output");
+  op.ip = {B, L, Last(*c.In(op, 0)), G, K, gate};
+}
+std::string RunGatedAdd(const OpInstance& op, const float* const* in, float* const* out) {
+  GatedAdd(in[0], in[1], in[2], out[0], static_cast<int>(op.ip[0]), static_cast<int>(op.ip[1]),
+           static_cast<int>(op.ip[2]), static_cast<int>(op.ip[3]), static_cast<int>(op.ip[4]), static_cast<int>(op.ip[5]));
+  return "";
+}
+
+// ---- rope: x [B, L, H, D], cos/sin [L, D/2]
+void PrepareRope(OpInstance& op, const PrepareCtx& c) {
+  const int64_t B = c.Int("batch"), H = c.Int("heads"), D = c.Int("headDim");
+  Require(B > 0 && H > 0 && D > 0 && D % 2 == 0, "batch, heads > 0 and an even headDim are required");
+  const ValueDesc* x = c.In(op, 0);
+  Require(x->numel % (B * H * D) == 0, "x " + Desc(x) + " is not [B, L, H, D]");
+  const int64_t L = x->numel / (B * H * D);
+  RequireNumel(c.In(op, 1), L * D / 2, "cos [L, D/2]");
+  RequireNumel(c.In(op, 2), L * D / 2, "sin [L, D/2]");
+  RequireNumel(&c.Out(op, 0), x->numel, "output");
+  op.ip = {B, L, H, D};
+}
+std::string RunRope(const OpInstance& op, const float* const* in, float* const* out) {
+  Rope(in[0], in[1], in[2], out[0], static_cast<int>(op.ip[0]), static_cast<int>(op.ip[1]), static_cast<int>(op.ip[2]),
+       static_cast<int>(op.ip[3]));
+  return "";
+}
+
+// ---- embedding: ids [L], table [V, N] → [L, N]
+void PrepareEmbedding(OpInstance& op, const PrepareCtx& c) {
+  const ValueDesc* ids = c.In(op, 0);
+  const ValueDesc* table = c.In(op, 1);
+  Require(table->shape.size() == 2, "table must be [V, N], got " + Desc(table));
+  RequireNumel(&c.Out(op, 0), ids->numel * table->shape[1], "output");
+  op.ip = {ids->numel, table->shape[0], table->shape[1]};
+}
+std::string RunEmbedding(const OpInstance& op, const float* const* in, float* const* out) {
+  return Embedding(in[0], in[1], out[0], op.ip[0], op.ip[1], op.ip[2]);
+}
+
+// ---- permute
+void PreparePermute(OpInstance& op, const PrepareCtx& c) {
+  std::vector<int64_t> dims = c.Ints("dims");
+  std::vector<int64_t> perm = c.Ints("perm");
+  Require(!dims.empty() && dims.size() <= 8 && perm.size() == dims.size(), "dims and perm must have the same rank 1..8");
+  int64_t n = 1;
+  std::vector<bool> seen(dims.size(), false);
+  for (size_t i = 0; i < dims.size(); ++i) {
+    Require(dims[i] >= 0, "negative dim");
+    n *= dims[i];
+    Require(perm[i] >= 0 && perm[i] < static_cast<int64_t>(dims.size()) && !seen[perm[i]], "perm is not a permutation");
+    seen[perm[i]] = true;
+  }
+  RequireNumel(c.In(op, 0), n, "input");
+  RequireNumel(&c.Out(op, 0), n, "output");
+  op.ip = dims;
+  op.ip.insert(op.ip.end(), perm.begin(), perm.end());
+}
+std::string RunPermute(const OpInstance& op, const float* const* in, float* const* out) {
+  const int rank = static_cast<int>(op.ip.size() / 2);
+  int perm[8];
+  for (int i = 0; i < rank; ++i) perm[i] = static_cast<int>(op.ip[rank + i]);
+  Permute(in[0], out[0], op.ip.data(), perm, rank);
+  return "";
+}
+
+// ---- upsample: [F, H, W, C] → [F, 2H, 2W, C]
+void PrepareUpsample(OpInstance& op, const PrepareCtx& c) {
+  const int64_t F = c.Int("frames"), H = c.Int("height"), W = c.Int("width"), C = c.Int("channels");
+  RequireNumel(c.In(op, 0), F * H * W * C, "input [F, H, W, C]");
+  RequireNumel(&c.Out(op, 0), F * H * W * C * 4, "output [F, 2H, 2W, C]");
+  op.ip = {F, H, W, C};
+}
+std::string RunUpsample(const OpInstance& op, const float* const* in, float* const* out) {
+  UpsampleNearest2x(in[0], out[0], op.ip[0], op.ip[1], op.ip[2], op.ip[3]);
+  return "";
+}
+
+// ---- conv3d (causal): in x [F, H, W, Ci], w [Co, Ci, kt, kh, kw], b [Co]?, history [kt−1, H, W, Ci]?
+void PrepareConv3d(OpInstance& op, const PrepareCtx& c) {
+  const int64_t F = c.Int("frames"), H = c.Int("height"), W = c.Int("width");
+  const ValueDesc* w = c.In(op, 1);
+  Require(w->shape.size() == 5, "weight must be [Co, Ci, kt, kh, kw], got " + Desc(w));
+  const int64_t Co = w->shape[0], Ci = w->shape[1], kt = w->shape[2], kh = w->shape[3], kw = w->shape[4];
+  Require(kh % 2 == 1 && kw % 2 == 1 && kt >= 1, "spatial kernel sizes must be odd");
+  RequireNumel(c.In(op, 0), F * H * W * Ci, "input [F, H, W, Ci]");
+  if (const ValueDesc* b = c.In(op, 2)) RequireNumel(b, Co, "bias");
+  if (const ValueDesc* h = c.In(op, 3)) RequireNumel(h, (kt - 1) * H * W * Ci, "history [kt-1, H, W, Ci]");
+  RequireNumel(&c.Out(op, 0), F * H * W * Co, "output [F, H, W, Co]");
+  const int64_t kfeat = Ci * kt * kh * kw;
+  Require(H * W <= INT32_MAX && kfeat <= INT32_MAX, "conv too large");
+  op.ip = {F, H, W, Ci, Co, kt, kh, kw};
+  if (auto s = c.WholeConst(op, 1)) {
+    std::lock_guard<std::mutex> lock(s->pack_mutex);
+    if (!s->packed || s->packed->N != Co || s->packed->K != kfeat)
+      s->packed = PackB(s->data, static_cast<int>(Co), static_cast<int>(kfeat), static_cast<int>(kfeat), BLayout::kNK);
+    op.packed = s->packed;
+  }
+  op.scratch = AllocAligned(static_cast<size_t>(H * W * kfeat), &op.scratch_bytes);
+}
+std::string RunConv3d(const OpInstance& op, const float* const* in, float* const* out) {
+  Conv3dArgs a;
+  a.F = op.ip[0];
+  a.H = op.ip[1];
+  a.W = op.ip[2];
+  a.Ci = op.ip[3];
+  a.Co = op.ip[4];
+  a.kt = static_cast<int>(op.ip[5]);
+  a.kh = static_cast<int>(op.ip[6]);
+  a.kw = static_cast<int>(op.ip[7]);
+  a.x = in[0];
+  a.bias = in[2];
+  a.history = in[3];
+  a.y = out[0];
+  a.im2col = op.scratch;
+  const int K = static_cast<int>(a.Ci * a.kt * a.kh * a.kw);
+  if (op.packed) {
+    Conv3dCausal(a, *op.packed);
+  } else {
+    std::shared_ptr<PackedB> p = PackB(in[1], static_cast<int>(a.Co), K, K, BLayout::kNK);
+    Conv3dCausal(a, *p);
+  }
+  return "";
+}
+
+// ---- copy
+std::string RunCopy(const OpInstance& op, const float* const* in, float* const* out) {
+  if (in[0] != out[0]) std::memmove(out[0], in[0], sizeof(float) * op.ip[0]);
+  return "";
+}
+
+const OpDef kOps[] = {
+    {"linear", 2, 3, 1, PrepareLinear, RunLinear},
+    {"attention", 3, 4, 1, PrepareAttention, RunAttention},
+    {"layer_norm", 1, 3, 1, PrepareNorm, RunLayerNorm},
+    {"rms_norm", 1, 3, 1, PrepareNorm, RunRmsNorm},
+    {"gelu_tanh", 1, 1, 1, PrepareUnary, RunGelu},
+    {"silu", 1, 1, 1, PrepareUnary, RunSilu},
+    {"add", 2, 2, 1, PrepareAdd, RunAdd},
+    {"mul", 2, 2, 1, PrepareAdd, RunMul},
+    {"scale", 1, 1, 1, PrepareScale, RunScale},
+    {"modulate", 2, 2, 1, PrepareModulate, RunModulate},
+    {"gated_add", 2, 3, 1, PrepareGatedAdd, RunGatedAdd},
+    {"rope", 3, 3, 1, PrepareRope, RunRope},
+    {"embedding", 2, 2, 1, PrepareEmbedding, RunEmbedding},
+    {"permute", 1, 1, 1, PreparePermute, RunPermute},
+    {"upsample_nearest2x", 1, 1, 1, PrepareUpsample, RunUpsample},
+    {"conv3d", 2, 4, 1, PrepareConv3d, RunConv3d},
+    {"copy", 1, 1, 1, PrepareUnary, RunCopy},
+};
+
+}  // namespace
+
+OpInstance::~OpInstance() { FreeAligned(scratch, scratch_bytes); }
+
+const ValueDesc* PrepareCtx::In(const OpInstance& op, size_t i) const {
+  if (i >= op.in.size() || op.in[i] < 0) return nullptr;
+  return &values[static_cast<size_t>(op.in[i])];
+}
+const ValueDesc& PrepareCtx::Out(const OpInstance& op, size_t i) const { return values[static_cast<size_t>(op.out[i])]; }
+
+int64_t PrepareCtx::Int(const char* name) const {
+  Napi::Value v = attrs.Get(name);
+  if (!v.IsNumber()) Fail(std::string("attribute '") + name + "' must be a number");
+  double d = v.As<Napi::Number>().DoubleValue();
+  if (!std::isfinite(d) || std::floor(d) != d || std::fabs(d) > 9007199254740991.0)
+    Fail(std::string("attribute '") + name + "' must be an integer");
+  return static_cast<int64_t>(d);
+}
+int64_t PrepareCtx::IntOr(const char* name, int64_t fallback) const {
+  return attrs.Has(name) && !attrs.Get(name).IsUndefined() ? Int(name) : fallback;
+}
+float PrepareCtx::Float(const char* name) const {
+  Napi::Value v = attrs.Get(name);
+  if (!v.IsNumber()) Fail(std::string("attribute '") + name + "' must be a number");
+  double d = v.As<Napi::Number>().DoubleValue();
+  if (!std::isfinite(d)) Fail(std::string("attribute '") + name + "' must be finite");
+  return static_cast<float>(d);
+}
+std::vector<int64_t> PrepareCtx::Ints(const char* name) const {
+  Napi::Value v = attrs.Get(name);
+  if (!v.IsArray()) Fail(std::string("attribute '") + name + "' must be an array of integers");
+  Napi::Array a = v.As<Napi::Array>();
+  std::vector<int64_t> out;
+  for (uint32_t i = 0; i < a.Length(); ++i) {
+    Napi::Value e = a.Get(i);
+    double d = e.IsNumber() ? e.As<Napi::Number>().DoubleValue() : NAN;
+    if (!std::isfinite(d) || std::floor(d) != d) Fail(std::string("attribute '") + name + "' must hold integers");
+    out.push_back(static_cast<int64_t>(d));
+  }
+  return out;
+}
+std::shared_ptr<Storage> PrepareCtx::WholeConst(const OpInstance& op, size_t i) const {
+  const ValueDesc* v = In(op, i);
+  if (v == nullptr || v->kind != StorageKind::kConst || v->offset != 0) return nullptr;
+  const auto& s = consts[static_cast<size_t>(v->index)];
+  return s->numel == static_cast<size_t>(v->numel) ? s : nullptr;
+}
+
+const OpDef* FindOp(const std::string& name) {
+  static const std::unordered_map<std::string, const OpDef*> table = [] {
+    std::unordered_map<std::string, const OpDef*> t;
+    for (const OpDef& d : kOps) t[d.name] = &d;
+    return t;
+  }();
+  auto it = table.find(name);
+  return it == table.end() ? nullptr : it->second;
+}
+
+}  // namespace omnirx

@@ -1,0 +1,40 @@
+// Native float32 buffers: allocated once, 64-byte aligned (2 MiB aligned with transparent huge pages for large
+// ones, since first touch of fresh memory is very slow on the target VMs), counted in process-wide statistics so
+// tests can check that every byte comes back.
+#pragma once
+#include <atomic>
+#include <cstddef>
+#include <cstdint>
+#include <memory>
+#include <mutex>
+
+namespace omnirx {
+
+struct PackedB;
+
+struct Storage {
+  float* data = nullptr;
+  size_t numel = 0;
+  // Weight packing for the GEMM micro-kernel, built on first use by a plan and freed with the storage.
+  std::mutex pack_mutex;
+  std::shared_ptr<const PackedB> packed;
+
+  // Allocates `numel` floats, zero-filled. Throws std::bad_alloc.
+  static std::shared_ptr<Storage> Allocate(size_t numel);
+  ~Storage();
+  Storage() = default;
+  Storage(const Storage&) = delete;
+  Storage& operator=(const Storage&) = delete;
+};
+
+struct MemoryStats {
+  std::atomic<int64_t> bytes{0};
+  std::atomic<int64_t> buffers{0};
+};
+MemoryStats& GlobalMemoryStats();
+
+// Raw aligned allocation for scratch and arenas (also counted). Free with FreeAligned.
+float* AllocAligned(size_t numel, size_t* bytes_out);
+void FreeAligned(float* p, size_t bytes);
+
+}  // namespace omnirx
