@@ -1,0 +1,33 @@
+/**
+ * The error catalogue: every error omnirx raises on purpose has a stable `code` (callers switch on it, never on
+ * the message), an HTTP status for transports, and a one-line meaning. `docs/errors.md` lists the same codes; a
+ * test keeps the two in sync.
+ */
+export const ERROR_CATALOGUE = {
+  OMNIRX_ERR_INVALID_REQUEST: { status: 400, meaning: 'The request failed schema validation or a resource ceiling; `param` names the field.' },
+  OMNIRX_ERR_UNSUPPORTED_VALUE: { status: 400, meaning: 'A value is well-formed but the model cannot honour it (e.g. a width that is not a multiple of its stride); never silently adjusted.' },
+  OMNIRX_ERR_UNKNOWN_MODEL: { status: 404, meaning: 'No registered model has this id.' },
+  OMNIRX_ERR_MODEL_LOAD: { status: 500, meaning: 'A model directory is missing a file, or its config or weights do not match the architecture.' },
+  OMNIRX_ERR_SAFETENSORS: { status: 500, meaning: 'A safetensors file is malformed; the message names the tensor and the byte offset.' },
+  OMNIRX_ERR_NATIVE: { status: 500, meaning: 'A native kernel or plan rejected its input (shape, freed tensor) or failed while running.' },
+  OMNIRX_ERR_NON_FINITE: { status: 500, meaning: 'A step produced NaN or infinite values; only the request that produced them fails.' },
+  OMNIRX_ERR_FFMPEG: { status: 500, meaning: 'ffmpeg could not be found or exited with an error while encoding.' },
+  OMNIRX_ERR_CLI_ARGUMENT: { status: 400, meaning: 'A command-line argument is out of range or of the wrong type; the message names the flag and its allowed range.' },
+} as const;
+
+export type ErrorCode = keyof typeof ERROR_CATALOGUE;
+
+/** Base class of the errors omnirx throws on purpose. `param` is the offending field as a dotted path, if any. */
+export class OmniError extends Error {
+  override readonly name: string = 'OmniError';
+  readonly code: ErrorCode;
+  readonly status: number;
+  readonly param?: string;
+
+  constructor(code: ErrorCode, message: string, options: { param?: string; cause?: unknown } = {}) {
+    super(message, options.cause === undefined ? undefined : { cause: options.cause });
+    this.code = code;
+    this.status = ERROR_CATALOGUE[code].status;
+    if (options.param !== undefined) this.param = options.param;
+  }
+}

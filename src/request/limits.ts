@@ -1,0 +1,29 @@
+/**
+ * Resource ceilings applied while a request is validated (DESIGN.md §2: ceilings are part of validation, so bad
+ * input never reaches a loop). A deployment may lower them; raising them past what the machine can hold is the
+ * operator's responsibility.
+ */
+export interface RequestLimits {
+  /** Largest width or height, pixels. */
+  readonly maxSide: number;
+  /** Largest width × height, pixels. */
+  readonly maxPixels: number;
+  /** Largest number of video frames. */
+  readonly maxFrames: number;
+  /** Largest num_inference_steps. */
+  readonly maxSteps: number;
+  /** Largest width × height × frames × steps: a bound on the denoise work one request may ask for. */
+  readonly maxWork: number;
+  /** Longest prompt or negative prompt, UTF-16 code units. */
+  readonly maxPromptChars: number;
+}
+
+/** Ceilings sized for a 2-core CPU machine serving the small embedded models. */
+export const DEFAULT_LIMITS: RequestLimits = Object.freeze({
+  maxSide: 1024,
+  maxPixels: 512 * 512,
+  maxFrames: 256,
+  maxSteps: 200,
+  maxWork: 256 * 256 * 64 * 50,
+  maxPromptChars: 4000,
+});
