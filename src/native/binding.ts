@@ -1,0 +1,101 @@
+import * as path from 'node:path';
+import { OmniError } from '../errors';
+
+/** A float32 tensor in native memory. `data` is a zero-copy view; it becomes unusable after `dispose()`. */
+export interface NativeTensor {
+  /** Zero-copy view of the tensor's elements (row-major). Throws once the tensor is disposed. */
+  readonly data: Float32Array;
+  readonly shape: number[];
+  readonly numel: number;
+  readonly disposed: boolean;
+  /** Frees the native memory now (or when the last running plan using it finishes). Idempotent. */
+  dispose(): void;
+}
+
+/** Where a plan value lives: 0 = the plan's arena, 1 = a constant tensor, 2 = a per-run slot. */
+export interface PlanValueSpec {
+  kind: 0 | 1 | 2;
+  index: number;
+  /** Offset in float32 elements. */
+  offset: number;
+  shape: number[];
+}
+
+export interface PlanOpSpec {
+  op: string;
+  label?: string;
+  /** Value indices; -1 for an absent optional operand. */
+  inputs: number[];
+  outputs: number[];
+  attrs?: Record<string, number | number[]>;
+}
+
+/** The plain object that crosses into the addon when a plan is compiled. */
+export interface PlanSpec {
+  arenaFloats: number;
+  consts: NativeTensor[];
+  slots: number[][];
+  values: PlanValueSpec[];
+  ops: PlanOpSpec[];
+}
+
+export interface NativePlan {
+  /** Runs ops [from, to) on the executor thread with `bindings` for the slots, in slot order. */
+  run(bindings: NativeTensor[], from?: number, to?: number): Promise<void>;
+  dispose(): void;
+  readonly numOps: number;
+  /** Bytes of the arena allocated for intermediates. */
+  readonly arenaBytes: number;
+}
+
+export interface NativeStats {
+  /** Bytes of native memory held: tensors, packed weights, arenas and per-thread scratch. */
+  bytesInUse: number;
+  buffers: number;
+  queued: number;
+  running: number;
+  completed: number;
+  threads: number;
+}
+
+export interface NativeBinding {
+  Tensor: new (shape: number[]) => NativeTensor;
+  Plan: new (spec: PlanSpec) => NativePlan;
+  stats(): NativeStats;
+}
+
+/**
+ * Loads the compiled addon (`native/build/Release`, then `native/build/Debug`). Node's module cache makes repeated
+ * calls free. Throws OmniError('OMNIRX_ERR_NATIVE') listing every path tried and why it failed.
+ */
+export function loadNative(): NativeBinding {
+  const root = path.resolve(__dirname, '..', '..', '..');
+  const candidates = [
+    path.join(root, 'native', 'build', 'Release', 'omnirx_native.node'),
+    path.join(root, 'native', 'build', 'Debug', 'omnirx_native.node'),
+    path.resolve(__dirname, '..', '..', 'native', 'build', 'Release', 'omnirx_native.node'),
+  ];
+  const failures: string[] = [];
+  for (const candidate of candidates) {
+    try {
+      // eslint-disable-next-line @typescript-eslint/no-require-imports
+      return require(candidate) as NativeBinding;
+    } catch (e) {
+      failures.push(`${candidate}: ${(e as Error).message.split('\n')[0]}`);
+    }
+  }
+  throw new OmniError('OMNIRX_ERR_NATIVE', `the omnirx native addon is not built (run npm ci or npm run install).\n  ${failures.join('\n  ')}`);
+}
+
+/** Allocates a native tensor of `shape`, optionally filled from `data` (length must match). */
+export function createTensor(native: NativeBinding, shape: readonly number[], data?: ArrayLike<number>): NativeTensor {
+  const t = new native.Tensor([...shape]);
+  if (data !== undefined) {
+    if (data.length !== t.numel) {
+      t.dispose();
+      throw new OmniError('OMNIRX_ERR_NATIVE', `createTensor: ${data.length} values given for shape [${shape.join(', ')}] (${t.numel} elements)`);
+    }
+    t.data.set(data);
+  }
+  return t;
+}
