@@ -1,0 +1,46 @@
+import type { TokenizerFile } from './t5/tokenizer';
+import type { ModelSpec } from './model-spec';
+
+/** Words of the embedded default's tokenizer: the prompt grammar of simple top-down scenes, plus glue words. */
+export const DEFAULT_WORDS: readonly string[] = [
+  'a', 'an', 'the', 'one', 'two', 'three', 'four', 'five', 'with', 'in', 'on', 'and', 'of', 'at', 'to', 'is', 'it', 'its',
+  'red', 'green', 'blue', 'yellow', 'orange', 'purple', 'pink', 'white', 'black', 'gray', 'grey', 'cyan', 'magenta', 'brown',
+  'dark', 'light', 'bright', 'pale', 'deep',
+  'ball', 'balls', 'cube', 'cubes', 'block', 'blocks', 'box', 'boxes', 'square', 'squares', 'dot', 'agent', 'circle', 'disc',
+  'room', 'floor', 'wall', 'walls', 'corner', 'obstacle', 'obstacles', 'world', 'scene', 'top', 'down', 'view',
+  'moving', 'moves', 'rolling', 'rolls', 'bouncing', 'bounces', 'left', 'right', 'up', 'stops', 'still', 'slowly', 'quickly',
+  'small', 'large', 'big', 'tiny', 'empty', 'video', 'image', 'picture', 'photo',
+];
+
+/** The tokenizer file of the embedded default. */
+export const DEFAULT_TOKENIZER: TokenizerFile = { type: 'word-bytes', words: [...DEFAULT_WORDS] };
+
+/**
+ * Architecture and defaults of the embedded default model (`omnirx-default`): a 64×64 Wan-style text-to-video
+ * model small enough to run on a 2-core CPU. Until trained weights ship, its weights are seeded random values
+ * (`weights: 'seeded'`), so its videos are structured noise.
+ */
+export function defaultModelSpec(): ModelSpec {
+  const dim = 256;
+  return {
+    id: 'omnirx-default',
+    family: 'wan-t2v',
+    description: 'Embedded default: Wan-2.1-style DiT (dim 256, 8 layers), T5-style text encoder (4 layers), causal conv VAE decoder (4x spatial, 16 latent channels). Seeded random weights.',
+    weights: 'seeded',
+    textEncoder: {
+      vocabSize: 259 + DEFAULT_WORDS.length,
+      dModel: dim,
+      dKv: 64,
+      numHeads: 4,
+      dFf: 512,
+      numLayers: 4,
+      relativeAttentionNumBuckets: 32,
+      relativeAttentionMaxDistance: 128,
+      eps: 1e-6,
+      maxLength: 32,
+    },
+    transformer: { patchSize: [1, 2, 2], inChannels: 16, outChannels: 16, dim, ffnDim: 1024, numHeads: 4, numLayers: 8, textDim: dim, freqDim: 256, eps: 1e-6, ropeTheta: 10000 },
+    vae: { zDim: 16, channels: [64, 32, 16], numResBlocks: 1, temporalKernel: 3, latentsMean: new Array(16).fill(0), latentsStd: new Array(16).fill(1) },
+    defaults: { width: 64, height: 64, numFrames: 16, fps: 8, numInferenceSteps: 20, guidanceScale: 5, flowShift: 3 },
+  };
+}

@@ -1,0 +1,33 @@
+import { z } from 'zod';
+import { T5ConfigSchema } from './t5/config';
+import { VaeConfigSchema } from './vae/config';
+import { WanDiTConfigSchema } from './wan/config';
+
+/** Values a model uses when a request leaves them out; echoed in the `admitted` event. */
+export const DiffusionDefaultsSchema = z.strictObject({
+  width: z.number().int().positive(),
+  height: z.number().int().positive(),
+  numFrames: z.number().int().positive(),
+  fps: z.number().int().positive(),
+  numInferenceSteps: z.number().int().positive(),
+  guidanceScale: z.number().nonnegative(),
+  flowShift: z.number().positive(),
+});
+export type DiffusionDefaults = z.infer<typeof DiffusionDefaultsSchema>;
+
+/**
+ * `model.json` of a model directory: which family builds it, each component's architecture, and the defaults.
+ * Files beside it: `tokenizer.json`, `text_encoder.safetensors`, `transformer.safetensors`, `vae.safetensors`.
+ */
+export const ModelSpecSchema = z.strictObject({
+  id: z.string().min(1).max(128).regex(/^[A-Za-z0-9._-]+$/),
+  family: z.literal('wan-t2v'),
+  description: z.string().max(2000),
+  /** How the weights were made: 'seeded' (deterministic random, for tests and plumbing) or 'trained'. */
+  weights: z.enum(['seeded', 'trained']),
+  textEncoder: T5ConfigSchema,
+  transformer: WanDiTConfigSchema,
+  vae: VaeConfigSchema,
+  defaults: DiffusionDefaultsSchema,
+});
+export type ModelSpec = z.infer<typeof ModelSpecSchema>;
