@@ -1,0 +1,27 @@
+import type { z } from 'zod';
+import { OmniError } from '../errors';
+import type { ErrorEvent } from '../request/omni-event';
+
+/** Turns a zod failure into an `error` event: code, first field as `param`, every issue with its dotted path. */
+export function validationErrorEvent(requestId: string, error: z.ZodError): ErrorEvent {
+  const issues = error.issues.map((i) => ({ path: i.path.map(String).join('.'), code: i.code, message: i.message }));
+  const first = issues[0];
+  return {
+    type: 'error',
+    requestId,
+    code: 'OMNIRX_ERR_INVALID_REQUEST',
+    message: first ? `${first.path || '(request)'}: ${first.message}` : 'invalid request',
+    param: first?.path || undefined,
+    issues,
+  };
+}
+
+/** Turns anything thrown while a request ran into an `error` event (never a thrown error on the stream). */
+export function failureEvent(requestId: string, err: unknown, extra: Pick<ErrorEvent, 'node' | 'partial' | 'completedSteps'> = {}): ErrorEvent {
+  const e = err instanceof Error ? err : new Error(String(err));
+  const raw = (e as Error & { code?: unknown }).code;
+  const code = e instanceof OmniError ? e.code : typeof raw === 'string' && raw.startsWith('OMNIRX_ERR_') ? raw : 'OMNIRX_ERR_NATIVE';
+  const event: ErrorEvent = { type: 'error', requestId, code, message: e.message, ...extra };
+  if (e instanceof OmniError && e.param !== undefined) event.param = e.param;
+  return event;
+}

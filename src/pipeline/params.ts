@@ -1,0 +1,22 @@
+import type { Task, OutputModality } from '../request/omni-request';
+
+/** Request parameters after the model's defaults were applied and the model's constraints were checked. */
+export interface ResolvedParams {
+  task: Task;
+  model: string;
+  prompt: string;
+  negativePrompt: string;
+  /** Pixels. */
+  width: number;
+  height: number;
+  numFrames: number;
+  /** Frames per second of the output video. */
+  fps: number;
+  numInferenceSteps: number;
+  guidanceScale: number;
+  flowShift: number;
+  /** Unsigned 32-bit seed of the initial noise. */
+  seed: number;
+  modalities: OutputModality[];
+  returnLatents: boolean;
+}

@@ -1,0 +1,55 @@
+import type { Observable } from 'rxjs';
+import type { Artifact } from '../request/artifacts';
+
+/** What every stage of a request sees: ids, the resolved parameters and the loaded model (shared). */
+export interface StageContext<M, P> {
+  readonly requestId: string;
+  readonly model: M;
+  readonly params: P;
+}
+
+/** A one-shot node: encoders, VAE decode, packers (DESIGN.md §3). */
+export interface Stage<C, S> {
+  readonly name: string;
+  forward(ctx: C, state: S): Promise<void>;
+}
+
+/** Progress a loop step reports; becomes a `step` event. */
+export interface StepProgress {
+  /** 0-based index of the step that just finished. */
+  index: number;
+  total: number;
+  /** Model timestep of the step (σ · 1000 for flow matching). */
+  timestep: number;
+  /** Noise level the step started from. */
+  sigma: number;
+}
+
+/** The outcome of ONE loop step. `emit` carries streamed pieces (previews, decoded chunks). */
+export interface StepResult {
+  done: boolean;
+  progress?: StepProgress;
+  emit?: Artifact[];
+}
+
+/**
+ * An iterative node: the runtime calls `step` once per grant, never the stage itself (no `for` over timesteps
+ * around model calls). Per-request loop state `L` is created by `init` and freed by `release`.
+ */
+export interface LoopStage<C, S, L> {
+  readonly name: string;
+  init(ctx: C, state: S): Promise<L> | L;
+  step(ctx: C, loop: L): Promise<StepResult> | Observable<StepResult>;
+  /** Writes the loop's final outputs into the request state. */
+  finalize(ctx: C, loop: L, state: S): Promise<void> | void;
+  /** Frees the loop state; called once, after the last step settled, whether the loop finished or not. */
+  release(loop: L): void;
+}
+
+/** A node of a linear pipeline. */
+export type PipelineNode<C, S> = { kind: 'stage'; stage: Stage<C, S> } | { kind: 'loop'; stage: LoopStage<C, S, unknown> };
+
+/** Wraps a loop stage as a pipeline node (its loop-state type is private to the stage). */
+export function loopNode<C, S, L>(stage: LoopStage<C, S, L>): PipelineNode<C, S> {
+  return { kind: 'loop', stage: stage as unknown as LoopStage<C, S, unknown> };
+}

@@ -1,0 +1,16 @@
+import type { NativeBinding } from '../../native/binding';
+import type { WanT2VModel } from '../../models/wan/wan-t2v';
+import type { ResolvedParams } from '../params';
+import type { StageContext } from '../stage';
+
+/** Context of the Wan T2V pipeline's stages. `signal` aborts when the request is cancelled. */
+export interface WanT2VContext extends StageContext<WanT2VModel, ResolvedParams> {
+  readonly native: NativeBinding;
+  readonly signal: AbortSignal;
+}
+
+/** Latent grid `[C, F, h, w]` for the resolved parameters. */
+export function latentShape(ctx: WanT2VContext): [number, number, number, number] {
+  const s = ctx.model.vae.scaleFactor;
+  return [ctx.model.spec.vae.zDim, ctx.params.numFrames, ctx.params.height / s, ctx.params.width / s];
+}
