@@ -1,0 +1,423 @@
+import { promises as fsp } from 'node:fs';
+import * as path from 'node:path';
+import { Command, CommanderError, Option } from 'commander';
+import { Subscription, type Observable } from 'rxjs';
+import { z } from 'zod';
+import { OmniError } from '../errors';
+import { encodeMp4 } from '../media/mp4';
+import type { VideoArtifact } from '../request/artifacts';
+import type { ErrorEvent, OmniEvent } from '../request/omni-event';
+import { OmniRequestSchema, TaskSchema, type OmniRequestInput } from '../request/omni-request';
+import { createProgressReporter } from './progress';
+
+/** The part of the engine the CLI uses (`src/engine/engine.ts` `Engine` satisfies it). */
+export interface EngineLike {
+  /** Cold stream of one request's events; subscribing submits, unsubscribing cancels. */
+  generate(request: OmniRequestInput): Observable<OmniEvent>;
+  /** Releases models and worker threads. */
+  close(): Promise<void>;
+}
+
+/** Options the CLI passes when it creates the engine (only those the user gave). */
+export interface CliEngineOptions {
+  modelsDir?: string;
+}
+
+/** What {@link runGenerate} needs from the outside world; injected so tests can fake every part. */
+export interface GenerateDeps {
+  createEngine: (options?: CliEngineOptions) => Promise<EngineLike>;
+  stdout: NodeJS.WritableStream;
+  stderr: NodeJS.WritableStream;
+  /** Whether stdout is a terminal: progress bar when true, plain lines when false. */
+  isTTY: boolean;
+  /** Aborted on SIGINT (wired by `main.ts`): the request is unsubscribed (cancelled) and the command exits 130. */
+  signal?: AbortSignal;
+  /** ffmpeg binary for the MP4 encode; resolved by `encodeMp4` when absent. */
+  ffmpegPath?: string;
+}
+
+/** Exit codes of `omnirx generate`. */
+export const EXIT = Object.freeze({ OK: 0, FAILED: 1, USAGE: 2, INTERRUPTED: 130 });
+
+/** Prompt used when `--prompt` is not given. */
+export const DEFAULT_PROMPT = 'a red ball in a dark blue room with two yellow blocks';
+
+/** The `final` event. */
+export type FinalEvent = Extract<OmniEvent, { type: 'final' }>;
+
+const diffusionShape = OmniRequestSchema.shape.diffusion.unwrap().shape;
+type DiffusionKey = keyof typeof diffusionShape;
+
+interface NumericFlag {
+  flag: string;
+  key: DiffusionKey;
+  integer: boolean;
+  min: number;
+  max: number;
+  help: string;
+}
+
+/** Reads the bounds of a (possibly optional) zod number schema, so the CLI's ranges are the schema's. */
+function numberBounds(schema: z.ZodType): { min: number; max: number; integer: boolean } {
+  let s: z.ZodType = schema;
+  while (s instanceof z.ZodOptional || s instanceof z.ZodDefault) s = s.unwrap() as z.ZodType;
+  if (!(s instanceof z.ZodNumber)) throw new Error('numberBounds: not a number schema');
+  return { min: s.minValue ?? -Number.MAX_SAFE_INTEGER, max: s.maxValue ?? Number.MAX_SAFE_INTEGER, integer: s.isInt };
+}
+
+function numericFlag(flag: string, key: DiffusionKey, help: string): NumericFlag {
+  return { flag, key, help, ...numberBounds(diffusionShape[key]) };
+}
+
+/** Numeric flags, their request field (`diffusion.<key>`) and ranges taken from `OmniRequestSchema`. */
+export const NUMERIC_FLAGS: readonly NumericFlag[] = Object.freeze([
+  numericFlag('--steps', 'numInferenceSteps', 'denoise steps (num_inference_steps)'),
+  numericFlag('--seed', 'seed', 'seed of the initial noise, unsigned 32-bit'),
+  numericFlag('--width', 'width', 'width, pixels'),
+  numericFlag('--height', 'height', 'height, pixels'),
+  numericFlag('--frames', 'numFrames', 'video frames to generate'),
+  numericFlag('--fps', 'fps', 'playback rate, frames per second'),
+  numericFlag('--guidance-scale', 'guidanceScale', 'classifier-free guidance scale (1 disables CFG)'),
+  numericFlag('--flow-shift', 'flowShift', 'flow shift of the sigma schedule'),
+]);
+
+/** Request field (dotted path) → flag, for mapping validation errors back to what the user typed. */
+export const FLAG_FOR_PARAM: Readonly<Record<string, string>> = Object.freeze({
+  'inputs.prompt': '--prompt',
+  'inputs.negativePrompt': '--negative-prompt',
+  model: '--model',
+  task: '--task',
+  ...Object.fromEntries(NUMERIC_FLAGS.map((f) => [`diffusion.${f.key}`, f.flag])),
+});
+
+const STRING_FLAGS = ['--prompt', '--negative-prompt', '--out', '--model', '--task', '--models-dir'] as const;
+const ALL_FLAGS = new Set<string>([...STRING_FLAGS, ...NUMERIC_FLAGS.map((f) => f.flag), '--help', '-h']);
+
+const INT_RE = /^[+-]?\d+$/;
+const FLOAT_RE = /^[+-]?(?:\d+(?:\.\d*)?|\.\d+)(?:[eE][+-]?\d+)?$/;
+
+function argError(flag: string | undefined, message: string): OmniError {
+  return new OmniError('OMNIRX_ERR_CLI_ARGUMENT', message, flag ? { param: flag } : {});
+}
+
+function missingValueHint(raw: string): string {
+  return ALL_FLAGS.has(raw.split('=')[0]!) ? ` (is the value missing? "${raw}" is a flag)` : '';
+}
+
+/**
+ * Parses a numeric flag value strictly: integers are `[+-]?digits` only (no `1e3`, `0x10`, `12abc`, `1.5`, ``),
+ * reals are plain decimal or exponent notation (no `NaN`, `Infinity`); the value must lie in the flag's range.
+ *
+ * @throws OmniError `OMNIRX_ERR_CLI_ARGUMENT`, e.g. `--width must be an integer in [8, 1024]; got "abc"`.
+ */
+export function parseNumericFlag(spec: Pick<NumericFlag, 'flag' | 'integer' | 'min' | 'max'>, raw: string): number {
+  const what = spec.integer ? 'an integer' : 'a number';
+  const fail = () => argError(spec.flag, `${spec.flag} must be ${what} in [${spec.min}, ${spec.max}]; got ${JSON.stringify(raw)}${missingValueHint(raw)}`);
+  if (!(spec.integer ? INT_RE : FLOAT_RE).test(raw)) throw fail();
+  const value = Number(raw);
+  if (!Number.isFinite(value) || (spec.integer && !Number.isSafeInteger(value))) throw fail();
+  if (value < spec.min || value > spec.max) throw fail();
+  return value === 0 ? 0 : value; // no -0
+}
+
+/** Result of {@link parseGenerateArgs}. */
+export type ParsedGenerate =
+  | { kind: 'help' }
+  | {
+      kind: 'run';
+      /** Only the fields the user gave, plus `task` and `inputs.prompt`. */
+      request: OmniRequestInput;
+      /** `--out` as given, or undefined for the default `out/omnirx-<requestId>.mp4`. */
+      out?: string;
+      engineOptions: CliEngineOptions;
+    };
+
+function buildCommand(): Command {
+  const cmd = new Command('omnirx generate')
+    .description('Generate a video from a text prompt and write it as an H.264 MP4.')
+    .allowExcessArguments(true)
+    .exitOverride()
+    .helpOption('-h, --help', 'show this help');
+  const text = (flag: string) => (raw: string) => {
+    if (ALL_FLAGS.has(raw.split('=')[0]!)) throw argError(flag, `${flag} is missing its value${missingValueHint(raw)}`);
+    return raw;
+  };
+  cmd.addOption(new Option('--prompt <text>', `text prompt (default: "${DEFAULT_PROMPT}")`).argParser(text('--prompt')));
+  cmd.addOption(new Option('--negative-prompt <text>', 'negative prompt').argParser(text('--negative-prompt')));
+  cmd.addOption(new Option('--out <file.mp4>', 'output MP4 (default: out/omnirx-<requestId>.mp4)').argParser(text('--out')));
+  for (const f of NUMERIC_FLAGS) {
+    const range = `${f.integer ? 'integer' : 'number'} in [${f.min}, ${f.max}]`;
+    cmd.addOption(new Option(`${f.flag} <${f.integer ? 'n' : 'x'}>`, `${f.help}; ${range} (default: the model's)`).argParser((raw: string) => parseNumericFlag(f, raw)));
+  }
+  cmd.addOption(new Option('--model <id>', "registered model id (default: the engine's default model)").argParser(text('--model')));
+  cmd.addOption(new Option('--task <task>', `task, one of ${TaskSchema.options.join(', ')}`).default('T2V').argParser(text('--task')));
+  cmd.addOption(new Option('--models-dir <dir>', 'directory of model checkpoints (default: the engine\'s)').argParser(text('--models-dir')));
+  return cmd;
+}
+
+function issueToArgError(issue: z.core.$ZodIssue, request: OmniRequestInput): OmniError {
+  const dotted = issue.path.map(String).join('.');
+  const flag = FLAG_FOR_PARAM[dotted];
+  const name = flag ?? dotted;
+  let got: unknown = request;
+  for (const k of issue.path) got = got !== null && typeof got === 'object' ? (got as Record<PropertyKey, unknown>)[k] : undefined;
+  const gotText = typeof got === 'string' ? (got.length > 40 ? `${got.length} characters` : JSON.stringify(got)) : JSON.stringify(got);
+  let message: string;
+  if (issue.code === 'invalid_value') {
+    message = `${name} must be one of ${issue.values.map(String).join(', ')}; got ${gotText}`;
+  } else {
+    message = `${name}: ${issue.message}; got ${gotText}`;
+  }
+  return argError(name, message);
+}
+
+/**
+ * Parses `omnirx generate` arguments (without the command name) into a request. Numeric flags are parsed strictly
+ * against the schema's ranges; the finished request is validated with `OmniRequestSchema` and any issue is mapped
+ * back to its flag. Only the fields the user gave are sent; defaults are the model's.
+ *
+ * @param output where `--help` is written.
+ * @throws OmniError `OMNIRX_ERR_CLI_ARGUMENT` naming the flag (unknown flag, missing value, out of range, …).
+ */
+export function parseGenerateArgs(argv: readonly string[], output: { writeOut: (s: string) => void } = { writeOut: () => undefined }): ParsedGenerate {
+  const cmd = buildCommand();
+  cmd.configureOutput({ writeOut: output.writeOut, writeErr: () => undefined, outputError: () => undefined });
+  try {
+    cmd.parse([...argv], { from: 'user' });
+  } catch (err) {
+    if (err instanceof CommanderError) {
+      if (err.code === 'commander.helpDisplayed' || err.code === 'commander.help') return { kind: 'help' };
+      throw argError(undefined, err.message.replace(/^error:\s*/, ''));
+    }
+    throw err;
+  }
+  if (cmd.args.length > 0) {
+    throw argError(undefined, `unexpected argument${cmd.args.length > 1 ? 's' : ''} ${cmd.args.map((a) => JSON.stringify(a)).join(' ')} (give the prompt with --prompt "...")`);
+  }
+  const opts = cmd.opts<Record<string, string | number | undefined>>();
+
+  const inputs: OmniRequestInput['inputs'] = { prompt: (opts.prompt as string | undefined) ?? DEFAULT_PROMPT };
+  if (opts.negativePrompt !== undefined) inputs.negativePrompt = opts.negativePrompt as string;
+  const request: OmniRequestInput = { task: opts.task as OmniRequestInput['task'], inputs };
+  if (opts.model !== undefined) request.model = opts.model as string;
+  const diffusion: Record<string, number> = {};
+  for (const f of NUMERIC_FLAGS) {
+    const attr = f.flag.slice(2).replace(/-([a-z])/g, (_m, c: string) => c.toUpperCase());
+    const v = opts[attr];
+    if (typeof v === 'number') diffusion[f.key] = v;
+  }
+  if (Object.keys(diffusion).length > 0) request.diffusion = diffusion as OmniRequestInput['diffusion'];
+
+  const parsed = OmniRequestSchema.safeParse(request);
+  if (!parsed.success) throw issueToArgError(parsed.error.issues[0]!, request);
+
+  const out = opts.out as string | undefined;
+  if (out !== undefined && out.trim() === '') throw argError('--out', `--out must be a file path; got ${JSON.stringify(out)}`);
+  const modelsDir = opts.modelsDir as string | undefined;
+  if (modelsDir !== undefined && modelsDir.trim() === '') throw argError('--models-dir', `--models-dir must be a directory; got ${JSON.stringify(modelsDir)}`);
+  return { kind: 'run', request, ...(out !== undefined ? { out } : {}), engineOptions: modelsDir !== undefined ? { modelsDir } : {} };
+}
+
+/** The default output path for a request: `out/omnirx-<requestId>.mp4` (or a timestamp when there is no id). */
+export function defaultOutPath(requestId: string | undefined, now: Date = new Date()): string {
+  const id = requestId && requestId.trim() !== '' ? requestId.replace(/[^A-Za-z0-9._-]/g, '_') : now.toISOString().replace(/[:.]/g, '-');
+  return path.join('out', `omnirx-${id}.mp4`);
+}
+
+/** Picks the video to write from a final output: the `video` artifact, else any video, else an image as 1 frame. */
+export function pickVideo(final: FinalEvent): VideoArtifact | undefined {
+  const arts = final.output.artifacts;
+  const named = arts.video;
+  if (named?.kind === 'video') return named;
+  const anyVideo = Object.values(arts).find((a): a is VideoArtifact => a.kind === 'video');
+  if (anyVideo) return anyVideo;
+  const image = Object.values(arts).find((a) => a.kind === 'image');
+  if (image?.kind === 'image') return { kind: 'video', width: image.width, height: image.height, numFrames: 1, fps: 1, frames: image.pixels };
+  return undefined;
+}
+
+function errorText(err: unknown): string {
+  if (err instanceof OmniError) return `${err.code}: ${err.message}`;
+  if (typeof err === 'object' && err !== null && typeof (err as { message?: unknown }).message === 'string') {
+    const code = (err as { code?: unknown }).code;
+    return `${typeof code === 'string' ? `${code}: ` : ''}${(err as { message: string }).message}`;
+  }
+  return String(err);
+}
+
+function formatErrorEvent(ev: ErrorEvent): string {
+  const flag = ev.param !== undefined ? (FLAG_FOR_PARAM[ev.param] ?? ev.param) : undefined;
+  const lines = [`error ${ev.code}${flag ? ` (${flag})` : ''}${ev.node ? ` in node ${ev.node}` : ''}: ${ev.message}`];
+  for (const issue of ev.issues ?? []) {
+    if (issue.message === ev.message && issue.path === ev.param) continue;
+    lines.push(`  ${FLAG_FOR_PARAM[issue.path] ?? issue.path}: ${issue.message}`);
+  }
+  if (ev.completedSteps !== undefined) lines.push(`  (${ev.completedSteps} steps completed)`);
+  return `${lines.join('\n')}\n`;
+}
+
+type Outcome =
+  | { kind: 'final'; event: FinalEvent }
+  | { kind: 'error'; event: ErrorEvent }
+  | { kind: 'cancelled' }
+  | { kind: 'thrown'; error: unknown }
+  | { kind: 'incomplete' }
+  | { kind: 'interrupted' };
+
+function abortPromise(signal: AbortSignal | undefined): { promise: Promise<'interrupted'>; dispose: () => void } {
+  if (!signal) return { promise: new Promise<never>(() => undefined), dispose: () => undefined };
+  let onAbort = () => undefined as void;
+  const promise = new Promise<'interrupted'>((resolve) => {
+    onAbort = () => resolve('interrupted');
+    if (signal.aborted) resolve('interrupted');
+    else signal.addEventListener('abort', onAbort, { once: true });
+  });
+  return { promise, dispose: () => signal.removeEventListener('abort', onAbort) };
+}
+
+/**
+ * `omnirx generate`: parses `argv` (the arguments after `generate`), creates the engine, runs one request while
+ * showing progress, encodes the `video` artifact of the `final` event as MP4 and prints
+ * `wrote /abs/path.mp4 (F frames, WxH, N fps)` as the last stdout line.
+ *
+ * Never throws; every failure is a message on stderr and an exit code:
+ * 0 written; 1 the engine could not start, the request failed (`error` event) or encoding failed;
+ * 2 an argument error (the message names the flag and its range); 130 interrupted (`deps.signal`).
+ *
+ * @returns the process exit code.
+ */
+export async function runGenerate(argv: string[], deps: GenerateDeps): Promise<number> {
+  const { stdout, stderr, signal } = deps;
+  const say = (s: string) => void stdout.write(s);
+  const complain = (s: string) => void stderr.write(s);
+
+  let parsed: ParsedGenerate;
+  try {
+    parsed = parseGenerateArgs(argv, { writeOut: say });
+  } catch (err) {
+    if (err instanceof OmniError && err.code === 'OMNIRX_ERR_CLI_ARGUMENT') {
+      complain(`error: ${err.message}\n(see "omnirx generate --help")\n`);
+      return EXIT.USAGE;
+    }
+    complain(`error: ${errorText(err)}\n`);
+    return EXIT.USAGE;
+  }
+  if (parsed.kind === 'help') return EXIT.OK;
+
+  if (parsed.out !== undefined) {
+    const st = await fsp.stat(parsed.out).catch(() => undefined);
+    if (st?.isDirectory()) {
+      complain(`error: --out must be a file path, not a directory; got ${JSON.stringify(parsed.out)}\n`);
+      return EXIT.USAGE;
+    }
+  }
+
+  const interrupt = abortPromise(signal);
+  const interrupted = (): number => {
+    say('cancelled\n');
+    return EXIT.INTERRUPTED;
+  };
+
+  try {
+    if (signal?.aborted) return interrupted();
+    // Engine start (model load) may take a while: let SIGINT win the race.
+    const enginePromise = Promise.resolve().then(() => deps.createEngine(parsed.engineOptions));
+    let engine: EngineLike;
+    try {
+      const first = await Promise.race([enginePromise, interrupt.promise]);
+      if (first === 'interrupted') {
+        enginePromise.then((e) => e.close()).catch(() => undefined);
+        return interrupted();
+      }
+      engine = first;
+      if (signal?.aborted) {
+        await engine.close().catch(() => undefined);
+        return interrupted();
+      }
+    } catch (err) {
+      complain(`error: could not start the engine: ${errorText(err)}\n`);
+      return EXIT.FAILED;
+    }
+
+    const progress = createProgressReporter({ stream: stdout, isTTY: deps.isTTY });
+    let requestId: string | undefined;
+    const subscription = new Subscription();
+    let outcome: Outcome;
+    try {
+      const done = new Promise<Outcome>((resolve) => {
+        let events$: Observable<OmniEvent>;
+        try {
+          events$ = engine.generate(parsed.request);
+        } catch (error) {
+          resolve({ kind: 'thrown', error });
+          return;
+        }
+        subscription.add(
+          events$.subscribe({
+            next: (ev) => {
+              requestId ??= ev.requestId;
+              if (ev.type === 'final') {
+                progress.onEvent(ev);
+                resolve({ kind: 'final', event: ev });
+              } else if (ev.type === 'error') {
+                progress.stop();
+                resolve({ kind: 'error', event: ev });
+              } else if (ev.type === 'cancelled') {
+                progress.onEvent(ev);
+                resolve({ kind: 'cancelled' });
+              } else {
+                progress.onEvent(ev);
+              }
+            },
+            error: (error: unknown) => resolve({ kind: 'thrown', error }),
+            complete: () => resolve({ kind: 'incomplete' }),
+          }),
+        );
+      });
+      outcome = await Promise.race([done, interrupt.promise.then((): Outcome => ({ kind: 'interrupted' }))]);
+    } finally {
+      subscription.unsubscribe(); // cancels the request unless it already finished
+      progress.stop();
+      await engine.close().catch((err: unknown) => complain(`warning: engine close failed: ${errorText(err)}\n`));
+    }
+
+    switch (outcome.kind) {
+      case 'interrupted':
+        return interrupted();
+      case 'error':
+        complain(formatErrorEvent(outcome.event));
+        return EXIT.FAILED;
+      case 'cancelled':
+        complain('error: the engine cancelled the request\n');
+        return EXIT.FAILED;
+      case 'thrown':
+        complain(`error: generation failed: ${errorText(outcome.error)}\n`);
+        return EXIT.FAILED;
+      case 'incomplete':
+        complain('error: the request ended without a final event\n');
+        return EXIT.FAILED;
+      case 'final':
+        break;
+    }
+
+    const final = outcome.event;
+    const video = pickVideo(final);
+    if (!video) {
+      const names = Object.entries(final.output.artifacts).map(([k, a]) => `${k} (${a.kind})`);
+      complain(`error: the final output has no video artifact (got ${names.length ? names.join(', ') : 'none'})\n`);
+      return EXIT.FAILED;
+    }
+    const out = parsed.out ?? defaultOutPath(final.output.requestId || final.requestId || requestId);
+    try {
+      const written = await encodeMp4(video, out, { ...(deps.ffmpegPath !== undefined ? { ffmpegPath: deps.ffmpegPath } : {}), ...(signal ? { signal } : {}) });
+      say(`wrote ${written.path} (${video.numFrames} frames, ${video.width}x${video.height}, ${video.fps} fps)\n`);
+      return EXIT.OK;
+    } catch (err) {
+      if (signal?.aborted) return interrupted();
+      complain(`error: ${errorText(err)}\n`);
+      return EXIT.FAILED;
+    }
+  } finally {
+    interrupt.dispose();
+  }
+}

@@ -1,0 +1,89 @@
+#!/usr/bin/env node
+import { Command, CommanderError } from 'commander';
+import { EXIT, runGenerate, type CliEngineOptions, type EngineLike, type GenerateDeps } from './generate';
+
+/**
+ * Creates the real engine. The engine module is imported lazily so `--help` or an argument error never loads the
+ * native addon or a model.
+ * @throws whatever `Engine.create` throws (native addon missing).
+ */
+export async function loadEngine(options: CliEngineOptions = {}): Promise<EngineLike> {
+  const { Engine } = await import('../engine/engine');
+  return Engine.create(options);
+}
+
+/**
+ * Builds the `omnirx` program. Each subcommand takes its raw arguments and resolves to an exit code, stored in
+ * `result.code` (commander actions cannot return values).
+ */
+export function buildProgram(deps: GenerateDeps, result: { code: number }): Command {
+  const program = new Command('omnirx')
+    .description('Serve diffusion video models as RxJS streams.')
+    .enablePositionalOptions()
+    .exitOverride()
+    .configureOutput({
+      writeOut: (s) => void deps.stdout.write(s),
+      writeErr: (s) => void deps.stderr.write(s),
+    });
+  program
+    .command('generate')
+    .description('generate a video from a prompt and write an MP4 (see "omnirx generate --help")')
+    .helpOption(false)
+    .allowUnknownOption()
+    .allowExcessArguments()
+    .passThroughOptions()
+    .action(async (_opts: unknown, cmd: Command) => {
+      result.code = await runGenerate(cmd.args, deps);
+    });
+  return program;
+}
+
+/**
+ * Runs the CLI with `argv` (arguments after the executable and script) and resolves to the exit code:
+ * 0 success, 1 failure, 2 usage error, 130 interrupted. Never throws.
+ */
+export async function main(argv: string[], overrides: Partial<GenerateDeps> = {}): Promise<number> {
+  const deps: GenerateDeps = {
+    createEngine: loadEngine,
+    stdout: process.stdout,
+    stderr: process.stderr,
+    isTTY: process.stdout.isTTY === true,
+    ...overrides,
+  };
+  const result = { code: EXIT.OK };
+  const program = buildProgram(deps, result);
+  try {
+    await program.parseAsync(argv, { from: 'user' });
+    return result.code;
+  } catch (err) {
+    if (err instanceof CommanderError) {
+      if (err.code === 'commander.helpDisplayed' || err.code === 'commander.version') return EXIT.OK;
+      // Usage errors (unknown command, no command): commander already printed the message.
+      return EXIT.USAGE;
+    }
+    deps.stderr.write(`error: ${err instanceof Error ? err.message : String(err)}\n`);
+    return EXIT.FAILED;
+  }
+}
+
+if (require.main === module) {
+  // First Ctrl-C cancels the request (unsubscribe) and exits 130 once the engine has closed; a second one exits now.
+  const controller = new AbortController();
+  let interrupts = 0;
+  const onSigint = () => {
+    interrupts += 1;
+    if (interrupts > 1) process.exit(EXIT.INTERRUPTED);
+    controller.abort();
+  };
+  process.on('SIGINT', onSigint);
+  // `omnirx generate | head -1`: a closed stdout is not an error worth a stack trace.
+  process.stdout.on('error', (err: NodeJS.ErrnoException) => {
+    if (err.code !== 'EPIPE') throw err;
+  });
+  void main(process.argv.slice(2), { signal: controller.signal }).then((code) => {
+    process.off('SIGINT', onSigint);
+    process.exitCode = code;
+    // Exit even if something (a misbehaving engine) left a handle open.
+    setTimeout(() => process.exit(code), 2000).unref();
+  });
+}
