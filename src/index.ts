@@ -1,0 +1,9 @@
+/** omnirx public API. */
+export { Engine, type EngineOptions } from './engine/engine';
+export { OmniRequestSchema, createOmniRequestSchema, type OmniRequest, type OmniRequestInput, type Task } from './request/omni-request';
+export { OmniEventSchema, type OmniEvent, type OmniOutput, type StepEvent, type ErrorEvent } from './request/omni-event';
+export type { Artifact, VideoArtifact, ImageArtifact, LatentsArtifact } from './request/artifacts';
+export { DEFAULT_LIMITS, type RequestLimits } from './request/limits';
+export { OmniError, ERROR_CATALOGUE, type ErrorCode } from './errors';
+export { encodeMp4 } from './media/mp4';
+export { driveLoop } from '../operators';

@@ -1,0 +1,202 @@
+import { readFileSync, writeFileSync } from 'node:fs';
+import * as path from 'node:path';
+import { firstValueFrom, lastValueFrom, toArray, filter, take } from 'rxjs';
+import { Engine } from '../../src/engine/engine';
+import { parseSafetensors, serializeSafetensors } from '../../src/models/weights/safetensors';
+import type { OmniEvent } from '../../src/request/omni-event';
+import type { OmniRequestInput } from '../../src/request/omni-request';
+import { makeModelsDir, tinySpec } from '../helpers/tiny-model';
+
+let modelsDir: string;
+let engine: Engine;
+
+const req = (over: Partial<OmniRequestInput['diffusion']> = {}, extra: Partial<OmniRequestInput> = {}): OmniRequestInput => ({
+  model: 'tiny',
+  task: 'T2V',
+  inputs: { prompt: 'a red ball in a blue room' },
+  diffusion: { seed: 7, ...over },
+  ...extra,
+});
+
+const run = (r: OmniRequestInput): Promise<OmniEvent[]> => lastValueFrom(engine.generate(r).pipe(toArray()));
+
+function finalOf(events: OmniEvent[]) {
+  const f = events.find((e) => e.type === 'final');
+  if (f === undefined || f.type !== 'final') throw new Error(`no final event: ${JSON.stringify(events.filter((e) => e.type === 'error'))}`);
+  return f.output;
+}
+
+beforeAll(async () => {
+  // A second model whose DiT output weights hold a NaN, and a third whose transformer file is truncated.
+  const nanSpec = tinySpec('tiny-nan');
+  const brokenSpec = tinySpec('tiny-broken');
+  modelsDir = await makeModelsDir([
+    { spec: nanSpec, seed: 1 },
+    { spec: brokenSpec, seed: 1 },
+  ]);
+  const nanFile = path.join(modelsDir, 'tiny-nan', 'transformer.safetensors');
+  const parsed = parseSafetensors(readFileSync(nanFile));
+  const tensors: Record<string, { shape: number[]; data: Float32Array }> = {};
+  for (const e of parsed.entries) tensors[e.name] = { shape: e.shape, data: parsed.float32(e.name) };
+  tensors['proj_out.bias'].data[0] = Number.NaN;
+  writeFileSync(nanFile, serializeSafetensors(tensors));
+  const brokenFile = path.join(modelsDir, 'tiny-broken', 'transformer.safetensors');
+  const bytes = readFileSync(brokenFile);
+  writeFileSync(brokenFile, bytes.subarray(0, bytes.length - 100));
+  engine = await Engine.create({ modelsDir, defaultModel: 'tiny' });
+});
+
+afterAll(async () => {
+  await engine.close();
+});
+
+describe('Engine.generate', () => {
+  it('emits queued → admitted → node events with one step event per denoise step → final with the video', async () => {
+    const events = await run(req({ numInferenceSteps: 3, numFrames: 3, fps: 6 }));
+    expect(events.map((e) => (e.type === 'node_start' || e.type === 'node_end' ? `${e.type}:${e.node}` : e.type))).toEqual([
+      'queued',
+      'admitted',
+      'node_start:text_encoder',
+      'node_end:text_encoder',
+      'node_start:denoise',
+      'step',
+      'step',
+      'step',
+      'node_end:denoise',
+      'node_start:vae_decoder',
+      'node_end:vae_decoder',
+      'final',
+    ]);
+    const steps = events.filter((e) => e.type === 'step');
+    expect(steps.map((s) => (s.type === 'step' ? [s.index, s.total] : []))).toEqual([[0, 3], [1, 3], [2, 3]]);
+    // flow shift 2, N = 3: σ = 1, 2·(2/3)/(1 + 2/3) = 0.8, 2·(1/3)/(1 + 1/3) = 0.5
+    const sigmas = steps.map((s) => (s.type === 'step' ? s.sigma : NaN));
+    expect(sigmas[0]).toBe(1);
+    expect(sigmas[1]).toBeCloseTo(0.8, 12);
+    expect(sigmas[2]).toBeCloseTo(0.5, 12);
+    const admitted = events[1];
+    expect(admitted.type === 'admitted' && admitted.params).toMatchObject({ width: 16, height: 16, numFrames: 3, fps: 6, numInferenceSteps: 3, seed: 7, guidanceScale: 4, flowShift: 2 });
+    expect(admitted.type === 'admitted' && admitted.estimate).toEqual({ steps: 3, forwards: 6 });
+    const out = finalOf(events);
+    const video = out.artifacts.video;
+    expect(video.kind).toBe('video');
+    if (video.kind !== 'video') return;
+    expect([video.width, video.height, video.numFrames, video.fps]).toEqual([16, 16, 3, 6]);
+    expect(video.frames.length).toBe(3 * 16 * 16 * 3);
+    expect(out.seed).toBe(7);
+  });
+
+  it('is deterministic: the same prompt and seed give byte-identical frames, another seed different frames', async () => {
+    const a = finalOf(await run(req({ seed: 123 }))).artifacts.video;
+    const b = finalOf(await run(req({ seed: 123 }))).artifacts.video;
+    const c = finalOf(await run(req({ seed: 124 }))).artifacts.video;
+    if (a.kind !== 'video' || b.kind !== 'video' || c.kind !== 'video') throw new Error('expected videos');
+    expect(Buffer.from(a.frames).equals(Buffer.from(b.frames))).toBe(true);
+    expect(Buffer.from(a.frames).equals(Buffer.from(c.frames))).toBe(false);
+  });
+
+  it('the prompt conditions the output (different prompt, same seed → different frames)', async () => {
+    const a = finalOf(await run(req({ seed: 5 }))).artifacts.video;
+    const b = finalOf(await run(req({ seed: 5 }, { inputs: { prompt: 'a blue ball' } }))).artifacts.video;
+    if (a.kind !== 'video' || b.kind !== 'video') throw new Error('expected videos');
+    expect(Buffer.from(a.frames).equals(Buffer.from(b.frames))).toBe(false);
+  });
+
+  it('T2I returns an image; returnLatents adds the final latents [C, F, h, w]', async () => {
+    const out = finalOf(await run({ model: 'tiny', task: 'T2I', inputs: { prompt: 'a ball' }, diffusion: { seed: 1, width: 24, height: 16 }, outputs: { returnLatents: true } }));
+    expect(out.artifacts.image).toMatchObject({ kind: 'image', width: 24, height: 16 });
+    expect(out.artifacts.image.kind === 'image' && out.artifacts.image.pixels.length).toBe(24 * 16 * 3);
+    expect(out.artifacts.latents).toMatchObject({ kind: 'latents', shape: [4, 1, 8, 12] });
+  });
+
+  it('guidance scale 1 runs one forward per step', async () => {
+    const events = await run(req({ guidanceScale: 1, numInferenceSteps: 2 }));
+    const admitted = events.find((e) => e.type === 'admitted');
+    expect(admitted?.type === 'admitted' && admitted.estimate).toEqual({ steps: 2, forwards: 2 });
+    finalOf(events);
+  });
+
+  it('bad input becomes one error event naming the field; nothing else runs', async () => {
+    const before = engine.native.stats().completed;
+    const events = await run({ task: 'T2V', inputs: { prompt: 'x' }, diffusion: { width: -16 } } as OmniRequestInput);
+    expect(events).toHaveLength(1);
+    expect(events[0]).toMatchObject({ type: 'error', code: 'OMNIRX_ERR_INVALID_REQUEST', param: 'diffusion.width' });
+    const junk = await run('not a request' as unknown as OmniRequestInput);
+    expect(junk[0]).toMatchObject({ type: 'error', code: 'OMNIRX_ERR_INVALID_REQUEST' });
+    expect(engine.native.stats().completed).toBe(before);
+  });
+
+  it('rejects values the model cannot honour instead of adjusting them', async () => {
+    const events = await run(req({ width: 18 }));
+    expect(events.map((e) => e.type)).toEqual(['queued', 'error']);
+    expect(events[1]).toMatchObject({ code: 'OMNIRX_ERR_UNSUPPORTED_VALUE', param: 'diffusion.width' });
+    expect(events[1].type === 'error' && events[1].message).toMatch(/multiple of 4/);
+  });
+
+  it('rejects work over the ceiling at admission', async () => {
+    const small = await Engine.create({ modelsDir, defaultModel: 'tiny', limits: { maxSide: 1024, maxPixels: 512 * 512, maxFrames: 256, maxSteps: 200, maxWork: 16 * 16 * 3 * 3, maxPromptChars: 100 } });
+    const events = await lastValueFrom(small.generate(req({ numInferenceSteps: 4 })).pipe(toArray()));
+    expect(events[events.length - 1]).toMatchObject({ type: 'error', code: 'OMNIRX_ERR_INVALID_REQUEST', param: 'diffusion' });
+    await small.close();
+  });
+
+  it('an unknown model is a clear error and the engine keeps serving', async () => {
+    const events = await run(req({}, { model: 'nope' }));
+    expect(events[events.length - 1]).toMatchObject({ type: 'error', code: 'OMNIRX_ERR_UNKNOWN_MODEL', param: 'model' });
+    expect((events[events.length - 1] as { message: string }).message).toMatch(/available: tiny/);
+    const traversal = await run(req({}, { model: '../tiny' }));
+    expect(traversal[traversal.length - 1]).toMatchObject({ code: 'OMNIRX_ERR_UNKNOWN_MODEL' });
+    finalOf(await run(req()));
+  });
+
+  it('a truncated weights file fails that model only, with the file and tensor named', async () => {
+    const events = await run(req({}, { model: 'tiny-broken' }));
+    const err = events[events.length - 1];
+    expect(err).toMatchObject({ type: 'error', code: 'OMNIRX_ERR_SAFETENSORS' });
+    expect(err.type === 'error' && err.message).toMatch(/transformer\.safetensors/);
+    finalOf(await run(req()));
+  });
+
+  it('non-finite values fail only the request that produced them; a concurrent request completes', async () => {
+    const [bad, good] = await Promise.all([run(req({}, { model: 'tiny-nan' })), run(req({ seed: 9 }))]);
+    const err = bad[bad.length - 1];
+    expect(err).toMatchObject({ type: 'error', code: 'OMNIRX_ERR_NON_FINITE', node: 'denoise', completedSteps: 0 });
+    expect(good[good.length - 1].type).toBe('final');
+  });
+
+  it('unsubscribing cancels at the next step boundary and gives every native byte back', async () => {
+    const shape = { numInferenceSteps: 40, seed: 3 };
+    finalOf(await run(req(shape))); // warm: plans for this shape are compiled and cached by the model
+    const baseline = engine.native.stats().bytesInUse;
+    const completedBefore = engine.native.stats().completed;
+    // Stop after the second step event.
+    await firstValueFrom(engine.generate(req(shape)).pipe(filter((e) => e.type === 'step'), take(2), toArray()));
+    await new Promise((r) => setTimeout(r, 50));
+    const stats = engine.native.stats();
+    expect(stats.running).toBe(0);
+    expect(stats.queued).toBe(0);
+    // text encoder (2 runs) + at most 3 steps × 2 forwards: the other 37 steps never ran
+    expect(stats.completed - completedBefore).toBeLessThanOrEqual(2 + 3 * 2);
+    expect(stats.bytesInUse).toBe(baseline);
+  });
+
+  it('native memory returns to its baseline after each of 10 generations', async () => {
+    finalOf(await run(req({ seed: 1 })));
+    const baseline = engine.native.stats().bytesInUse;
+    for (let i = 0; i < 10; i++) {
+      finalOf(await run(req({ seed: 100 + i })));
+      expect(engine.native.stats().bytesInUse).toBe(baseline);
+    }
+  });
+
+  it('the event loop stays free while a generation runs (JS callbacks observe native work in flight)', async () => {
+    let seenRunning = 0;
+    const timer = setInterval(() => {
+      if (engine.native.stats().running > 0) seenRunning += 1;
+    }, 0);
+    await run(req({ numInferenceSteps: 30, width: 64, height: 64, numFrames: 4 }));
+    clearInterval(timer);
+    // A JS timer callback ran while a native plan was executing: compute does not hold the event loop.
+    expect(seenRunning).toBeGreaterThan(0);
+  });
+});
