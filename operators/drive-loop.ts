@@ -37,7 +37,7 @@ function isPromiseLike(x: unknown): x is PromiseLike<unknown> {
  * ```
  * init:   a|
  * step:   ---r|          (each step takes 3 frames; the 3rd outcome is done)
- * result: ----r--r--(d|)
+ * result: ---r--r--(d|)
  * ```
  *
  * Unsubscribing cancels at the next step boundary: no further step starts, the in-flight step's outcome is
