@@ -10,6 +10,8 @@ export const ERROR_CATALOGUE = {
   OMNIRX_ERR_MODEL_LOAD: { status: 500, meaning: 'A model directory is missing a file, or its config or weights do not match the architecture.' },
   OMNIRX_ERR_SAFETENSORS: { status: 500, meaning: 'A safetensors file is malformed; the message names the tensor and the byte offset.' },
   OMNIRX_ERR_NATIVE: { status: 500, meaning: 'A native kernel or plan rejected its input (shape, freed tensor) or failed while running.' },
+  OMNIRX_ERR_INTERNAL: { status: 500, meaning: 'An unexpected failure inside omnirx that carries no code of its own (a bug); the message says what failed.' },
+  OMNIRX_ERR_UNAVAILABLE: { status: 503, meaning: 'The engine is closed and admits no new requests.' },
   OMNIRX_ERR_NON_FINITE: { status: 500, meaning: 'A step produced NaN or infinite values; only the request that produced them fails.' },
   OMNIRX_ERR_FFMPEG: { status: 500, meaning: 'ffmpeg could not be found or exited with an error while encoding.' },
   OMNIRX_ERR_CLI_ARGUMENT: { status: 400, meaning: 'A command-line argument is out of range or of the wrong type; the message names the flag and its allowed range.' },

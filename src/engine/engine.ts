@@ -1,6 +1,7 @@
 import { randomUUID } from 'node:crypto';
 import { concat, defer, from, map, mergeMap, Observable, of, catchError, EMPTY } from 'rxjs';
 import { driveLoop } from '../../operators';
+import { OmniError } from '../errors';
 import { loadNative, type NativeBinding } from '../native/binding';
 import { ModelRegistry, defaultModelsDir } from '../models/registry';
 import type { WanT2VModel } from '../models/wan/wan-t2v';
@@ -61,7 +62,7 @@ export class Engine {
   generate(input: OmniRequestInput): Observable<OmniEvent> {
     return defer(() => {
       const fallbackId = typeof (input as { requestId?: unknown })?.requestId === 'string' ? String((input as { requestId: string }).requestId) : randomUUID();
-      if (this.closed) return of(failureEvent(fallbackId, new Error('engine is closed')));
+      if (this.closed) return of(failureEvent(fallbackId, new OmniError('OMNIRX_ERR_UNAVAILABLE', 'the engine is closed')));
       const parsed = this.schema.safeParse(input);
       if (!parsed.success) return of<OmniEvent>(validationErrorEvent(fallbackId, parsed.error));
       const req = parsed.data;

@@ -2,9 +2,20 @@ import type { z } from 'zod';
 import { OmniError } from '../errors';
 import type { ErrorEvent } from '../request/omni-event';
 
+const MAX_ISSUES = 20;
+const MAX_TEXT = 300;
+
+function clip(text: string): string {
+  // eslint-disable-next-line no-control-regex
+  const plain = text.replace(/[\u0000-\u001f\u007f]/g, '?');
+  return plain.length > MAX_TEXT ? `${plain.slice(0, MAX_TEXT)}…` : plain;
+}
+
 /** Turns a zod failure into an `error` event: code, first field as `param`, every issue with its dotted path. */
 export function validationErrorEvent(requestId: string, error: z.ZodError): ErrorEvent {
-  const issues = error.issues.map((i) => ({ path: i.path.map(String).join('.'), code: i.code, message: i.message }));
+  // Bounded and printable: a hostile input with thousands of unknown keys must not produce a megabyte event, and
+  // key names are echoed only as far as they are plain text.
+  const issues = error.issues.slice(0, MAX_ISSUES).map((i) => ({ path: clip(i.path.map(String).join('.')), code: i.code, message: clip(i.message) }));
   const first = issues[0];
   return {
     type: 'error',
@@ -20,7 +31,7 @@ export function validationErrorEvent(requestId: string, error: z.ZodError): Erro
 export function failureEvent(requestId: string, err: unknown, extra: Pick<ErrorEvent, 'node' | 'partial' | 'completedSteps'> = {}): ErrorEvent {
   const e = err instanceof Error ? err : new Error(String(err));
   const raw = (e as Error & { code?: unknown }).code;
-  const code = e instanceof OmniError ? e.code : typeof raw === 'string' && raw.startsWith('OMNIRX_ERR_') ? raw : 'OMNIRX_ERR_NATIVE';
+  const code = e instanceof OmniError ? e.code : typeof raw === 'string' && raw.startsWith('OMNIRX_ERR_') ? raw : 'OMNIRX_ERR_INTERNAL';
   const event: ErrorEvent = { type: 'error', requestId, code, message: e.message, ...extra };
   if (e instanceof OmniError && e.param !== undefined) event.param = e.param;
   return event;

@@ -13,7 +13,7 @@ export const DEFAULT_WORDS: readonly string[] = [
 ];
 
 /** The tokenizer file of the embedded default. */
-export const DEFAULT_TOKENIZER: TokenizerFile = { type: 'word-bytes', words: [...DEFAULT_WORDS] };
+export const DEFAULT_TOKENIZER: TokenizerFile = Object.freeze({ type: 'word-bytes' as const, words: [...DEFAULT_WORDS] });
 
 /**
  * Architecture and defaults of the embedded default model (`omnirx-default`): a 64×64 Wan-style text-to-video

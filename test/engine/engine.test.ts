@@ -126,6 +126,22 @@ describe('Engine.generate', () => {
     expect(engine.native.stats().completed).toBe(before);
   });
 
+  it('a hostile request with 100 000 unknown keys gets a bounded, printable error event', async () => {
+    const hostile: Record<string, unknown> = { task: 'T2V', inputs: { prompt: 'x' } };
+    for (let i = 0; i < 100_000; i++) hostile[`k\n${i}`] = 0;
+    const [event] = await run(hostile as unknown as OmniRequestInput);
+    expect(event).toMatchObject({ type: 'error', code: 'OMNIRX_ERR_INVALID_REQUEST' });
+    expect(JSON.stringify(event).length).toBeLessThan(10_000);
+    expect(event.type === 'error' && event.message).not.toMatch(/\n/);
+  });
+
+  it('a closed engine answers with OMNIRX_ERR_UNAVAILABLE', async () => {
+    const closed = await Engine.create({ modelsDir, defaultModel: 'tiny' });
+    await closed.close();
+    const events = await lastValueFrom(closed.generate(req()).pipe(toArray()));
+    expect(events).toEqual([expect.objectContaining({ type: 'error', code: 'OMNIRX_ERR_UNAVAILABLE' })]);
+  });
+
   it('rejects values the model cannot honour instead of adjusting them', async () => {
     const events = await run(req({ width: 18 }));
     expect(events.map((e) => e.type)).toEqual(['queued', 'error']);
