@@ -37,4 +37,24 @@ MemoryStats& GlobalMemoryStats();
 float* AllocAligned(size_t numel, size_t* bytes_out);
 void FreeAligned(float* p, size_t bytes);
 
+// A growable per-thread scratch buffer (declare it thread_local): reallocated only when a larger size is asked
+// for, so steady-state kernels never touch fresh memory.
+struct ScratchBuffer {
+  float* data = nullptr;
+  size_t bytes = 0;
+  size_t cap = 0;
+  ScratchBuffer() = default;
+  ScratchBuffer(const ScratchBuffer&) = delete;
+  ScratchBuffer& operator=(const ScratchBuffer&) = delete;
+  ~ScratchBuffer() { FreeAligned(data, bytes); }
+  float* Get(size_t numel) {
+    if (numel > cap) {
+      FreeAligned(data, bytes);
+      data = AllocAligned(numel, &bytes);
+      cap = numel;
+    }
+    return data;
+  }
+};
+
 }  // namespace omnirx

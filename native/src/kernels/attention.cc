@@ -13,20 +13,7 @@ namespace {
 
 constexpr int kQTile = 32;
 
-struct ScoreScratch {
-  float* data = nullptr;
-  size_t bytes = 0, cap = 0;
-  ~ScoreScratch() { FreeAligned(data, bytes); }
-  float* Get(size_t n) {
-    if (n > cap) {
-      FreeAligned(data, bytes);
-      data = AllocAligned(n, &bytes);
-      cap = n;
-    }
-    return data;
-  }
-};
-thread_local ScoreScratch tl_scores;
+thread_local ScratchBuffer tl_scores;
 
 // Numerically stable softmax of one row in place; a row of −inf becomes zeros; NaN propagates.
 void SoftmaxRow(float* s, int n) {

@@ -105,22 +105,8 @@ inline void EdgeKernel(int kc, const float* a, const float* b, float* c, int ldc
     }
 }
 
-struct Scratch {
-  float* data = nullptr;
-  size_t bytes = 0;
-  size_t cap = 0;
-  ~Scratch() { FreeAligned(data, bytes); }
-  float* Get(size_t numel) {
-    if (numel > cap) {
-      FreeAligned(data, bytes);
-      data = AllocAligned(numel, &bytes);
-      cap = numel;
-    }
-    return data;
-  }
-};
-thread_local Scratch tl_apack;
-thread_local Scratch tl_bpack;
+thread_local ScratchBuffer tl_apack;
+thread_local ScratchBuffer tl_bpack;
 
 // Computes rows [i0, i0+mc) × panels [p0, p1) of C over the whole K, including the epilogue.
 void GemmBlock(const GemmArgs& g, const PackedB& B, int i0, int mc, int p0, int p1) {
