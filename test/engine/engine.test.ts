@@ -196,10 +196,10 @@ describe('Engine.generate', () => {
     expect(stats.bytesInUse).toBe(baseline);
   });
 
-  it('native memory returns to its baseline after each of 10 generations', async () => {
+  it('native memory returns to its baseline after each of 50 generations', async () => {
     finalOf(await run(req({ seed: 1 })));
     const baseline = engine.native.stats().bytesInUse;
-    for (let i = 0; i < 10; i++) {
+    for (let i = 0; i < 50; i++) {
       finalOf(await run(req({ seed: 100 + i })));
       expect(engine.native.stats().bytesInUse).toBe(baseline);
     }
