@@ -1,6 +1,10 @@
 import { z } from 'zod';
 
-/** T5-encoder-style text encoder (Raffel et al. 2020, T5 v1.1 / UMT5 as used by Wan 2.1), small. */
+/**
+ * T5-encoder-style text encoder (Raffel et al. 2020) in the HF T5 v1.1 layout: gated-GELU FFN, RMS layer norms,
+ * one relative-position bias table in layer 0 shared by every layer. Wan 2.1's UMT5 keeps a table per layer;
+ * that layout is not supported yet.
+ */
 export const T5ConfigSchema = z.strictObject({
   vocabSize: z.number().int().min(260).max(1 << 20),
   dModel: z.number().int().min(8).max(8192),

@@ -4,7 +4,9 @@ import { z } from 'zod';
  * A small causal 3D conv VAE decoder in the structure of Wan 2.1's VAE (diffusers `AutoencoderKLWan`): causal
  * convolutions in time (no temporal compression here: one latent frame per video frame), RMS channel norms,
  * residual blocks, nearest 2× spatial upsampling. `channels[i]` is the width at the i-th resolution, starting at
- * the latent resolution; the spatial scale factor is 2^(channels.length − 1).
+ * the latent resolution; the spatial scale factor is 2^(channels.length − 1). Simplified against the full Wan VAE:
+ * no mid-block attention, no temporal upsampling, upsamplers keep their width; the output is clamped to [−1, 1]
+ * when converted to RGB24 (`toRgb24`), not inside the decoder.
  */
 export const VaeConfigSchema = z
   .strictObject({

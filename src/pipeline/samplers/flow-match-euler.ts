@@ -1,7 +1,9 @@
 /**
- * Flow-matching sigma schedule with shift: σᵢ = 1 − i/N for i = 0..N−1 (linspace(1, 0, N+1) without the final
- * 0), each shifted by σ' = s·σ / (1 + (s − 1)·σ) (SD3, Esser et al. 2024, §5.3.2; diffusers
- * `FlowMatchEulerDiscreteScheduler` with `shift`), then a terminal 0. Returns N + 1 sigmas.
+ * Flow-matching sigma schedule with shift, as Wan 2.1's `get_sampling_sigmas` (wan/utils/fm_solvers.py):
+ * σᵢ = 1 − i/N for i = 0..N−1 (linspace(1, 0, N+1) without the final 0), each shifted by
+ * σ' = s·σ / (1 + (s − 1)·σ) (the time shift of SD3, Esser et al. 2024, §5.3.2), then a terminal 0.
+ * Returns N + 1 sigmas. (diffusers' `FlowMatchEulerDiscreteScheduler` spaces its points differently.)
+ * The model is called with the float timestep t = σ·1000; Wan's own multistep solvers truncate t to an integer.
  */
 export function flowMatchSigmas(steps: number, shift: number): Float64Array {
   if (!Number.isInteger(steps) || steps < 1) throw new RangeError(`steps must be a positive integer, got ${steps}`);
