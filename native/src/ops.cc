@@ -2,6 +2,7 @@
 
 #include <cmath>
 #include <cstring>
+#include <initializer_list>
 #include <stdexcept>
 #include <unordered_map>
 
@@ -26,6 +27,18 @@ void RequireNumel(const ValueDesc* v, int64_t n, const char* what) {
   Require(v != nullptr, std::string(what) + " is required");
   Require(v->numel == n, std::string(what) + " has shape " + Desc(v) + " (" + std::to_string(v->numel) +
                              " elements), expected " + std::to_string(n) + " elements");
+}
+
+// Product of non-negative sizes, failing instead of overflowing (no tensor holds more than 2^32 elements, so any
+// product above 2^40 is an error anyway).
+int64_t CheckedProduct(std::initializer_list<int64_t> xs) {
+  int64_t p = 1;
+  for (int64_t x : xs) {
+    Require(x >= 0, "negative size");
+    if (x != 0 && p > (int64_t{1} << 40) / x) Fail("sizes multiply to more than 2^40 elements");
+    p *= x;
+  }
+  return p;
 }
 
 int CheckedInt(int64_t v, const char* what) {
@@ -80,9 +93,8 @@ void PrepareAttention(OpInstance& op, const PrepareCtx& c) {
   const ValueDesc* k = c.In(op, 1);
   const ValueDesc* v = c.In(op, 2);
   const ValueDesc* bias = c.In(op, 3);
-  const int64_t B = c.Int("batch"), H = c.Int("heads"), D = c.Int("headDim");
-  Require(B > 0 && H > 0 && D > 0, "batch, heads and headDim must be positive");
-  const int64_t row = B * H * D;
+  const int64_t B = c.Dim("batch"), H = c.Dim("heads"), D = c.Dim("headDim");
+  const int64_t row = CheckedProduct({B, H, D});
   Require(q->numel % row == 0, "q " + Desc(q) + " is not [B=" + std::to_string(B) + ", Lq, H·D=" + std::to_string(H * D) + "]");
   Require(k->numel % row == 0, "k " + Desc(k) + " is not [B, Lk, H·D=" + std::to_string(H * D) + "]");
   const int64_t Lq = q->numel / row, Lk = k->numel / row;
@@ -181,17 +193,16 @@ std::string RunScale(const OpInstance& op, const float* const* in, float* const*
 void CheckModulation(const ValueDesc* x, const ValueDesc* e, int64_t B, int64_t G, int64_t K, int64_t* L) {
   const int64_t N = Last(*x);
   Require(B > 0 && G > 0 && K > 0 && N > 0, "batch, groups, chunks and the last dim must be positive");
-  Require(x->numel % (B * N) == 0, "x " + Desc(x) + " is not [B, L, N]");
+  Require(x->numel % CheckedProduct({B, N}) == 0, "x " + Desc(x) + " is not [B, L, N]");
   *L = x->numel / (B * N);
   Require(*L % G == 0, "L = " + std::to_string(*L) + " tokens do not split into " + std::to_string(G) + " groups");
-  if (e != nullptr) RequireNumel(e, B * G * K * N, "modulation e [B, G, K, N]");
+  if (e != nullptr) RequireNumel(e, CheckedProduct({B, G, K, N}), "modulation e [B, G, K, N]");
 }
 void PrepareModulate(OpInstance& op, const PrepareCtx& c) {
-  const int64_t B = c.Int("batch"), G = c.IntOr("groups", 1), K = c.Int("chunks");
+  const int64_t B = c.Dim("batch"), G = c.DimOr("groups", 1), K = c.Dim("chunks");
   int64_t L = 0;
   CheckModulation(c.In(op, 0), c.In(op, 1), B, G, K, &L);
-  const int64_t shift = c.Int("shift"), scale = c.Int("scale");
-  Require(shift < K && scale < K, "shift/scale index out of range of " + std::to_string(K) + " chunks");
+  const int64_t shift = c.Index("shift", K), scale = c.Index("scale", K);
   RequireNumel(&c.Out(op, 0), c.In(op, 0)->numel, "output");
   op.ip = {B, L, Last(*c.In(op, 0)), G, K, shift, scale};
 }
@@ -202,12 +213,11 @@ std::string RunModulate(const OpInstance& op, const float* const* in, float* con
 }
 void PrepareGatedAdd(OpInstance& op, const PrepareCtx& c) {
   const ValueDesc* e = c.In(op, 2);
-  const int64_t B = c.IntOr("batch", 1), G = c.IntOr("groups", 1), K = c.IntOr("chunks", 1);
-  const int64_t gate = e == nullptr ? -1 : c.Int("gate");
+  const int64_t B = c.DimOr("batch", 1), G = c.DimOr("groups", 1), K = c.DimOr("chunks", 1);
+  const int64_t gate = e == nullptr ? -1 : c.Index("gate", K);
   int64_t L = 0;
   CheckModulation(c.In(op, 0), e, B, G, K, &L);
   RequireNumel(c.In(op, 1), c.In(op, 0)->numel, "residual");
-  Require(gate < K, "gate index out of range");
   RequireNumel(&c.Out(op, 0), c.In(op, 0)->numel, "output");
   op.ip = {B, L, Last(*c.In(op, 0)), G, K, gate};
 }
@@ -219,10 +229,10 @@ std::string RunGatedAdd(const OpInstance& op, const float* const* in, float* con
 
 // ---- rope: x [B, L, H, D], cos/sin [L, D/2]
 void PrepareRope(OpInstance& op, const PrepareCtx& c) {
-  const int64_t B = c.Int("batch"), H = c.Int("heads"), D = c.Int("headDim");
-  Require(B > 0 && H > 0 && D > 0 && D % 2 == 0, "batch, heads > 0 and an even headDim are required");
+  const int64_t B = c.Dim("batch"), H = c.Dim("heads"), D = c.Dim("headDim");
+  Require(D % 2 == 0, "headDim must be even");
   const ValueDesc* x = c.In(op, 0);
-  Require(x->numel % (B * H * D) == 0, "x " + Desc(x) + " is not [B, L, H, D]");
+  Require(x->numel % CheckedProduct({B, H, D}) == 0, "x " + Desc(x) + " is not [B, L, H, D]");
   const int64_t L = x->numel / (B * H * D);
   RequireNumel(c.In(op, 1), L * D / 2, "cos [L, D/2]");
   RequireNumel(c.In(op, 2), L * D / 2, "sin [L, D/2]");
@@ -255,8 +265,8 @@ void PreparePermute(OpInstance& op, const PrepareCtx& c) {
   int64_t n = 1;
   std::vector<bool> seen(dims.size(), false);
   for (size_t i = 0; i < dims.size(); ++i) {
-    Require(dims[i] >= 0, "negative dim");
-    n *= dims[i];
+    Require(dims[i] >= 0 && dims[i] <= INT32_MAX, "dims must be integers in [0, 2^31)");
+    n = CheckedProduct({n, dims[i]});
     Require(perm[i] >= 0 && perm[i] < static_cast<int64_t>(dims.size()) && !seen[perm[i]], "perm is not a permutation");
     seen[perm[i]] = true;
   }
@@ -275,9 +285,9 @@ std::string RunPermute(const OpInstance& op, const float* const* in, float* cons
 
 // ---- upsample: [F, H, W, C] → [F, 2H, 2W, C]
 void PrepareUpsample(OpInstance& op, const PrepareCtx& c) {
-  const int64_t F = c.Int("frames"), H = c.Int("height"), W = c.Int("width"), C = c.Int("channels");
-  RequireNumel(c.In(op, 0), F * H * W * C, "input [F, H, W, C]");
-  RequireNumel(&c.Out(op, 0), F * H * W * C * 4, "output [F, 2H, 2W, C]");
+  const int64_t F = c.Dim("frames"), H = c.Dim("height"), W = c.Dim("width"), C = c.Dim("channels");
+  RequireNumel(c.In(op, 0), CheckedProduct({F, H, W, C}), "input [F, H, W, C]");
+  RequireNumel(&c.Out(op, 0), CheckedProduct({F, H, W, C, 4}), "output [F, 2H, 2W, C]");
   op.ip = {F, H, W, C};
 }
 std::string RunUpsample(const OpInstance& op, const float* const* in, float* const* out) {
@@ -287,16 +297,16 @@ std::string RunUpsample(const OpInstance& op, const float* const* in, float* con
 
 // ---- conv3d (causal): in x [F, H, W, Ci], w [Co, Ci, kt, kh, kw], b [Co]?, history [kt−1, H, W, Ci]?
 void PrepareConv3d(OpInstance& op, const PrepareCtx& c) {
-  const int64_t F = c.Int("frames"), H = c.Int("height"), W = c.Int("width");
+  const int64_t F = c.Dim("frames"), H = c.Dim("height"), W = c.Dim("width");
   const ValueDesc* w = c.In(op, 1);
   Require(w->shape.size() == 5, "weight must be [Co, Ci, kt, kh, kw], got " + Desc(w));
   const int64_t Co = w->shape[0], Ci = w->shape[1], kt = w->shape[2], kh = w->shape[3], kw = w->shape[4];
   Require(kh % 2 == 1 && kw % 2 == 1 && kt >= 1, "spatial kernel sizes must be odd");
-  RequireNumel(c.In(op, 0), F * H * W * Ci, "input [F, H, W, Ci]");
+  RequireNumel(c.In(op, 0), CheckedProduct({F, H, W, Ci}), "input [F, H, W, Ci]");
   if (const ValueDesc* b = c.In(op, 2)) RequireNumel(b, Co, "bias");
-  if (const ValueDesc* h = c.In(op, 3)) RequireNumel(h, (kt - 1) * H * W * Ci, "history [kt-1, H, W, Ci]");
-  RequireNumel(&c.Out(op, 0), F * H * W * Co, "output [F, H, W, Co]");
-  const int64_t kfeat = Ci * kt * kh * kw;
+  if (const ValueDesc* h = c.In(op, 3)) RequireNumel(h, CheckedProduct({kt - 1, H, W, Ci}), "history [kt-1, H, W, Ci]");
+  RequireNumel(&c.Out(op, 0), CheckedProduct({F, H, W, Co}), "output [F, H, W, Co]");
+  const int64_t kfeat = CheckedProduct({Ci, kt, kh, kw});
   Require(H * W <= INT32_MAX && kfeat <= INT32_MAX, "conv too large");
   op.ip = {F, H, W, Ci, Co, kt, kh, kw};
   if (auto s = c.WholeConst(op, 1)) {
@@ -378,6 +388,20 @@ int64_t PrepareCtx::Int(const char* name) const {
 }
 int64_t PrepareCtx::IntOr(const char* name, int64_t fallback) const {
   return attrs.Has(name) && !attrs.Get(name).IsUndefined() ? Int(name) : fallback;
+}
+int64_t PrepareCtx::Dim(const char* name) const {
+  const int64_t v = Int(name);
+  if (v < 1 || v > INT32_MAX) Fail(std::string("attribute '") + name + "' must be an integer in [1, 2^31), got " + std::to_string(v));
+  return v;
+}
+int64_t PrepareCtx::DimOr(const char* name, int64_t fallback) const {
+  return attrs.Has(name) && !attrs.Get(name).IsUndefined() ? Dim(name) : fallback;
+}
+int64_t PrepareCtx::Index(const char* name, int64_t bound) const {
+  const int64_t v = Int(name);
+  if (v < 0 || v >= bound)
+    Fail(std::string("attribute '") + name + "' = " + std::to_string(v) + " is outside [0, " + std::to_string(bound) + ")");
+  return v;
 }
 float PrepareCtx::Float(const char* name) const {
   Napi::Value v = attrs.Get(name);

@@ -43,6 +43,11 @@ struct PrepareCtx {
   const ValueDesc& Out(const OpInstance& op, size_t i) const;
   int64_t Int(const char* name) const;
   int64_t IntOr(const char* name, int64_t fallback) const;
+  // A size attribute: an integer in [1, 2^31).
+  int64_t Dim(const char* name) const;
+  int64_t DimOr(const char* name, int64_t fallback) const;
+  // An index attribute: an integer in [0, bound).
+  int64_t Index(const char* name, int64_t bound) const;
   float Float(const char* name) const;
   std::vector<int64_t> Ints(const char* name) const;
   // The storage behind a whole-tensor const operand (offset 0, same numel), else null.

@@ -117,7 +117,7 @@ Plan::Plan(const Napi::CallbackInfo& info) : Napi::ObjectWrap<Plan>(info) {
     const int64_t kind = GetInt(env, o, "kind", where);
     if (kind > 2) throw Napi::RangeError::New(env, where + ": kind must be 0 (arena), 1 (const) or 2 (slot)");
     v.kind = static_cast<StorageKind>(kind);
-    v.index = static_cast<int>(GetInt(env, o, "index", where));
+    const int64_t index = GetInt(env, o, "index", where);
     v.offset = GetInt(env, o, "offset", where);
     v.shape = ParseShape(env, o.Get("shape"), where);
     v.numel = 1;
@@ -126,10 +126,12 @@ Plan::Plan(const Napi::CallbackInfo& info) : Napi::ObjectWrap<Plan>(info) {
     if (v.kind == StorageKind::kArena) {
       capacity = arena_floats;
     } else if (v.kind == StorageKind::kConst) {
-      if (static_cast<size_t>(v.index) >= plan->consts.size()) throw Napi::RangeError::New(env, where + ": const index out of range");
+      if (index >= static_cast<int64_t>(plan->consts.size())) throw Napi::RangeError::New(env, where + ": const index out of range");
+      v.index = static_cast<int>(index);
       capacity = static_cast<int64_t>(plan->consts[static_cast<size_t>(v.index)]->numel);
     } else {
-      if (static_cast<size_t>(v.index) >= plan->slot_numel.size()) throw Napi::RangeError::New(env, where + ": slot index out of range");
+      if (index >= static_cast<int64_t>(plan->slot_numel.size())) throw Napi::RangeError::New(env, where + ": slot index out of range");
+      v.index = static_cast<int>(index);
       capacity = plan->slot_numel[static_cast<size_t>(v.index)];
     }
     if (v.offset + v.numel > capacity)

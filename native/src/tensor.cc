@@ -72,7 +72,14 @@ Tensor* Tensor::FromValue(const Napi::Value& v, const std::string& what) {
   Napi::Env env = v.Env();
   if (!v.IsObject() || !v.As<Napi::Object>().InstanceOf(GetAddonData(env).tensor_ctor.Value()))
     throw Napi::TypeError::New(env, what + " is not a Tensor");
-  Tensor* t = Tensor::Unwrap(v.As<Napi::Object>());
+  void* raw = nullptr;
+  if (napi_unwrap(env, v, &raw) != napi_ok || raw == nullptr) {
+    // An object that inherits from Tensor.prototype but was not made by the constructor.
+    napi_value ignored;
+    napi_get_and_clear_last_exception(env, &ignored);
+    throw Napi::TypeError::New(env, what + " is not a Tensor (not created by the Tensor constructor)");
+  }
+  Tensor* t = static_cast<Tensor*>(static_cast<Napi::ObjectWrap<Tensor>*>(raw));
   if (!t->storage_) throw Napi::Error::New(env, what + " was disposed");
   return t;
 }

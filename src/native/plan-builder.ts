@@ -59,9 +59,9 @@ export class CompiledPlan {
    * Runs the whole plan (or the named segment) with `bindings` for every slot. Runs of one plan are serialized
    * by the executor; a caller that runs several segments in a row must not interleave other runs of the same
    * plan, because intermediates stay in the shared arena between segments.
-   * @throws OmniError OMNIRX_ERR_NATIVE for a missing binding, a wrong size or a kernel failure.
+   * @throws (rejects with) OmniError OMNIRX_ERR_NATIVE for a missing binding, a wrong size or a kernel failure.
    */
-  run(bindings: Readonly<Record<string, NativeTensor>>, segment?: string): Promise<void> {
+  async run(bindings: Readonly<Record<string, NativeTensor>>, segment?: string): Promise<void> {
     const ordered = this.slots.map((s) => {
       const t = bindings[s.name];
       if (t === undefined) fail(`run: no tensor bound for slot '${s.name}'`);
