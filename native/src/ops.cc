@@ -189,41 +189,69 @@ std::string RunScale(const OpInstance& op, const float* const* in, float* const*
   return "";
 }
 
-// Shared operand check for modulate / gated_add: x [B, L, N], e [B, G, K, N].
-void CheckModulation(const ValueDesc* x, const ValueDesc* e, int64_t B, int64_t G, int64_t K, int64_t* L) {
+// Shared operand check for modulate / gated_add: x [B, L, N], e [B, G, Ke, N] with Ke ∈ {1, K}, table [K, N].
+Modulation CheckModulation(const PrepareCtx& c, const ValueDesc* x, const ValueDesc* e, const ValueDesc* table) {
+  Modulation m;
   const int64_t N = Last(*x);
-  Require(B > 0 && G > 0 && K > 0 && N > 0, "batch, groups, chunks and the last dim must be positive");
+  const int64_t B = c.DimOr("batch", 1), G = c.DimOr("groups", 1), K = c.DimOr("chunks", 1);
+  const int64_t Ke = c.DimOr("eChunks", K);
+  Require(N > 0, "the last dim must be positive");
+  Require(Ke == 1 || Ke == K, "eChunks must be 1 or chunks");
   Require(x->numel % CheckedProduct({B, N}) == 0, "x " + Desc(x) + " is not [B, L, N]");
-  *L = x->numel / (B * N);
-  Require(*L % G == 0, "L = " + std::to_string(*L) + " tokens do not split into " + std::to_string(G) + " groups");
-  if (e != nullptr) RequireNumel(e, CheckedProduct({B, G, K, N}), "modulation e [B, G, K, N]");
+  const int64_t L = x->numel / (B * N);
+  Require(L % G == 0, "L = " + std::to_string(L) + " tokens do not split into " + std::to_string(G) + " groups");
+  if (e != nullptr) RequireNumel(e, CheckedProduct({B, G, Ke, N}), "modulation e [B, G, eChunks, N]");
+  if (table != nullptr) RequireNumel(table, CheckedProduct({K, N}), "modulation table [chunks, N]");
+  m.B = static_cast<int>(B);
+  m.L = CheckedInt(L, "L");
+  m.N = CheckedInt(N, "N");
+  m.G = static_cast<int>(G);
+  m.K = static_cast<int>(K);
+  m.Ke = static_cast<int>(Ke);
+  return m;
 }
+void StoreModulation(OpInstance& op, const Modulation& m) { op.ip = {m.B, m.L, m.N, m.G, m.K, m.Ke}; }
+Modulation LoadModulation(const OpInstance& op, const float* e, const float* table) {
+  Modulation m;
+  m.B = static_cast<int>(op.ip[0]);
+  m.L = static_cast<int>(op.ip[1]);
+  m.N = static_cast<int>(op.ip[2]);
+  m.G = static_cast<int>(op.ip[3]);
+  m.K = static_cast<int>(op.ip[4]);
+  m.Ke = static_cast<int>(op.ip[5]);
+  m.e = e;
+  m.table = table;
+  return m;
+}
+
+// ---- modulate: in x, e, table?
 void PrepareModulate(OpInstance& op, const PrepareCtx& c) {
-  const int64_t B = c.Dim("batch"), G = c.DimOr("groups", 1), K = c.Dim("chunks");
-  int64_t L = 0;
-  CheckModulation(c.In(op, 0), c.In(op, 1), B, G, K, &L);
-  const int64_t shift = c.Index("shift", K), scale = c.Index("scale", K);
+  c.Dim("chunks");  // required here
+  Modulation m = CheckModulation(c, c.In(op, 0), c.In(op, 1), c.In(op, 2));
+  const int64_t shift = c.Index("shift", m.K), scale = c.Index("scale", m.K);
   RequireNumel(&c.Out(op, 0), c.In(op, 0)->numel, "output");
-  op.ip = {B, L, Last(*c.In(op, 0)), G, K, shift, scale};
+  StoreModulation(op, m);
+  op.ip.push_back(shift);
+  op.ip.push_back(scale);
 }
 std::string RunModulate(const OpInstance& op, const float* const* in, float* const* out) {
-  Modulate(in[0], in[1], out[0], static_cast<int>(op.ip[0]), static_cast<int>(op.ip[1]), static_cast<int>(op.ip[2]),
-           static_cast<int>(op.ip[3]), static_cast<int>(op.ip[4]), static_cast<int>(op.ip[5]), static_cast<int>(op.ip[6]));
+  Modulate(in[0], out[0], LoadModulation(op, in[1], in[2]), static_cast<int>(op.ip[6]), static_cast<int>(op.ip[7]));
   return "";
 }
+
+// ---- gated_add: in x, r, e?, table?
 void PrepareGatedAdd(OpInstance& op, const PrepareCtx& c) {
   const ValueDesc* e = c.In(op, 2);
-  const int64_t B = c.DimOr("batch", 1), G = c.DimOr("groups", 1), K = c.DimOr("chunks", 1);
-  const int64_t gate = e == nullptr ? -1 : c.Index("gate", K);
-  int64_t L = 0;
-  CheckModulation(c.In(op, 0), e, B, G, K, &L);
+  Require(e != nullptr || c.In(op, 3) == nullptr, "a table needs e");
+  Modulation m = CheckModulation(c, c.In(op, 0), e, c.In(op, 3));
+  const int64_t gate = e == nullptr ? -1 : c.Index("gate", m.K);
   RequireNumel(c.In(op, 1), c.In(op, 0)->numel, "residual");
   RequireNumel(&c.Out(op, 0), c.In(op, 0)->numel, "output");
-  op.ip = {B, L, Last(*c.In(op, 0)), G, K, gate};
+  StoreModulation(op, m);
+  op.ip.push_back(gate);
 }
 std::string RunGatedAdd(const OpInstance& op, const float* const* in, float* const* out) {
-  GatedAdd(in[0], in[1], in[2], out[0], static_cast<int>(op.ip[0]), static_cast<int>(op.ip[1]),
-           static_cast<int>(op.ip[2]), static_cast<int>(op.ip[3]), static_cast<int>(op.ip[4]), static_cast<int>(op.ip[5]));
+  GatedAdd(in[0], in[1], out[0], LoadModulation(op, in[2], in[3]), static_cast<int>(op.ip[6]));
   return "";
 }
 
@@ -358,8 +386,8 @@ const OpDef kOps[] = {
     {"add", 2, 2, 1, PrepareAdd, RunAdd},
     {"mul", 2, 2, 1, PrepareAdd, RunMul},
     {"scale", 1, 1, 1, PrepareScale, RunScale},
-    {"modulate", 2, 2, 1, PrepareModulate, RunModulate},
-    {"gated_add", 2, 3, 1, PrepareGatedAdd, RunGatedAdd},
+    {"modulate", 2, 3, 1, PrepareModulate, RunModulate},
+    {"gated_add", 2, 4, 1, PrepareGatedAdd, RunGatedAdd},
     {"rope", 3, 3, 1, PrepareRope, RunRope},
     {"embedding", 2, 2, 1, PrepareEmbedding, RunEmbedding},
     {"permute", 1, 1, 1, PreparePermute, RunPermute},

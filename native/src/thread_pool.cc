@@ -54,7 +54,7 @@ void ThreadPool::HelperLoop(int tid) {
   for (;;) {
     // Spin a little for back-to-back kernels, then sleep.
     bool got = false;
-    for (int spin = 0; spin < 20000; ++spin) {
+    for (int spin = 0; spin < 4000; ++spin) {
       if (generation_.load(std::memory_order_acquire) != seen) {
         got = true;
         break;
@@ -96,10 +96,16 @@ void ThreadPool::ParallelFor(size_t n, const std::function<void(size_t, int)>& f
   }
   wake_.notify_all();
   Work(0);
-  while (active_.load(std::memory_order_acquire) != 0) {
+  // Wait for the helpers: spin briefly (they are usually done), then yield the core, so that an oversubscribed
+  // machine (other processes, test runners in parallel) does not burn whole time slices spinning.
+  for (int spin = 0; active_.load(std::memory_order_acquire) != 0; ++spin) {
+    if (spin < 2000) {
 #if defined(__x86_64__)
-    __builtin_ia32_pause();
+      __builtin_ia32_pause();
 #endif
+    } else {
+      std::this_thread::yield();
+    }
   }
   fn_ = nullptr;
 }

@@ -1,40 +1,45 @@
 import { OmniError } from '../errors';
 import type { WanT2VModel } from '../models/wan/wan-t2v';
+import type { FlowShiftPolicy } from '../pipeline/policies/flow-shift';
 import type { ResolvedParams } from '../pipeline/params';
 import type { RequestLimits } from '../request/limits';
 import type { OmniRequest } from '../request/omni-request';
 import { randomSeed } from '../util/rng';
 
 /**
- * Applies the model's defaults to a validated request and checks what only the model and the combined ceilings
- * can decide. Values the model cannot honour are rejected, never adjusted.
- * @throws OmniError OMNIRX_ERR_UNSUPPORTED_VALUE (width/height not a multiple of the model's stride) or
- *   OMNIRX_ERR_INVALID_REQUEST (a combined ceiling), with `param` naming the field.
+ * Applies the model's defaults (and the deployment's flow-shift policy) to a validated request and checks what
+ * only the model and the combined ceilings can decide. Values the model cannot honour are rejected, never
+ * adjusted.
+ * @throws OmniError OMNIRX_ERR_UNSUPPORTED_VALUE (width/height not a multiple of the model's stride, an output the
+ *   task does not produce) or OMNIRX_ERR_INVALID_REQUEST (a combined ceiling), with `param` naming the field.
  */
-export function resolveParams(req: OmniRequest, model: WanT2VModel, limits: RequestLimits): ResolvedParams {
+export function resolveParams(req: OmniRequest, model: WanT2VModel, limits: RequestLimits, flowShift: FlowShiftPolicy): ResolvedParams {
   const d = model.spec.defaults;
   const x = req.diffusion;
   const isImage = req.task === 'T2I';
+  const width = x.width ?? d.width;
+  const height = x.height ?? d.height;
   const p: ResolvedParams = {
     task: req.task,
     model: model.spec.id,
     prompt: req.inputs.prompt,
     negativePrompt: req.inputs.negativePrompt,
-    width: x.width ?? d.width,
-    height: x.height ?? d.height,
+    width,
+    height,
     numFrames: isImage ? 1 : (x.numFrames ?? d.numFrames),
     fps: x.fps ?? d.fps,
     numInferenceSteps: x.numInferenceSteps ?? d.numInferenceSteps,
     guidanceScale: x.guidanceScale ?? d.guidanceScale,
-    flowShift: x.flowShift ?? d.flowShift,
+    flowShift: flowShift.resolve(x.flowShift, d.flowShift, width, height),
     seed: x.seed ?? randomSeed(),
     modalities: req.outputs.modalities ?? [isImage ? 'image' : 'video'],
     returnLatents: req.outputs.returnLatents || (req.outputs.modalities ?? []).includes('latents'),
+    priority: req.priority,
   };
   const stride = model.pixelStride;
   for (const field of ['width', 'height'] as const) {
     if (p[field] % stride !== 0) {
-      throw new OmniError('OMNIRX_ERR_UNSUPPORTED_VALUE', `${field} ${p[field]} is not a multiple of ${stride}, the pixel stride of model '${p.model}' (VAE ${model.vae.scaleFactor}× · patch ${model.transformer.spatialStride})`, { param: `diffusion.${field}` });
+      throw new OmniError('OMNIRX_ERR_UNSUPPORTED_VALUE', `${field} ${p[field]} is not a multiple of ${stride}, the pixel stride of model '${p.model}' (VAE scale × DiT patch)`, { param: `diffusion.${field}` });
     }
   }
   const wanted = isImage ? 'image' : 'video';
@@ -51,4 +56,27 @@ export function resolveParams(req: OmniRequest, model: WanT2VModel, limits: Requ
     throw new OmniError('OMNIRX_ERR_INVALID_REQUEST', `width × height × numFrames × numInferenceSteps = ${work} exceeds the ceiling of ${limits.maxWork}`, { param: 'diffusion' });
   }
   return p;
+}
+
+/**
+ * Memory a request needs, from its shapes (float32 everywhere):
+ * - resident: the latents and the two guidance predictions `[C, F, h, w]` ×3, two text states `[Lt, d_text]`,
+ *   and the decoded frames (float `[F, H, W, 3]` plus RGB24 bytes);
+ * - peak: activations of one DiT forward over 2 rows (guidance) — tokens × (10·dim + 2·ffnDim) floats per row —
+ *   plus the VAE decoder's widest intermediates (F·H·W·(c_last + 27·c_last) floats for im2col).
+ * An estimate for admission (conservative, not exact): the arena planner reuses memory below it.
+ */
+export function estimateMemory(p: ResolvedParams, model: WanT2VModel): { residentBytes: number; peakBytes: number } {
+  const spec = model.spec;
+  const s = 2 ** (spec.vae.channels.length - 1);
+  const [pt, ph, pw] = spec.transformer.patchSize;
+  const latent = spec.vae.zDim * p.numFrames * (p.height / s) * (p.width / s);
+  const text = spec.textEncoder.maxLength * spec.textEncoder.dModel;
+  const pixels = p.numFrames * p.width * p.height;
+  const residentBytes = 4 * (3 * latent + 2 * text + 3 * pixels) + 3 * pixels;
+  const tokens = (p.numFrames / pt) * (p.height / s / ph) * (p.width / s / pw);
+  const dit = 2 * tokens * (10 * spec.transformer.dim + 2 * spec.transformer.ffnDim);
+  const last = spec.vae.channels[spec.vae.channels.length - 1];
+  const vae = pixels * last * 28;
+  return { residentBytes, peakBytes: 4 * Math.max(dit, vae) };
 }

@@ -1,20 +1,21 @@
 import { randomUUID } from 'node:crypto';
-import { concat, defer, from, map, mergeMap, Observable, of, catchError, EMPTY } from 'rxjs';
-import { driveLoop } from '../../operators';
+import { asyncScheduler, catchError, concat, defer, Observable, of, type SchedulerLike, type Subscription } from 'rxjs';
 import { OmniError } from '../errors';
 import { loadNative, type NativeBinding } from '../native/binding';
 import { ModelRegistry, defaultModelsDir } from '../models/registry';
 import type { WanT2VModel } from '../models/wan/wan-t2v';
 import type { ResolvedParams } from '../pipeline/params';
-import type { PipelineNode, StepResult } from '../pipeline/stage';
+import { buildPipeline, type BuiltPipeline } from '../pipeline/spec';
 import type { WanT2VContext } from '../pipeline/wan-t2v/context';
-import { wanT2VPipeline } from '../pipeline/wan-t2v/pipeline';
+import { defaultWanT2VPolicies, wanT2VPipelineSpec, type WanT2VPolicies } from '../pipeline/wan-t2v/pipeline';
 import { WanT2VState } from '../pipeline/wan-t2v/state';
 import { DEFAULT_LIMITS, type RequestLimits } from '../request/limits';
 import type { OmniEvent } from '../request/omni-event';
-import { createOmniRequestSchema, type OmniRequestInput } from '../request/omni-request';
-import { resolveParams } from './admission';
+import { createOmniRequestSchema, type OmniRequest, type OmniRequestInput, type Task } from '../request/omni-request';
+import { estimateMemory, resolveParams } from './admission';
 import { failureEvent, validationErrorEvent } from './events';
+import { runGraph } from './graph-runner';
+import { AdmissionPlanner, CostModel, StepScheduler } from './scheduler';
 
 export interface EngineOptions {
   /** Folder of model directories (default: `models/` in the package, or OMNIRX_MODELS_DIR). */
@@ -23,34 +24,103 @@ export interface EngineOptions {
   defaultModel?: string;
   limits?: RequestLimits;
   native?: NativeBinding;
+  /** Tasks this deployment serves; components no deployed task needs are never loaded. Default T2V and T2I. */
+  tasks?: Task[];
+  /** Policies bound to the pipeline at build (default: classic CFG, one transformer, the model's flow shift). */
+  policies?: Partial<WanT2VPolicies>;
+  /** Requests waiting for admission before new ones are refused with OMNIRX_ERR_QUEUE_FULL. Default 64. */
+  maxQueued?: number;
+  /** Requests admitted (running) at once. Default 8. */
+  maxRunning?: number;
+  /** Memory budget of the pool for admission (Σ resident + max peak), bytes. Default 8 GiB. */
+  memoryBudgetBytes?: number;
+  /** Bounded wait for more members of a step batch (T2I at one resolution), ms. Default 2. */
+  batchWindowMs?: number;
+  /** Seeds of the cost model: `CostModel.keyOf(key)` → ms per step. */
+  costSeed?: Record<string, number>;
+  /** Time source of the step scheduler (virtual time in tests). */
+  scheduler?: SchedulerLike;
 }
 
-type Ctx = WanT2VContext;
-type Node = PipelineNode<Ctx, WanT2VState>;
+/** Lifecycle of a request in the engine (ordered; everything after `running` is final). */
+export enum RequestStatus {
+  Queued = 0,
+  Admitted = 1,
+  Running = 2,
+  Done = 3,
+  Failed = 4,
+  Cancelled = 5,
+}
+
+interface Waiter {
+  requestId: string;
+  status: RequestStatus;
+  /** Model and params resolved while queued (or the admission failure). */
+  prepared: Promise<{ model: WanT2VModel; params: ResolvedParams; nodeParams: Record<string, unknown>; claim: { residentBytes: number; peakBytes: number } }>;
+  settled?: { model: WanT2VModel; params: ResolvedParams; nodeParams: Record<string, unknown>; claim: { residentBytes: number; peakBytes: number } } | { error: unknown };
+  start: () => void;
+  fail: (err: unknown) => void;
+}
 
 /**
  * The execution plane's entry point (DESIGN.md §4). `generate` returns a cold `Observable<OmniEvent>`:
- * subscribing submits the request, every node boundary and denoise step is an event, the last event is `final`
- * or `error` (failures are events, never stream errors), and unsubscribing cancels the request at the next step
- * boundary and releases its native buffers once its in-flight native call returns.
+ * subscribing submits the request (queued → admitted → running nodes → done / failed / cancelled), every node
+ * boundary and loop step is an event, the last event is `final` or `error` (failures are events, never stream
+ * errors), and unsubscribing cancels the request — removed from the queue at once, or stopped at the next step
+ * boundary with its native buffers released once its in-flight native call returns.
+ *
+ * Level 1 here: a bounded FIFO queue, memory admission (Σ resident + max peak ≤ budget), the graph runner per
+ * request. Level 2: one `StepScheduler` for the pool interleaves the loop steps of every running request
+ * (priority, then least attained service), so a short job never waits for a long one to finish.
  */
 export class Engine {
   private readonly schema;
+  private readonly pipeline: BuiltPipeline<WanT2VContext, WanT2VState>;
+  private readonly policies: WanT2VPolicies;
+  readonly steps: StepScheduler;
+  readonly costModel: CostModel;
+  private readonly admission: AdmissionPlanner;
+  private readonly waiting: Waiter[] = [];
+  private readonly runningIds = new Set<string>();
   private closed = false;
 
   private constructor(
     readonly native: NativeBinding,
     readonly models: ModelRegistry,
     readonly limits: RequestLimits,
+    private readonly options: Required<Pick<EngineOptions, 'maxQueued' | 'maxRunning' | 'memoryBudgetBytes'>>,
+    policies: WanT2VPolicies,
+    tasks: Task[],
+    scheduler: SchedulerLike,
+    batchWindowMs: number,
+    costSeed: Record<string, number>,
   ) {
     this.schema = createOmniRequestSchema(limits);
+    this.policies = policies;
+    this.pipeline = buildPipeline(wanT2VPipelineSpec(policies), { tasks });
+    this.costModel = new CostModel({ seed: costSeed });
+    this.steps = new StepScheduler({ scheduler, costModel: this.costModel, batchWindowMs });
+    this.admission = new AdmissionPlanner(options.memoryBudgetBytes);
   }
 
-  /** Creates an engine; models load lazily on their first request. */
+  /** Creates an engine; models load lazily on their first request, only the components the deployment needs. */
   static async create(options: EngineOptions = {}): Promise<Engine> {
     const native = options.native ?? loadNative();
-    const registry = new ModelRegistry(native, options.modelsDir ?? defaultModelsDir(), options.defaultModel ?? 'omnirx-default');
-    return new Engine(native, registry, options.limits ?? DEFAULT_LIMITS);
+    const policies = { ...defaultWanT2VPolicies(), ...options.policies };
+    const tasks = options.tasks ?? ['T2V', 'T2I'];
+    const components = buildPipeline(wanT2VPipelineSpec(policies), { tasks }).components;
+    const registry = new ModelRegistry(native, options.modelsDir ?? defaultModelsDir(), options.defaultModel ?? 'omnirx-default', components);
+    return new Engine(
+      native,
+      registry,
+      options.limits ?? DEFAULT_LIMITS,
+      { maxQueued: options.maxQueued ?? 64, maxRunning: options.maxRunning ?? 8, memoryBudgetBytes: options.memoryBudgetBytes ?? 8 * 2 ** 30 },
+      policies,
+      tasks,
+      options.scheduler ?? asyncScheduler,
+      options.batchWindowMs ?? 2,
+      options.costSeed ?? {},
+    );
   }
 
   /** Ids of the models this engine can serve. */
@@ -58,51 +128,167 @@ export class Engine {
     return this.models.list();
   }
 
+  /** Requests waiting for admission, and requests running. */
+  stats(): { queued: number; running: number; memoryBytes: number } {
+    return { queued: this.waiting.length, running: this.runningIds.size, memoryBytes: this.admission.usedBytes };
+  }
+
   /** Runs one request as a cold event stream (see the class docs). */
   generate(input: OmniRequestInput): Observable<OmniEvent> {
-    return defer(() => {
+    return new Observable<OmniEvent>((subscriber) => {
       const fallbackId = typeof (input as { requestId?: unknown })?.requestId === 'string' ? String((input as { requestId: string }).requestId) : randomUUID();
-      if (this.closed) return of(failureEvent(fallbackId, new OmniError('OMNIRX_ERR_UNAVAILABLE', 'the engine is closed')));
+      const finish = (ev: OmniEvent) => {
+        subscriber.next(ev);
+        subscriber.complete();
+      };
+      if (this.closed) {
+        finish(failureEvent(fallbackId, new OmniError('OMNIRX_ERR_UNAVAILABLE', 'the engine is closed')));
+        return undefined;
+      }
       const parsed = this.schema.safeParse(input);
-      if (!parsed.success) return of<OmniEvent>(validationErrorEvent(fallbackId, parsed.error));
+      if (!parsed.success) {
+        finish(validationErrorEvent(fallbackId, parsed.error));
+        return undefined;
+      }
       const req = parsed.data;
       const requestId = req.requestId ?? fallbackId;
+      if (this.runningIds.has(requestId) || this.waiting.some((w) => w.requestId === requestId)) {
+        finish(failureEvent(requestId, new OmniError('OMNIRX_ERR_INVALID_REQUEST', `requestId '${requestId}' is already queued or running`, { param: 'requestId' })));
+        return undefined;
+      }
+      if (this.waiting.length >= this.options.maxQueued) {
+        finish(failureEvent(requestId, new OmniError('OMNIRX_ERR_QUEUE_FULL', `the queue holds ${this.waiting.length} requests, its bound; retry later`)));
+        return undefined;
+      }
       const started = performance.now();
-      const admitted$ = defer(() => from(this.models.get(req.model))).pipe(
-        map((model) => ({ model, params: resolveParams(req, model, this.limits) })),
-        mergeMap(({ model, params }) => concat(of<OmniEvent>(this.admittedEvent(requestId, params)), this.run(requestId, model, params, started))),
-        catchError((err) => of(failureEvent(requestId, err))),
+      let run: Subscription | undefined;
+      const waiter: Waiter = {
+        requestId,
+        status: RequestStatus.Queued,
+        prepared: this.prepare(req),
+        start: () => {
+          const s = waiter.settled;
+          if (s === undefined || 'error' in s) return;
+          waiter.status = RequestStatus.Running;
+          subscriber.next(this.admittedEvent(requestId, s.params, s.model));
+          run = this.run(requestId, s.model, s.params, s.nodeParams, started).subscribe({
+            next: (ev) => {
+              if (ev.type === 'final') waiter.status = RequestStatus.Done;
+              if (ev.type === 'error') waiter.status = RequestStatus.Failed;
+              subscriber.next(ev);
+            },
+            complete: () => {
+              this.finishRunning(requestId);
+              subscriber.complete();
+            },
+          });
+        },
+        fail: (err) => {
+          waiter.status = RequestStatus.Failed;
+          finish(failureEvent(requestId, err));
+        },
+      };
+      this.waiting.push(waiter);
+      subscriber.next({ type: 'queued', requestId, position: this.waiting.length - 1 });
+      waiter.prepared.then(
+        (v) => {
+          waiter.settled = v;
+          this.pump();
+        },
+        (error: unknown) => {
+          waiter.settled = { error };
+          this.pump();
+        },
       );
-      return concat(of<OmniEvent>({ type: 'queued', requestId, position: 0 }), admitted$);
+      return () => {
+        if (waiter.status === RequestStatus.Queued) {
+          waiter.status = RequestStatus.Cancelled;
+          this.removeWaiter(waiter);
+          this.pump();
+        } else if (waiter.status === RequestStatus.Running) {
+          waiter.status = RequestStatus.Cancelled;
+          run?.unsubscribe();
+          this.finishRunning(requestId);
+        }
+      };
     });
   }
 
-  private admittedEvent(requestId: string, p: ResolvedParams): OmniEvent {
-    const forwards = p.numInferenceSteps * (p.guidanceScale !== 1 ? 2 : 1);
-    const { task, model, width, height, numFrames, fps, numInferenceSteps, guidanceScale, flowShift, seed } = p;
-    return { type: 'admitted', requestId, model, params: { task, width, height, numFrames, fps, numInferenceSteps, guidanceScale, flowShift, seed }, estimate: { steps: numInferenceSteps, forwards } };
+  /** Loads the model and resolves the request while it waits in the queue. */
+  private async prepare(req: OmniRequest) {
+    const model = await this.models.get(req.model);
+    const params = resolveParams(req, model, this.limits, this.policies.flowShift);
+    this.pipeline.activeNodes(params);
+    const nodeParams = this.pipeline.parseNodeParams(req.nodeParams);
+    return { model, params, nodeParams, claim: estimateMemory(params, model) };
   }
 
-  /** Runs the pipeline's nodes in order, then emits `final`; any failure becomes an `error` event. */
-  private run(requestId: string, model: WanT2VModel, params: ResolvedParams, started: number): Observable<OmniEvent> {
+  /** Admits queued requests in FIFO order while running slots and memory allow. */
+  private pump(): void {
+    while (this.waiting.length > 0) {
+      const head = this.waiting[0];
+      if (head.settled === undefined) return; // still loading its model: keep FIFO order
+      if ('error' in head.settled) {
+        this.removeWaiter(head);
+        head.fail(head.settled.error);
+        continue;
+      }
+      if (this.runningIds.size >= this.options.maxRunning) return;
+      const d = this.admission.tryAdmit({ requestId: head.requestId, ...head.settled.claim });
+      if (d.decision === 'wait') return;
+      this.removeWaiter(head);
+      if (d.decision === 'reject') {
+        head.fail(new OmniError('OMNIRX_ERR_MEMORY', d.message));
+        continue;
+      }
+      this.runningIds.add(head.requestId);
+      head.status = RequestStatus.Admitted;
+      head.start();
+    }
+  }
+
+  private removeWaiter(w: Waiter): void {
+    const i = this.waiting.indexOf(w);
+    if (i >= 0) this.waiting.splice(i, 1);
+  }
+
+  private finishRunning(requestId: string): void {
+    if (!this.runningIds.delete(requestId)) return;
+    this.admission.release(requestId);
+    this.steps.forget(requestId);
+    this.pump();
+  }
+
+  private admittedEvent(requestId: string, p: ResolvedParams, model: WanT2VModel): OmniEvent {
+    const guided = this.policies.cfg.needsNegative(p.guidanceScale);
+    const forwards = p.numInferenceSteps * (guided ? 2 : 1);
+    const [pt, ph, pw] = model.spec.transformer.patchSize;
+    const s = 2 ** (model.spec.vae.channels.length - 1);
+    const shape = `${p.numFrames / pt}x${p.height / s / ph * ph}x${p.width / s / pw * pw}`;
+    const ms = this.steps.estimate({ model: `${model.spec.id}/transformer`, phase: 'denoise', shape, guidance: guided ? (this.policies.cfg.variant === 'batched' ? 'batched' : 'sequential') : 'single' }, p.numInferenceSteps);
+    const { task, model: id, width, height, numFrames, fps, numInferenceSteps, guidanceScale, flowShift, seed, priority } = p;
+    return {
+      type: 'admitted',
+      requestId,
+      model: id,
+      params: { task, width, height, numFrames, fps, numInferenceSteps, guidanceScale, flowShift, seed, priority },
+      estimate: { steps: numInferenceSteps, forwards, ms: Math.round(ms) },
+    };
+  }
+
+  /** Runs the active nodes of the graph, then emits `final`; any failure becomes an `error` event. */
+  private run(requestId: string, model: WanT2VModel, params: ResolvedParams, nodeParams: Record<string, unknown>, started: number): Observable<OmniEvent> {
     return new Observable<OmniEvent>((subscriber) => {
       const abort = new AbortController();
       const state = new WanT2VState();
-      const ctx: Ctx = { requestId, model, params, native: this.native, signal: abort.signal };
+      const ctx: WanT2VContext = { requestId, model, params, nodeParams, native: this.native, signal: abort.signal };
       let current = '';
-      const nodes$ = wanT2VPipeline.map((node) =>
-        defer(() => {
-          current = node.stage.name;
-          const t0 = performance.now();
-          return concat(
-            of<OmniEvent>({ type: 'node_start', requestId, node: node.stage.name }),
-            this.runNode(node, ctx, state),
-            defer(() => of<OmniEvent>({ type: 'node_end', requestId, node: node.stage.name, ms: performance.now() - t0 })),
-          );
-        }),
-      );
+      const nodes = this.pipeline.activeNodes(params);
       const final$ = defer(() => of<OmniEvent>({ type: 'final', requestId, output: { requestId, artifacts: { ...state.artifacts }, seed: params.seed, ms: performance.now() - started } }));
-      const sub = concat(...nodes$, final$)
+      const sub = concat(
+        runGraph(nodes, Object.keys(this.pipeline.spec.requestInputs), ctx, state, { scheduler: this.steps, requestId, priority: params.priority }, (n) => (current = n)),
+        final$,
+      )
         .pipe(catchError((err) => of(failureEvent(requestId, err, { node: current || undefined, completedSteps: state.completedSteps, partial: { ...state.artifacts } }))))
         .subscribe(subscriber);
       return () => {
@@ -111,39 +297,6 @@ export class Engine {
         state.release();
       };
     });
-  }
-
-  private runNode(node: Node, ctx: Ctx, state: WanT2VState): Observable<OmniEvent> {
-    if (node.kind === 'stage') {
-      return defer(() => from(state.track(node.stage.forward(ctx, state)))).pipe(mergeMap(() => EMPTY));
-    }
-    const stage = node.stage;
-    let t0 = 0;
-    return driveLoop<unknown, StepResult>({
-      init: () => {
-        t0 = performance.now();
-        return from(Promise.resolve(stage.init(ctx, state)));
-      },
-      step: (loop) => {
-        t0 = performance.now();
-        const r = stage.step(ctx, loop);
-        return r instanceof Observable ? r : state.track(r);
-      },
-      finalize: (loop) => from(Promise.resolve(stage.finalize(ctx, loop, state)).then(() => true)),
-      release: (loop) => {
-        if (loop !== undefined) stage.release(loop);
-      },
-    }).pipe(
-      mergeMap((r) => {
-        const out: OmniEvent[] = [];
-        if (r.progress !== undefined) {
-          state.completedSteps = r.progress.index + 1;
-          out.push({ type: 'step', requestId: ctx.requestId, node: stage.name, ...r.progress, ms: performance.now() - t0 });
-        }
-        for (const a of r.emit ?? []) out.push({ type: 'chunk', requestId: ctx.requestId, node: stage.name, artifact: a });
-        return from(out);
-      }),
-    );
   }
 
   /** Stops admitting requests and frees every loaded model. */

@@ -27,6 +27,8 @@ export const ModelSpecSchema = z.strictObject({
   weights: z.enum(['seeded', 'trained']),
   textEncoder: T5ConfigSchema,
   transformer: WanDiTConfigSchema,
+  /** Optional second (low-noise) expert for boundary expert routing; its weights are `transformer_2.safetensors`. */
+  transformer_2: WanDiTConfigSchema.optional(),
   vae: VaeConfigSchema,
   defaults: DiffusionDefaultsSchema,
 });

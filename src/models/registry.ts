@@ -25,6 +25,8 @@ export class ModelRegistry {
     private readonly native: NativeBinding,
     readonly modelsDir: string,
     readonly defaultModel: string,
+    /** Components to construct for each model (those the deployed tasks need); all when undefined. */
+    private readonly components?: ReadonlySet<string>,
   ) {}
 
   /** Ids of the models found on disk. */
@@ -51,7 +53,7 @@ export class ModelRegistry {
           new OmniError('OMNIRX_ERR_UNKNOWN_MODEL', `unknown model '${name}'; available: ${known.length ? known.join(', ') : `none in ${this.modelsDir} (run npm ci, or tools/make-seeded-model)`}`, { param: 'model' }),
         );
       }
-      p = WanT2VModel.load(this.native, dir);
+      p = WanT2VModel.load(this.native, dir, this.components);
       this.loading.set(name, p);
       p.catch(() => this.loading.delete(name));
     }

@@ -31,6 +31,9 @@ export async function writeSeededModel(dir: string, spec: ModelSpec, tokenizer: 
   const meta = { format: 'pt', generator: 'omnirx seeded-model', seed: String(seed) };
   await writeSafetensors(path.join(dir, 'text_encoder.safetensors'), materialise(t5Params(spec.textEncoder), rng), meta);
   await writeSafetensors(path.join(dir, 'transformer.safetensors'), materialise(wanDiTParams(spec.transformer), rng), meta);
+  if (spec.transformer_2 !== undefined) {
+    await writeSafetensors(path.join(dir, 'transformer_2.safetensors'), materialise(wanDiTParams(spec.transformer_2), rng), meta);
+  }
   await writeSafetensors(path.join(dir, 'vae.safetensors'), materialise(vaeDecoderParams(spec.vae), rng), meta);
   await writeFile(path.join(dir, 'tokenizer.json'), JSON.stringify(tokenizer, null, 1));
   await writeFile(path.join(dir, 'model.json'), JSON.stringify(spec, null, 2));

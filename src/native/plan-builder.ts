@@ -22,6 +22,21 @@ interface ValueRecord {
 }
 
 export type ActivationName = 'none' | 'gelu_tanh' | 'silu';
+
+/** Shape of an adaLN modulation operand (see `PlanBuilder.modulate`). */
+export interface ModulationOpts {
+  batch: number;
+  groups: number;
+  chunks: number;
+  /** Chunks stored in e: `chunks` (default) or 1. */
+  eChunks?: number;
+  table?: Value;
+  label?: string;
+}
+
+function modulationAttrs(o: ModulationOpts): Record<string, number> {
+  return { batch: o.batch, groups: o.groups, chunks: o.chunks, eChunks: o.eChunks ?? o.chunks };
+}
 const ACT: Record<ActivationName, number> = { none: 0, gelu_tanh: 1, silu: 2 };
 
 function numelOf(shape: readonly number[]): number {
@@ -221,19 +236,23 @@ export class PlanBuilder {
     return y;
   }
 
-  /** x [B, L, N] · (1 + e[:, g, scale]) + e[:, g, shift] with e [B, G, K, N]. */
-  modulate(x: Value, e: Value, opts: { batch: number; groups: number; chunks: number; shift: number; scale: number; label?: string }): Value {
+  /**
+   * adaLN modulation x · (1 + m_scale) + m_shift for x [B, L, N], where chunk k of the modulation of group g is
+   * e[b, g, k] + table[k]: e [B, G, eChunks, N] (eChunks = chunks, or 1 to broadcast one vector over the chunks),
+   * table [chunks, N] optional (Wan's `scale_shift_table`).
+   */
+  modulate(x: Value, e: Value, opts: ModulationOpts & { shift: number; scale: number }): Value {
     const y = this.arenaValue(x.shape);
-    this.pushOp('modulate', [x, e], y, { batch: opts.batch, groups: opts.groups, chunks: opts.chunks, shift: opts.shift, scale: opts.scale }, opts.label);
+    this.pushOp('modulate', [x, e, opts.table], y, { ...modulationAttrs(opts), shift: opts.shift, scale: opts.scale }, opts.label);
     return y;
   }
 
-  /** x + r · e[:, g, gate] (or x + r without a gate). */
-  gatedAdd(x: Value, r: Value, gate?: { e: Value; batch: number; groups: number; chunks: number; index: number }, label?: string): Value {
+  /** x + r · m_gate (modulation as in `modulate`), or x + r without a gate. */
+  gatedAdd(x: Value, r: Value, gate?: ModulationOpts & { e: Value; index: number }, label?: string): Value {
     sameNumel(r, numelOf(x.shape), `gated_add ${label ?? ''} residual`);
     const y = this.arenaValue(x.shape);
-    const attrs: Record<string, number> = gate === undefined ? {} : { batch: gate.batch, groups: gate.groups, chunks: gate.chunks, gate: gate.index };
-    this.pushOp('gated_add', [x, r, gate?.e], y, attrs, label);
+    const attrs: Record<string, number> = gate === undefined ? {} : { ...modulationAttrs(gate), gate: gate.index };
+    this.pushOp('gated_add', [x, r, gate?.e, gate?.table], y, attrs, label ?? gate?.label);
     return y;
   }
 

@@ -19,4 +19,6 @@ export interface ResolvedParams {
   seed: number;
   modalities: OutputModality[];
   returnLatents: boolean;
+  /** Larger runs first at step boundaries. */
+  priority: number;
 }

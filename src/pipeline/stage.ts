@@ -33,23 +33,39 @@ export interface StepResult {
 }
 
 /**
+ * Optional batching support of a loop stage: steps of several requests with the same `batchKey` may run as one
+ * call to `stepMany`, which returns one result per item (an Error fails only that item).
+ */
+export interface LoopBatching<C, L> {
+  /** Key of shape-compatible steps, or undefined when this step cannot be batched. */
+  batchKey(ctx: C, loop: L): string | undefined;
+  readonly maxBatch: number;
+  stepMany(items: ReadonlyArray<{ ctx: C; loop: L }>): Promise<Array<StepResult | Error>>;
+}
+
+/** What the step scheduler needs to price a step: the cost-model key parts (model, phase, shape, guidance). */
+export interface StepCost {
+  model: string;
+  phase: string;
+  shape: string;
+  guidance: string;
+}
+
+/**
  * An iterative node: the runtime calls `step` once per grant, never the stage itself (no `for` over timesteps
  * around model calls). Per-request loop state `L` is created by `init` and freed by `release`.
  */
 export interface LoopStage<C, S, L> {
   readonly name: string;
+  /** Cost-model key of the loop's next step. */
+  cost(ctx: C, loop: L): StepCost;
+  /** Steps still to run (for estimates). */
+  remaining(loop: L): number;
+  readonly batching?: LoopBatching<C, L>;
   init(ctx: C, state: S): Promise<L> | L;
   step(ctx: C, loop: L): Promise<StepResult> | Observable<StepResult>;
   /** Writes the loop's final outputs into the request state. */
   finalize(ctx: C, loop: L, state: S): Promise<void> | void;
   /** Frees the loop state; called once, after the last step settled, whether the loop finished or not. */
   release(loop: L): void;
-}
-
-/** A node of a linear pipeline. */
-export type PipelineNode<C, S> = { kind: 'stage'; stage: Stage<C, S> } | { kind: 'loop'; stage: LoopStage<C, S, unknown> };
-
-/** Wraps a loop stage as a pipeline node (its loop-state type is private to the stage). */
-export function loopNode<C, S, L>(stage: LoopStage<C, S, L>): PipelineNode<C, S> {
-  return { kind: 'loop', stage: stage as unknown as LoopStage<C, S, unknown> };
 }

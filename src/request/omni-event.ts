@@ -13,7 +13,8 @@ export const AdmittedEventSchema = z.strictObject({
   model: z.string(),
   /** Values actually used, after the model's defaults were applied. */
   params: z.record(z.string(), z.union([z.number(), z.string(), z.boolean()])),
-  estimate: z.strictObject({ steps: z.number().int().nonnegative(), forwards: z.number().int().nonnegative() }),
+  /** Cost-model prediction: steps, DiT forwards, and predicted denoise time in ms (refined online). */
+  estimate: z.strictObject({ steps: z.number().int().nonnegative(), forwards: z.number().int().nonnegative(), ms: z.number().nonnegative().optional() }),
 });
 
 export const NodeStartEventSchema = z.strictObject({ type: z.literal('node_start'), ...base, node: z.string() });

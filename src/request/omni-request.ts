@@ -57,6 +57,8 @@ export function createOmniRequestSchema(limits: RequestLimits = DEFAULT_LIMITS) 
           returnLatents: z.boolean().default(false),
         })
         .default({ returnLatents: false }),
+      /** Per-node overrides, validated against the pipeline's node parameter schemas at admission. */
+      nodeParams: z.record(z.string().min(1).max(64), z.unknown()).optional(),
       /** Larger runs first when several requests are ready (used by the step scheduler). */
       priority: z.number().int().min(-100).max(100).default(0),
     })

@@ -310,7 +310,7 @@ describe('hand-written PlanSpec: operand shapes per op', () => {
     ['attention: no scale', [[1, 2, 8], [1, 3, 8], [1, 3, 8], [1, 2, 8]], { op: 'attention', inputs: [0, 1, 2], outputs: [3], attrs: { batch: 1, heads: 2, headDim: 4 } }, /Plan: op #0 attention: attribute 'scale' must be a number/],
     ['attention: NaN scale', [[1, 2, 8], [1, 3, 8], [1, 3, 8], [1, 2, 8]], { op: 'attention', inputs: [0, 1, 2], outputs: [3], attrs: att({ scale: NaN }) }, /Plan: op #0 attention: attribute 'scale' must be finite/],
     ['attention: fractional heads', [[1, 2, 8], [1, 3, 8], [1, 3, 8], [1, 2, 8]], { op: 'attention', inputs: [0, 1, 2], outputs: [3], attrs: att({ heads: 1.5 }) }, /Plan: op #0 attention: attribute 'heads' must be an integer/],
-    ['modulate: wrong e size', [[1, 4, 8], [1, 1, 6, 4], [1, 4, 8]], { op: 'modulate', inputs: [0, 1], outputs: [2], attrs: mod() }, /Plan: op #0 modulate: modulation e \[B, G, K, N\] has shape \[1, 1, 6, 4\] \(24 elements\), expected 48 elements/],
+    ['modulate: wrong e size', [[1, 4, 8], [1, 1, 6, 4], [1, 4, 8]], { op: 'modulate', inputs: [0, 1], outputs: [2], attrs: mod() }, /Plan: op #0 modulate: modulation e \[B, G, eChunks, N\] has shape \[1, 1, 6, 4\] \(24 elements\), expected 48 elements/],
     ['modulate: L not split into groups', [[1, 5, 8], [1, 2, 6, 8], [1, 5, 8]], { op: 'modulate', inputs: [0, 1], outputs: [2], attrs: mod({ groups: 2 }) }, /Plan: op #0 modulate: L = 5 tokens do not split into 2 groups/],
     ['modulate: shift index ≥ chunks', [[1, 4, 8], [1, 1, 6, 8], [1, 4, 8]], { op: 'modulate', inputs: [0, 1], outputs: [2], attrs: mod({ shift: 6 }) }, /Plan: op #0 modulate: attribute 'shift' = 6 is outside \[0, 6\)/],
     ['gated_add: residual size', [[1, 4, 8], [1, 4, 7], [1, 4, 8]], { op: 'gated_add', inputs: [0, 1], outputs: [2] }, /Plan: op #0 gated_add: residual has shape \[1, 4, 7\]/],
@@ -380,7 +380,7 @@ describe('PlanBuilder rejects bad shapes with OmniError OMNIRX_ERR_NATIVE naming
     compileFails((g) => {
       const x = g.input('x', [1, 4, 8]);
       g.output('y', g.modulate(x, g.input('e', [1, 1, 6, 4]), { batch: 1, groups: 1, chunks: 6, shift: 0, scale: 1, label: 'blk0.mod' }));
-    }, /plan: compile: Plan: op #0 modulate 'blk0\.mod': modulation e \[B, G, K, N\] has shape \[1, 1, 6, 4\] \(24 elements\), expected 48 elements/);
+    }, /plan: compile: Plan: op #0 modulate 'blk0\.mod': modulation e \[B, G, eChunks, N\] has shape \[1, 1, 6, 4\] \(24 elements\), expected 48 elements/);
     compileFails((g) => {
       const x = g.input('x', [3, 8]);
       const h = g.gelu(x);

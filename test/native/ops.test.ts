@@ -316,6 +316,31 @@ describe('elementwise', () => {
     expectClose(out.gated, ref.gatedAdd(x, r, { e, dims: d, index: gate }), TOL, 'gated_add');
     expectClose(out.plain, ref.gatedAdd(x, r), TOL, 'ungated add');
   });
+  test.each(mods)('modulate and gated_add with a [K, N] table and a broadcast e (eChunks 1) B=%i L=%i N=%i G=%i K=%i', async (B, L, N, G, K) => {
+    const rng = new Rng(77 + B * 10000 + L * 100 + N + G * 7 + K);
+    const x = randn(rng, B * L * N);
+    const r = randn(rng, B * L * N);
+    const table = randn(rng, K * N, 0.5);
+    for (const Ke of [1, K]) {
+      const e = randn(rng, B * G * Ke * N, 0.5);
+      const shift = K - 1;
+      const sc = 0;
+      const gate = Math.floor(K / 2);
+      const d = { B, L, N, G, K, Ke, table };
+      const g = new PlanBuilder();
+      const xv = g.input('x', [B, L, N]);
+      const rv = g.input('r', [B, L, N]);
+      const ev = g.input('e', [B, G, Ke, N]);
+      const tv = g.input('table', [K, N]);
+      const m = { batch: B, groups: G, chunks: K, eChunks: Ke, table: tv };
+      g.output('mod', g.modulate(xv, ev, { ...m, shift, scale: sc }));
+      g.output('gated', g.gatedAdd(xv, rv, { e: ev, ...m, index: gate }));
+      const out = await execute(g, { x, r, e, table });
+      expectClose(out.mod, ref.modulate(x, e, d, shift, sc), TOL, `modulate Ke=${Ke}`);
+      expectClose(out.gated, ref.gatedAdd(x, r, { e, dims: d, index: gate }), TOL, `gated_add Ke=${Ke}`);
+    }
+  });
+
 
   test.each([
     [1, 3, 1, 2],

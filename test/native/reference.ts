@@ -166,18 +166,29 @@ export interface ModulationDims {
   N: number;
   G: number;
   K: number;
+  /** Chunks stored in e: K, or 1 to broadcast one vector over every chunk (default K). */
+  Ke?: number;
+  /** Optional [K, N] table added to every chunk (Wan's scale_shift_table). */
+  table?: Vec;
 }
 
-/** x [B, L, N], e [B, G, K, N], token l in group g = ⌊l / (L/G)⌋: y = x · (1 + e[b, g, scale]) + e[b, g, shift]. */
+/** Chunk k of the modulation of (b, g): e[b, g, k or 0] + table[k]. */
+function modulationAt(e: Vec, d: ModulationDims, b: number, g: number, k: number, n: number): number {
+  const Ke = d.Ke ?? d.K;
+  const v = e[((b * d.G + g) * Ke + (Ke === 1 ? 0 : k)) * d.N + n];
+  return d.table === undefined ? v : v + d.table[k * d.N + n];
+}
+
+/** x [B, L, N], token l in group g = ⌊l / (L/G)⌋: y = x · (1 + m[b, g, scale]) + m[b, g, shift]. */
 export function modulate(x: Vec, e: Vec, d: ModulationDims, shiftIdx: number, scaleIdx: number): Float64Array {
-  const { B, L, N, G, K } = d;
+  const { B, L, N, G } = d;
   const y = new Float64Array(B * L * N);
   for (let b = 0; b < B; b++) {
     for (let l = 0; l < L; l++) {
       const g = Math.floor(l / (L / G));
       for (let n = 0; n < N; n++) {
-        const sh = e[((b * G + g) * K + shiftIdx) * N + n];
-        const sc = e[((b * G + g) * K + scaleIdx) * N + n];
+        const sh = modulationAt(e, d, b, g, shiftIdx, n);
+        const sc = modulationAt(e, d, b, g, scaleIdx, n);
         const i = (b * L + l) * N + n;
         y[i] = x[i] * (1 + sc) + sh;
       }
@@ -186,17 +197,17 @@ export function modulate(x: Vec, e: Vec, d: ModulationDims, shiftIdx: number, sc
   return y;
 }
 
-/** y = x + r · e[b, g, gate] (grouping as in modulate); without e: y = x + r. */
+/** y = x + r · m[b, g, gate] (grouping as in modulate); without e: y = x + r. */
 export function gatedAdd(x: Vec, r: Vec, gate?: { e: Vec; dims: ModulationDims; index: number }): Float64Array {
   if (gate === undefined) return Float64Array.from({ length: x.length }, (_, i) => x[i] + r[i]);
-  const { B, L, N, G, K } = gate.dims;
+  const { B, L, N, G } = gate.dims;
   const y = new Float64Array(B * L * N);
   for (let b = 0; b < B; b++) {
     for (let l = 0; l < L; l++) {
       const g = Math.floor(l / (L / G));
       for (let n = 0; n < N; n++) {
         const i = (b * L + l) * N + n;
-        y[i] = x[i] + r[i] * gate.e[((b * G + g) * K + gate.index) * N + n];
+        y[i] = x[i] + r[i] * modulationAt(gate.e, gate.dims, b, g, gate.index, n);
       }
     }
   }

@@ -41,7 +41,10 @@ import { applyClassifierFreeGuidance } from '../../src/pipeline/guidance';
 import type { ResolvedParams } from '../../src/pipeline/params';
 import { eulerStep, flowMatchSigmas } from '../../src/pipeline/samplers/flow-match-euler';
 import type { WanT2VContext } from '../../src/pipeline/wan-t2v/context';
-import { denoiseLoop } from '../../src/pipeline/wan-t2v/denoise-loop';
+import { createDenoiseLoop } from '../../src/pipeline/wan-t2v/denoise-loop';
+import { defaultWanT2VPolicies } from '../../src/pipeline/wan-t2v/pipeline';
+
+const denoiseLoop = createDenoiseLoop(defaultWanT2VPolicies());
 import { WanT2VState } from '../../src/pipeline/wan-t2v/state';
 
 const COMPONENT_TOL = 1e-4;
@@ -173,7 +176,7 @@ describe('parity with the PyTorch reference (tools/reference)', () => {
   });
 
   describe('DiT (diffusers WanTransformer3DModel / Wan 2.1 WanModel)', () => {
-    const shapeOf = (latentShape: number[], textLen: number): DiTShape => ({ frames: latentShape[2], height: latentShape[3], width: latentShape[4], textLen });
+    const shapeOf = (latentShape: number[], textLen: number): DiTShape => ({ batch: 1, frames: latentShape[2], height: latentShape[3], width: latentShape[4], textLen });
 
     it('builds Wan timestep features (float64 sinusoid, as Wan 2.1)', () => {
       const c = model.spec.transformer;
@@ -198,7 +201,7 @@ describe('parity with the PyTorch reference (tools/reference)', () => {
       const s = shapeOf(meta.dit.latentShape, model.spec.textEncoder.maxLength);
       const out = tensor(meta.dit.latentShape);
       const io = { latents: tensor(meta.dit.latentShape, get('dit.latents')), context: tensor([1, s.textLen, c.textDim], get('dit.context')), timestep: tensor([1, c.freqDim]), out };
-      await model.transformer.forward(s, io, meta.dit.t);
+      await model.transformer().forward(s, io, [meta.dit.t]);
       check('dit.velocity', out.data, get('dit.velocity'), COMPONENT_TOL);
     });
 
@@ -210,7 +213,7 @@ describe('parity with the PyTorch reference (tools/reference)', () => {
         const s = shapeOf(meta.dit.latentShape, model.spec.textEncoder.maxLength);
         const out = tensor(meta.dit.latentShape);
         const io = { latents: tensor(meta.dit.latentShape, get('dit.latents')), context: tensor([1, s.textLen, c.textDim], get('dit.context')), timestep: tensor([1, c.freqDim]), out };
-        await dit1.forward(s, io, meta.dit.t);
+        await dit1.forward(s, io, [meta.dit.t]);
         check('dit_1layer.velocity', out.data, get('dit_1layer.velocity'), COMPONENT_TOL);
       } finally {
         dit1.dispose();
@@ -240,7 +243,7 @@ describe('parity with the PyTorch reference (tools/reference)', () => {
       const t = meta.trajectory;
       const c = model.spec.transformer;
       const L = model.spec.textEncoder.maxLength;
-      const s: DiTShape = { frames: t.latentShape[2], height: t.latentShape[3], width: t.latentShape[4], textLen: L };
+      const s: DiTShape = { batch: 1, frames: t.latentShape[2], height: t.latentShape[3], width: t.latentShape[4], textLen: L };
       const cond = tensor([1, L, c.textDim], get(`t5.${t.cond}.hidden`));
       const uncond = tensor([1, L, c.textDim], get(`t5.${t.uncond}.hidden`));
       const latents = tensor(t.latentShape, get('traj.noise'));
@@ -249,8 +252,8 @@ describe('parity with the PyTorch reference (tools/reference)', () => {
       const timestep = tensor([1, c.freqDim]);
       const sigmas = flowMatchSigmas(t.steps, t.shift);
       for (let i = 0; i < t.steps; i++) {
-        await model.transformer.forward(s, { latents, context: cond, timestep, out: vc }, sigmas[i] * 1000);
-        await model.transformer.forward(s, { latents, context: uncond, timestep, out: vu }, sigmas[i] * 1000);
+        await model.transformer().forward(s, { latents, context: cond, timestep, out: vc }, [sigmas[i] * 1000]);
+        await model.transformer().forward(s, { latents, context: uncond, timestep, out: vu }, [sigmas[i] * 1000]);
         applyClassifierFreeGuidance(vc.data, vu.data, t.guidance);
         eulerStep(latents.data, vc.data, sigmas[i], sigmas[i + 1]);
         check(`traj.latents.${i + 1}`, latents.data, get(`traj.latents.${i + 1}`), TRAJECTORY_TOL);
@@ -277,19 +280,20 @@ describe('parity with the PyTorch reference (tools/reference)', () => {
         seed: 1,
         modalities: ['video'],
         returnLatents: false,
+        priority: 0,
       };
-      const ctx: WanT2VContext = { requestId: 'parity', model, params, native, signal: new AbortController().signal };
+      const ctx: WanT2VContext = { requestId: 'parity', model, params, nodeParams: {}, native, signal: new AbortController().signal };
       const state = new WanT2VState();
       state.promptEmbeds = state.own(createTensor(native, [1, L, dModel], get(`t5.${t.cond}.hidden`)));
       state.negativeEmbeds = state.own(createTensor(native, [1, L, dModel], get(`t5.${t.uncond}.hidden`)));
       const loop = await denoiseLoop.init(ctx, state);
       try {
-        loop.latents.data.set(get('traj.noise')); // the initial noise is a fixture input: omnirx's Rng ≠ torch's
+        loop.latents.set(get('traj.noise')); // the initial noise is a fixture input: omnirx's Rng ≠ torch's
         for (let done = false; !done; ) {
           const r = denoiseLoop.step(ctx, loop);
           done = (isObservable(r) ? await lastValueFrom(r) : await r).done;
         }
-        check('traj.denoise_loop.final', loop.latents.data, get(`traj.latents.${t.steps}`), TRAJECTORY_TOL);
+        check('traj.denoise_loop.final', loop.latents, get(`traj.latents.${t.steps}`), TRAJECTORY_TOL);
       } finally {
         denoiseLoop.release(loop);
         state.release();

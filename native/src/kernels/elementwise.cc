@@ -1,6 +1,7 @@
 #include <algorithm>
 #include <cmath>
 #include <cstring>
+#include <vector>
 
 #include "kernels/kernels.h"
 #include "simd.h"
@@ -58,37 +59,59 @@ void Scale(const float* a, float* y, int64_t n, float s) {
   });
 }
 
-void Modulate(const float* x, const float* e, float* y, int B, int L, int N, int G, int K, int shift_idx,
-              int scale_idx) {
-  const int per_group = L / G;
-  ComputePool().ParallelFor(static_cast<size_t>(B) * L, [&](size_t row, int) {
-    const int b = static_cast<int>(row / L);
-    const int l = static_cast<int>(row % L);
-    const int g = l / per_group;
-    const float* eg = e + (static_cast<size_t>(b) * G + g) * K * static_cast<size_t>(N);
-    const float* shift = eg + static_cast<size_t>(shift_idx) * N;
-    const float* scale = eg + static_cast<size_t>(scale_idx) * N;
-    const float* xr = x + row * N;
-    float* yr = y + row * N;
-    for (int j = 0; j < N; ++j) yr[j] = xr[j] * (1.f + scale[j]) + shift[j];
+namespace {
+// Fills out[N] with chunk `idx` of the modulation for (b, g).
+inline void ModulationRow(const Modulation& m, int b, int g, int idx, float* out) {
+  const float* e = m.e + ((static_cast<size_t>(b) * m.G + g) * m.Ke + (m.Ke == 1 ? 0 : idx)) * static_cast<size_t>(m.N);
+  if (m.table == nullptr) {
+    std::memcpy(out, e, sizeof(float) * m.N);
+    return;
+  }
+  const float* t = m.table + static_cast<size_t>(idx) * m.N;
+  for (int j = 0; j < m.N; ++j) out[j] = e[j] + t[j];
+}
+}  // namespace
+
+void Modulate(const float* x, float* y, const Modulation& m, int shift_idx, int scale_idx) {
+  const int per_group = m.L / m.G;
+  // One item per (batch, group): the modulation rows are formed once and applied to the group's tokens.
+  ComputePool().ParallelFor(static_cast<size_t>(m.B) * m.G, [&](size_t item, int) {
+    const int b = static_cast<int>(item / m.G);
+    const int g = static_cast<int>(item % m.G);
+    std::vector<float> shift(m.N), scale(m.N);
+    ModulationRow(m, b, g, shift_idx, shift.data());
+    ModulationRow(m, b, g, scale_idx, scale.data());
+    for (int j = 0; j < m.N; ++j) scale[j] += 1.f;
+    for (int l = g * per_group; l < (g + 1) * per_group; ++l) {
+      const size_t row = static_cast<size_t>(b) * m.L + l;
+      const float* xr = x + row * m.N;
+      float* yr = y + row * m.N;
+      for (int j = 0; j < m.N; ++j) yr[j] = xr[j] * scale[j] + shift[j];
+    }
   });
 }
 
-void GatedAdd(const float* x, const float* r, const float* e, float* y, int B, int L, int N, int G, int K,
-              int gate_idx) {
-  const int per_group = L / G;
-  ComputePool().ParallelFor(static_cast<size_t>(B) * L, [&](size_t row, int) {
-    const float* xr = x + row * N;
-    const float* rr = r + row * N;
-    float* yr = y + row * N;
-    if (gate_idx < 0) {
-      for (int j = 0; j < N; ++j) yr[j] = xr[j] + rr[j];
-      return;
+void GatedAdd(const float* x, const float* r, float* y, const Modulation& m, int gate_idx) {
+  const int per_group = m.L / m.G;
+  ComputePool().ParallelFor(static_cast<size_t>(m.B) * m.G, [&](size_t item, int) {
+    const int b = static_cast<int>(item / m.G);
+    const int g = static_cast<int>(item % m.G);
+    std::vector<float> gate;
+    if (m.e != nullptr) {
+      gate.resize(m.N);
+      ModulationRow(m, b, g, gate_idx, gate.data());
     }
-    const int b = static_cast<int>(row / L);
-    const int g = static_cast<int>(row % L) / per_group;
-    const float* gate = e + ((static_cast<size_t>(b) * G + g) * K + gate_idx) * static_cast<size_t>(N);
-    for (int j = 0; j < N; ++j) yr[j] = xr[j] + rr[j] * gate[j];
+    for (int l = g * per_group; l < (g + 1) * per_group; ++l) {
+      const size_t row = static_cast<size_t>(b) * m.L + l;
+      const float* xr = x + row * m.N;
+      const float* rr = r + row * m.N;
+      float* yr = y + row * m.N;
+      if (m.e == nullptr) {
+        for (int j = 0; j < m.N; ++j) yr[j] = xr[j] + rr[j];
+      } else {
+        for (int j = 0; j < m.N; ++j) yr[j] = xr[j] + rr[j] * gate[j];
+      }
+    }
   });
 }
 

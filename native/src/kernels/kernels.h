@@ -44,15 +44,21 @@ void Mul(const float* a, const float* b, float* y, int64_t n, int64_t nb);
 // y[i] = a[i] · s (scalar scale).
 void Scale(const float* a, float* y, int64_t n, float s);
 
-// adaLN modulation (Peebles & Xie 2023, DiT; Wan 2.1): for x [B, L, N] and e [B, G, K, N], token l in group
-// g = l / (L / G): y = x · (1 + e[b, g, scale_idx]) + e[b, g, shift_idx].
-void Modulate(const float* x, const float* e, float* y, int B, int L, int N, int G, int K, int shift_idx,
-              int scale_idx);
+// Modulation operands of adaLN (Peebles & Xie 2023, DiT; Wan 2.1 `scale_shift_table + temb`): for tokens x [B, L, N]
+// grouped into G groups of L/G tokens (G = 1, or one group per frame for per-frame timesteps), chunk k of the
+// modulation for token l of batch b in group g = l / (L/G) is  m_k = e[b, g, k or 0] + table[k]  where
+// e is [B, G, Ke, N] with Ke ∈ {1, K} (Ke = 1 broadcasts one vector over every chunk) and table [K, N] is optional.
+struct Modulation {
+  int B = 0, L = 0, N = 0, G = 1, K = 1, Ke = 1;
+  const float* e = nullptr;
+  const float* table = nullptr;
+};
 
-// Gated residual: y = x + r · e[b, g, gate_idx] with e [B, G, K, N] (grouping as in Modulate); gate_idx < 0 means
-// an ungated residual y = x + r.
-void GatedAdd(const float* x, const float* r, const float* e, float* y, int B, int L, int N, int G, int K,
-              int gate_idx);
+// y = x · (1 + m_scale) + m_shift.
+void Modulate(const float* x, float* y, const Modulation& m, int shift_idx, int scale_idx);
+
+// Gated residual: y = x + r · m_gate; with m.e == null (no gate) y = x + r.
+void GatedAdd(const float* x, const float* r, float* y, const Modulation& m, int gate_idx);
 
 // Rotary position embedding on interleaved pairs (RoFormer, Su et al. 2021; Wan rope_apply):
 // x [B, L, H, D], cos/sin [L, D/2]: (x₂ᵢ, x₂ᵢ₊₁) ↦ (x₂ᵢ·c − x₂ᵢ₊₁·s, x₂ᵢ·s + x₂ᵢ₊₁·c).

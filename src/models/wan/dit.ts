@@ -5,8 +5,9 @@ import type { ParamSpec, WeightStore } from '../weights/weight-store';
 import type { WanDiTConfig } from './config';
 import { timestepEmbedding, wanRopeTables } from './rope';
 
-/** Latent grid of one forward: channels-first latents `[1, C, F, H, W]` and the text length. */
+/** Shape bucket of one forward: `batch` samples of channels-first latents `[C, F, H, W]` and the text length. */
 export interface DiTShape {
+  batch: number;
   frames: number;
   height: number;
   width: number;
@@ -53,8 +54,27 @@ export function wanDiTParams(c: WanDiTConfig): ParamSpec[] {
  * with q/k RMSNorm across heads and 3D RoPE, text cross-attention after an affine LayerNorm, GELU-tanh FFN,
  * modulated output head and unpatchify. One plan per shape bucket, compiled on first use and cached.
  */
+/** One sample of a batched forward: its latents `[C, F, H, W]`, text states `[Lt, textDim]`, timestep, output. */
+export interface ForwardRow {
+  latents: Float32Array;
+  context: Float32Array;
+  /** σ·1000. */
+  t: number;
+  /** Receives the velocity `[C, F, H, W]`. */
+  out: Float32Array;
+}
+
+interface Staging {
+  latents: NativeTensor;
+  context: NativeTensor;
+  timestep: NativeTensor;
+  out: NativeTensor;
+}
+
 export class WanDiT {
   private readonly plans = new Map<string, { plan: CompiledPlan; cos: NativeTensor; sin: NativeTensor }>();
+  /** Free staging tensors per shape bucket, reused across steps (fresh native memory is slow to touch). */
+  private readonly staging = new Map<string, Staging[]>();
 
   constructor(
     private readonly native: NativeBinding,
@@ -86,35 +106,37 @@ export class WanDiT {
     const lin = (x: Value, name: string, out: number, inp: number, act?: 'gelu_tanh' | 'silu') =>
       g.linear(x, w(`${name}.weight`, [out, inp]), w(`${name}.bias`, [out]), { act, label: name });
 
-    const latents = g.input('latents', [1, c.inChannels, s.frames, s.height, s.width]);
-    const tfreq = g.input('timestep', [1, c.freqDim]);
-    const context = g.input('context', [1, s.textLen, c.textDim]);
+    const B = s.batch;
+    const latents = g.input('latents', [B, c.inChannels, s.frames, s.height, s.width]);
+    const tfreq = g.input('timestep', [B, c.freqDim]);
+    const context = g.input('context', [B, s.textLen, c.textDim]);
     const cos = g.constant(cosT);
     const sin = g.constant(sinT);
 
-    // Patch embedding: [C, F, H, W] → tokens [(f, h, w), (c, kt, kh, kw)] → Linear (= Conv3d, kernel = stride).
-    const patches = g.permute(latents, [c.inChannels, Fp, pt, Hp, ph, Wp, pw], [1, 3, 5, 0, 2, 4, 6], 'patchify');
-    let x = g.linear(g.reshape(patches, [L, patchFeat]), w('patch_embedding.weight', [d, patchFeat]), w('patch_embedding.bias', [d]), { label: 'patch_embedding' });
+    // Patch embedding: [B, C, F, H, W] → tokens [B·(f, h, w), (c, kt, kh, kw)] → Linear (= Conv3d, kernel = stride).
+    const patches = g.permute(latents, [B, c.inChannels, Fp, pt, Hp, ph, Wp, pw], [0, 2, 4, 6, 1, 3, 5, 7], 'patchify');
+    let x = g.linear(g.reshape(patches, [B, L, patchFeat]), w('patch_embedding.weight', [d, patchFeat]), w('patch_embedding.bias', [d]), { label: 'patch_embedding' });
 
     const temb = lin(lin(tfreq, 'condition_embedder.time_embedder.linear_1', d, c.freqDim, 'silu'), 'condition_embedder.time_embedder.linear_2', d, d);
     const tproj = lin(g.silu(temb), 'condition_embedder.time_proj', 6 * d, d);
     const ctx = lin(lin(context, 'condition_embedder.text_embedder.linear_1', d, c.textDim, 'gelu_tanh'), 'condition_embedder.text_embedder.linear_2', d, d);
 
-    const attn = { batch: 1, heads: c.numHeads, headDim: D, scale: 1 / Math.sqrt(D) };
-    const mod = { batch: 1, groups: 1, chunks: 6 };
+    const attn = { batch: B, heads: c.numHeads, headDim: D, scale: 1 / Math.sqrt(D) };
+    const rope = { batch: B, heads: c.numHeads, headDim: D };
     for (let i = 0; i < c.numLayers; i++) {
       const b = `blocks.${i}`;
       g.segment(b);
-      const e = g.add(tproj, w(`${b}.scale_shift_table`, [1, 6, d]), `${b}.modulation`);
+      // Six modulation chunks per sample: time projection + the block's scale_shift_table (shift, scale, gate × 2).
+      const mod = { batch: B, groups: 1, chunks: 6, table: w(`${b}.scale_shift_table`, [1, 6, d]) };
       // Self-attention.
-      const n1 = g.modulate(g.layerNorm(x, c.eps, undefined, undefined, `${b}.norm1`), e, { ...mod, shift: 0, scale: 1, label: `${b}.norm1.modulate` });
+      const n1 = g.modulate(g.layerNorm(x, c.eps, undefined, undefined, `${b}.norm1`), tproj, { ...mod, shift: 0, scale: 1, label: `${b}.norm1.modulate` });
       const q = g.rmsNorm(lin(n1, `${b}.attn1.to_q`, d, d), c.eps, w(`${b}.attn1.norm_q.weight`, [d]), { label: `${b}.attn1.norm_q` });
       const k = g.rmsNorm(lin(n1, `${b}.attn1.to_k`, d, d), c.eps, w(`${b}.attn1.norm_k.weight`, [d]), { label: `${b}.attn1.norm_k` });
       const v = lin(n1, `${b}.attn1.to_v`, d, d);
-      const qr = g.rope(q, cos, sin, { batch: 1, heads: c.numHeads, headDim: D, label: `${b}.attn1.rope_q` });
-      const kr = g.rope(k, cos, sin, { batch: 1, heads: c.numHeads, headDim: D, label: `${b}.attn1.rope_k` });
+      const qr = g.rope(q, cos, sin, { ...rope, label: `${b}.attn1.rope_q` });
+      const kr = g.rope(k, cos, sin, { ...rope, label: `${b}.attn1.rope_k` });
       const a1 = lin(g.attention(qr, kr, v, { ...attn, label: `${b}.attn1` }), `${b}.attn1.to_out.0`, d, d);
-      x = g.gatedAdd(x, a1, { e, ...mod, index: 2 }, `${b}.attn1.gate`);
+      x = g.gatedAdd(x, a1, { e: tproj, ...mod, index: 2 }, `${b}.attn1.gate`);
       // Cross-attention to the text.
       const n2 = g.layerNorm(x, c.eps, w(`${b}.norm2.weight`, [d]), w(`${b}.norm2.bias`, [d]), `${b}.norm2`);
       const q2 = g.rmsNorm(lin(n2, `${b}.attn2.to_q`, d, d), c.eps, w(`${b}.attn2.norm_q.weight`, [d]), { label: `${b}.attn2.norm_q` });
@@ -123,23 +145,25 @@ export class WanDiT {
       const a2 = lin(g.attention(q2, k2, v2, { ...attn, label: `${b}.attn2` }), `${b}.attn2.to_out.0`, d, d);
       x = g.gatedAdd(x, a2, undefined, `${b}.attn2.residual`);
       // Feed-forward.
-      const n3 = g.modulate(g.layerNorm(x, c.eps, undefined, undefined, `${b}.norm3`), e, { ...mod, shift: 3, scale: 4, label: `${b}.norm3.modulate` });
+      const n3 = g.modulate(g.layerNorm(x, c.eps, undefined, undefined, `${b}.norm3`), tproj, { ...mod, shift: 3, scale: 4, label: `${b}.norm3.modulate` });
       const ff = lin(lin(n3, `${b}.ffn.net.0.proj`, c.ffnDim, d, 'gelu_tanh'), `${b}.ffn.net.2`, d, c.ffnDim);
-      x = g.gatedAdd(x, ff, { e, ...mod, index: 5 }, `${b}.ffn.gate`);
+      x = g.gatedAdd(x, ff, { e: tproj, ...mod, index: 5 }, `${b}.ffn.gate`);
     }
     g.segment('head');
-    const eh = g.add(w('scale_shift_table', [1, 2, d]), temb, 'head.modulation');
-    const nh = g.modulate(g.layerNorm(x, c.eps, undefined, undefined, 'norm_out'), eh, { batch: 1, groups: 1, chunks: 2, shift: 0, scale: 1, label: 'norm_out.modulate' });
+    // Output head: shift, scale = scale_shift_table [2, d] + temb (one vector broadcast over both chunks).
+    const nh = g.modulate(g.layerNorm(x, c.eps, undefined, undefined, 'norm_out'), temb, {
+      batch: B, groups: 1, chunks: 2, eChunks: 1, table: w('scale_shift_table', [1, 2, d]), shift: 0, scale: 1, label: 'norm_out.modulate',
+    });
     const out = lin(nh, 'proj_out', pt * ph * pw * c.outChannels, d);
-    // Unpatchify: [(f, h, w), (pt, ph, pw, c)] → [C, F, H, W].
-    const video = g.permute(out, [Fp, Hp, Wp, pt, ph, pw, c.outChannels], [6, 0, 3, 1, 4, 2, 5], 'unpatchify');
+    // Unpatchify: [B, (f, h, w), (pt, ph, pw, c)] → [B, C, F, H, W].
+    const video = g.permute(out, [B, Fp, Hp, Wp, pt, ph, pw, c.outChannels], [0, 7, 1, 4, 2, 5, 3, 6], 'unpatchify');
     g.output('velocity', video);
     return { plan: g.compile(this.native), cos: cosT, sin: sinT };
   }
 
   /** The compiled plan for a shape bucket (compiled on first use). */
   planFor(s: DiTShape): CompiledPlan {
-    const key = `${s.frames}x${s.height}x${s.width}:${s.textLen}`;
+    const key = `${s.batch}:${s.frames}x${s.height}x${s.width}:${s.textLen}`;
     let entry = this.plans.get(key);
     if (entry === undefined) {
       entry = this.build(s);
@@ -149,15 +173,57 @@ export class WanDiT {
   }
 
   /**
-   * One forward: writes the velocity for `latents` at timestep `t` (σ·1000) into `out`.
-   * `timestep` is a caller-owned `[1, freqDim]` scratch tensor the embedding is written into.
+   * One forward over a batch: writes the velocity for `latents` [B, C, F, H, W] into `out` (same shape), sample b
+   * at timestep `t[b]` (σ·1000) with text states `context` [B, Lt, textDim]. `timestep` is a caller-owned
+   * `[B, freqDim]` scratch tensor the sinusoidal embeddings are written into.
    */
-  async forward(s: DiTShape, io: { latents: NativeTensor; context: NativeTensor; timestep: NativeTensor; out: NativeTensor }, t: number): Promise<void> {
-    io.timestep.data.set(timestepEmbedding(t, this.config.freqDim));
+  async forward(s: DiTShape, io: { latents: NativeTensor; context: NativeTensor; timestep: NativeTensor; out: NativeTensor }, t: readonly number[]): Promise<void> {
+    if (t.length !== s.batch) throw new RangeError(`WanDiT.forward: ${t.length} timesteps for a batch of ${s.batch}`);
+    const f = this.config.freqDim;
+    t.forEach((tb, b) => io.timestep.data.set(timestepEmbedding(tb, f), b * f));
     await this.planFor(s).run({ latents: io.latents, timestep: io.timestep, context: io.context, velocity: io.out });
   }
 
+  /**
+   * Runs the rows as one batched forward (batch = rows.length): copies each row into staging tensors taken from a
+   * per-shape free list, runs the plan, copies each velocity out. Rows are independent, so a row's result is the
+   * same bits whether it runs alone or in a batch.
+   */
+  async forwardRows(shape: Omit<DiTShape, 'batch'>, rows: readonly ForwardRow[]): Promise<void> {
+    const s: DiTShape = { ...shape, batch: rows.length };
+    const c = this.config;
+    const key = `${s.batch}:${s.frames}x${s.height}x${s.width}:${s.textLen}`;
+    const free = this.staging.get(key) ?? [];
+    this.staging.set(key, free);
+    const st = free.pop() ?? {
+      latents: createTensor(this.native, [s.batch, c.inChannels, s.frames, s.height, s.width]),
+      context: createTensor(this.native, [s.batch, s.textLen, c.textDim]),
+      timestep: createTensor(this.native, [s.batch, c.freqDim]),
+      out: createTensor(this.native, [s.batch, c.outChannels, s.frames, s.height, s.width]),
+    };
+    try {
+      const lat = st.latents.data;
+      const ctx = st.context.data;
+      const per = lat.length / s.batch;
+      const perCtx = ctx.length / s.batch;
+      rows.forEach((r, b) => {
+        if (r.latents.length !== per || r.context.length !== perCtx || r.out.length !== per) {
+          throw new RangeError(`WanDiT.forwardRows: row ${b} has ${r.latents.length} latents / ${r.context.length} context values, expected ${per} / ${perCtx}`);
+        }
+        lat.set(r.latents, b * per);
+        ctx.set(r.context, b * perCtx);
+      });
+      await this.forward(s, st, rows.map((r) => r.t));
+      const out = st.out.data;
+      rows.forEach((r, b) => r.out.set(out.subarray(b * per, (b + 1) * per)));
+    } finally {
+      free.push(st);
+    }
+  }
+
   dispose(): void {
+    for (const list of this.staging.values()) for (const st of list) for (const t of Object.values(st)) t.dispose();
+    this.staging.clear();
     for (const e of this.plans.values()) {
       e.plan.dispose();
       e.cos.dispose();

@@ -34,33 +34,46 @@ export async function readModelSpec(dir: string): Promise<ModelSpec> {
   return parsed.data;
 }
 
+/** Component names of the Wan T2V family (the pipeline spec declares which tasks need each). */
+export const WAN_COMPONENTS = ['tokenizer', 'text_encoder', 'transformer', 'transformer_2', 'vae'] as const;
+export type WanComponent = (typeof WAN_COMPONENTS)[number];
+
 /**
- * A loaded Wan-style text-to-video model: tokenizer, T5-style text encoder, DiT and VAE decoder, each with its
- * weights in native memory. Components are shared by every request on the engine; `dispose` frees them.
+ * A loaded Wan-style text-to-video model. Only the components a deployment needs are constructed and loaded
+ * (`components`); asking for another one is an error. Components are shared by every request on the engine;
+ * `dispose` frees them.
  */
 export class WanT2VModel {
   private constructor(
     readonly spec: ModelSpec,
-    readonly tokenizer: WordByteTokenizer,
-    readonly textEncoder: T5Encoder,
-    readonly transformer: WanDiT,
-    readonly vae: VaeDecoder,
+    private readonly parts: {
+      tokenizer?: WordByteTokenizer;
+      textEncoder?: T5Encoder;
+      transformers: Map<string, WanDiT>;
+      vae?: VaeDecoder;
+    },
     private readonly stores: WeightStore[],
+    /** Native bytes of the loaded weights per component. */
+    readonly weightBytes: Readonly<Record<string, number>>,
   ) {}
 
   /**
-   * Loads the model in `dir`.
+   * Loads the model in `dir`, constructing only `components` (default: all the directory provides).
    * @throws OmniError OMNIRX_ERR_MODEL_LOAD for a missing/invalid file or a tensor that does not match the config;
    *   SafetensorsError for a malformed weights file.
    */
-  static async load(native: NativeBinding, dir: string): Promise<WanT2VModel> {
+  static async load(native: NativeBinding, dir: string, components?: ReadonlySet<string>): Promise<WanT2VModel> {
     const spec = await readModelSpec(dir);
-    const tokFile = path.join(dir, 'tokenizer.json');
-    const tok = TokenizerFileSchema.safeParse(await readJson(tokFile));
-    if (!tok.success) throw new OmniError('OMNIRX_ERR_MODEL_LOAD', `${tokFile}: ${tok.error.issues[0].message}`);
-    const tokenizer = new WordByteTokenizer(tok.data);
-    if (tokenizer.vocabSize !== spec.textEncoder.vocabSize) {
-      throw new OmniError('OMNIRX_ERR_MODEL_LOAD', `${tokFile}: ${tokenizer.vocabSize} ids, but textEncoder.vocabSize is ${spec.textEncoder.vocabSize}`);
+    const want = (c: WanComponent) => (components === undefined ? c !== 'transformer_2' || spec.transformer_2 !== undefined : components.has(c));
+    let tokenizer: WordByteTokenizer | undefined;
+    if (want('tokenizer') || want('text_encoder')) {
+      const tokFile = path.join(dir, 'tokenizer.json');
+      const tok = TokenizerFileSchema.safeParse(await readJson(tokFile));
+      if (!tok.success) throw new OmniError('OMNIRX_ERR_MODEL_LOAD', `${tokFile}: ${tok.error.issues[0].message}`);
+      tokenizer = new WordByteTokenizer(tok.data);
+      if (tokenizer.vocabSize !== spec.textEncoder.vocabSize) {
+        throw new OmniError('OMNIRX_ERR_MODEL_LOAD', `${tokFile}: ${tokenizer.vocabSize} ids, but textEncoder.vocabSize is ${spec.textEncoder.vocabSize}`);
+      }
     }
     if (spec.transformer.textDim !== spec.textEncoder.dModel) {
       throw new OmniError('OMNIRX_ERR_MODEL_LOAD', `${dir}/model.json: transformer.textDim ${spec.transformer.textDim} ≠ textEncoder.dModel ${spec.textEncoder.dModel}`);
@@ -69,29 +82,78 @@ export class WanT2VModel {
       throw new OmniError('OMNIRX_ERR_MODEL_LOAD', `${dir}/model.json: transformer in/out channels must equal vae.zDim ${spec.vae.zDim}`);
     }
     const stores: WeightStore[] = [];
+    const bytes: Record<string, number> = {};
+    const open = async (file: string, params: Parameters<typeof WeightStore.open>[2]) => {
+      const st = await WeightStore.open(native, path.join(dir, file), params);
+      stores.push(st);
+      return st;
+    };
     try {
-      const te = await WeightStore.open(native, path.join(dir, 'text_encoder.safetensors'), t5Params(spec.textEncoder));
-      stores.push(te);
-      const tr = await WeightStore.open(native, path.join(dir, 'transformer.safetensors'), wanDiTParams(spec.transformer));
-      stores.push(tr);
-      const va = await WeightStore.open(native, path.join(dir, 'vae.safetensors'), vaeDecoderParams(spec.vae));
-      stores.push(va);
-      return new WanT2VModel(spec, tokenizer, new T5Encoder(native, spec.textEncoder, te), new WanDiT(native, spec.transformer, tr), new VaeDecoder(native, spec.vae, va), stores);
+      let textEncoder: T5Encoder | undefined;
+      if (want('text_encoder')) {
+        const st = await open('text_encoder.safetensors', t5Params(spec.textEncoder));
+        textEncoder = new T5Encoder(native, spec.textEncoder, st);
+        bytes.text_encoder = st.bytes;
+      }
+      const transformers = new Map<string, WanDiT>();
+      for (const name of ['transformer', 'transformer_2'] as const) {
+        if (!want(name)) continue;
+        const config = name === 'transformer' ? spec.transformer : spec.transformer_2;
+        if (config === undefined) throw new OmniError('OMNIRX_ERR_MODEL_LOAD', `${dir}/model.json: the deployment needs '${name}' but the model has no ${name} config`);
+        const st = await open(`${name}.safetensors`, wanDiTParams(config));
+        transformers.set(name, new WanDiT(native, config, st));
+        bytes[name] = st.bytes;
+      }
+      let vae: VaeDecoder | undefined;
+      if (want('vae')) {
+        const st = await open('vae.safetensors', vaeDecoderParams(spec.vae));
+        vae = new VaeDecoder(native, spec.vae, st);
+        bytes.vae = st.bytes;
+      }
+      return new WanT2VModel(spec, { tokenizer, textEncoder, transformers, vae }, stores, bytes);
     } catch (e) {
       for (const s of stores) s.dispose();
       throw e;
     }
   }
 
+  private missing(name: string): never {
+    throw new OmniError('OMNIRX_ERR_MODEL_LOAD', `model '${this.spec.id}': component '${name}' is not loaded in this deployment`);
+  }
+
+  get tokenizer(): WordByteTokenizer {
+    return this.parts.tokenizer ?? this.missing('tokenizer');
+  }
+
+  get textEncoder(): T5Encoder {
+    return this.parts.textEncoder ?? this.missing('text_encoder');
+  }
+
+  get vae(): VaeDecoder {
+    return this.parts.vae ?? this.missing('vae');
+  }
+
+  /** The DiT named `name` ('transformer' or 'transformer_2'). */
+  transformer(name = 'transformer'): WanDiT {
+    return this.parts.transformers.get(name) ?? this.missing(name);
+  }
+
+  /** Names of the loaded components. */
+  get loadedComponents(): string[] {
+    const p = this.parts;
+    return [...(p.tokenizer ? ['tokenizer'] : []), ...(p.textEncoder ? ['text_encoder'] : []), ...p.transformers.keys(), ...(p.vae ? ['vae'] : [])];
+  }
+
   /** Pixels per latent cell times the DiT's spatial patch: width and height must be multiples of it. */
   get pixelStride(): number {
-    return this.vae.scaleFactor * this.transformer.spatialStride;
+    const [, ph, pw] = this.spec.transformer.patchSize;
+    return 2 ** (this.spec.vae.channels.length - 1) * Math.max(ph, pw);
   }
 
   dispose(): void {
-    this.textEncoder.dispose();
-    this.transformer.dispose();
-    this.vae.dispose();
+    this.parts.textEncoder?.dispose();
+    for (const t of this.parts.transformers.values()) t.dispose();
+    this.parts.vae?.dispose();
     for (const s of this.stores) s.dispose();
   }
 }

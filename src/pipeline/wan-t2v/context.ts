@@ -7,10 +7,13 @@ import type { StageContext } from '../stage';
 export interface WanT2VContext extends StageContext<WanT2VModel, ResolvedParams> {
   readonly native: NativeBinding;
   readonly signal: AbortSignal;
+  /** Validated `nodeParams`, keyed by node name. */
+  readonly nodeParams: Readonly<Record<string, unknown>>;
 }
 
 /** Latent grid `[C, F, h, w]` for the resolved parameters. */
 export function latentShape(ctx: WanT2VContext): [number, number, number, number] {
-  const s = ctx.model.vae.scaleFactor;
-  return [ctx.model.spec.vae.zDim, ctx.params.numFrames, ctx.params.height / s, ctx.params.width / s];
+  const spec = ctx.model.spec;
+  const s = 2 ** (spec.vae.channels.length - 1);
+  return [spec.vae.zDim, ctx.params.numFrames, ctx.params.height / s, ctx.params.width / s];
 }

@@ -1,89 +1,129 @@
 import { OmniError } from '../../errors';
-import { createTensor, type NativeTensor } from '../../native/binding';
-import type { DiTShape } from '../../models/wan/dit';
+import { createTensor } from '../../native/binding';
+import type { DiTShape, ForwardRow } from '../../models/wan/dit';
 import { Rng } from '../../util/rng';
 import { applyClassifierFreeGuidance, firstNonFinite } from '../guidance';
+import type { CFGPolicy, GuidancePlan } from '../policies/cfg';
+import type { ExpertRouting } from '../policies/expert-routing';
 import { eulerStep, flowMatchSigmas } from '../samplers/flow-match-euler';
-import type { LoopStage, StepResult } from '../stage';
+import type { LoopStage, StepCost, StepResult } from '../stage';
 import { latentShape, type WanT2VContext } from './context';
 import type { WanT2VState } from './state';
 
-/** Per-request state of the denoise loop. */
+/** Per-request state of the denoise loop (plain arrays: rows are copied into the DiT's staging tensors). */
 export interface DenoiseLoopState {
-  shape: DiTShape;
+  shape: Omit<DiTShape, 'batch'>;
   sigmas: Float64Array;
   index: number;
-  latents: NativeTensor;
-  cond: NativeTensor;
-  uncond: NativeTensor | undefined;
-  timestep: NativeTensor;
-  context: NativeTensor;
-  negative: NativeTensor | undefined;
-  guidance: number;
-  /** Set when finalize hands the latents to the request state. */
-  latentsTaken: boolean;
+  /** [C, F, h, w] */
+  latents: Float32Array;
+  cond: Float32Array;
+  uncond: Float32Array;
+  context: Float32Array;
+  negative: Float32Array | undefined;
+  scale: number;
+}
+
+/** Node parameters of `denoise`: an explicit sigma schedule replaces the shifted linear one. */
+export interface DenoiseNodeParams {
+  sigmas?: number[];
 }
 
 /**
- * `denoise` node: flow-matching Euler sampling with shift and classic (two-forward) classifier-free guidance.
- * `init` draws the initial noise `[1, C, F, h, w]` ~ N(0, 1) from the request's seed; each `step` runs the
- * conditional (and unconditional) DiT forward at σᵢ, combines them, checks for non-finite values and takes one
- * Euler step to σᵢ₊₁. The runtime calls `step` once per grant; there is no loop over timesteps here.
+ * `denoise` node: flow-matching Euler sampling (Wan's shifted schedule, or the request's `nodeParams.denoise.sigmas`)
+ * with a bound `CFGPolicy` (classic, batched or none, optionally interval-gated) and `ExpertRouting` (which
+ * transformer runs each step). `init` draws the initial noise `[C, F, h, w]` ~ N(0, 1) from the request's seed.
+ * Each step runs its guidance branches as rows of one or two batched DiT forwards, combines them, checks for
+ * non-finite values and takes one Euler step. `step` is `stepMany` on a batch of one, so a step's bits do not
+ * depend on whether the scheduler batched it with other requests.
  */
-export const denoiseLoop: LoopStage<WanT2VContext, WanT2VState, DenoiseLoopState> = {
-  name: 'denoise',
+export function createDenoiseLoop(policies: { cfg: CFGPolicy; expert: ExpertRouting }): LoopStage<WanT2VContext, WanT2VState, DenoiseLoopState> {
+  const { cfg, expert } = policies;
+  const total = (loop: DenoiseLoopState) => loop.sigmas.length - 1;
+  const planOf = (loop: DenoiseLoopState): GuidancePlan => cfg.plan(loop.index, total(loop), loop.scale);
+  const expertOf = (loop: DenoiseLoopState) => expert.select(loop.sigmas[loop.index] * 1000);
+  const shapeKey = (loop: DenoiseLoopState) => `${loop.shape.frames}x${loop.shape.height}x${loop.shape.width}`;
 
-  init(ctx, state) {
-    if (state.promptEmbeds === undefined) throw new Error('denoise: the text_encoder output is missing');
-    const [C, F, h, w] = latentShape(ctx);
-    const tr = ctx.model.transformer;
-    const guided = ctx.params.guidanceScale !== 1;
-    const latents = createTensor(ctx.native, [1, C, F, h, w]);
-    new Rng(ctx.params.seed).fillNormal(latents.data);
-    return {
-      shape: { frames: F, height: h, width: w, textLen: ctx.model.textEncoder.config.maxLength },
-      sigmas: flowMatchSigmas(ctx.params.numInferenceSteps, ctx.params.flowShift),
-      index: 0,
-      latents,
-      cond: createTensor(ctx.native, [1, C, F, h, w]),
-      uncond: guided ? createTensor(ctx.native, [1, C, F, h, w]) : undefined,
-      timestep: createTensor(ctx.native, [1, tr.config.freqDim]),
-      context: state.promptEmbeds,
-      negative: guided ? state.negativeEmbeds : undefined,
-      guidance: ctx.params.guidanceScale,
-      latentsTaken: false,
-    };
-  },
+  const stepMany = async (items: ReadonlyArray<{ ctx: WanT2VContext; loop: DenoiseLoopState }>): Promise<Array<StepResult | Error>> => {
+    const { ctx: ctx0, loop: loop0 } = items[0];
+    const name = expertOf(loop0);
+    const dit = ctx0.model.transformer(name);
+    const plans = items.map(({ loop }) => planOf(loop));
+    const first: ForwardRow[] = [];
+    const second: ForwardRow[] = [];
+    items.forEach(({ loop }, i) => {
+      if (expertOf(loop) !== name || shapeKey(loop) !== shapeKey(loop0)) throw new Error('denoise: a batch mixes experts or shapes');
+      const t = loop.sigmas[loop.index] * 1000;
+      first.push({ latents: loop.latents, context: loop.context, t, out: loop.cond });
+      if (plans[i].dispatch === 'single') return;
+      const uncond = { latents: loop.latents, context: loop.negative!, t, out: loop.uncond };
+      (plans[i].dispatch === 'batched' ? first : second).push(uncond);
+    });
+    await dit.forwardRows(loop0.shape, first);
+    if (second.length > 0 && !items.every(({ ctx }) => ctx.signal.aborted)) await dit.forwardRows(loop0.shape, second);
+    return items.map(({ loop }, i): StepResult | Error => {
+      const k = loop.index;
+      const sigma = loop.sigmas[k];
+      if (plans[i].dispatch !== 'single') applyClassifierFreeGuidance(loop.cond, loop.uncond, plans[i].scale);
+      const bad = firstNonFinite(loop.cond);
+      if (bad >= 0) return new OmniError('OMNIRX_ERR_NON_FINITE', `denoise step ${k}: the model produced a non-finite value (${loop.cond[bad]}) at element ${bad}`);
+      eulerStep(loop.latents, loop.cond, sigma, loop.sigmas[k + 1]);
+      loop.index = k + 1;
+      return { done: loop.index === total(loop), progress: { index: k, total: total(loop), timestep: sigma * 1000, sigma } };
+    });
+  };
 
-  async step(ctx, loop): Promise<StepResult> {
-    const i = loop.index;
-    const sigma = loop.sigmas[i];
-    const t = sigma * 1000;
-    const tr = ctx.model.transformer;
-    await tr.forward(loop.shape, { latents: loop.latents, context: loop.context, timestep: loop.timestep, out: loop.cond }, t);
-    if (loop.uncond !== undefined && loop.negative !== undefined) {
-      if (ctx.signal.aborted) return { done: true };
-      await tr.forward(loop.shape, { latents: loop.latents, context: loop.negative, timestep: loop.timestep, out: loop.uncond }, t);
-      applyClassifierFreeGuidance(loop.cond.data, loop.uncond.data, loop.guidance);
-    }
-    const bad = firstNonFinite(loop.cond.data);
-    if (bad >= 0) {
-      throw new OmniError('OMNIRX_ERR_NON_FINITE', `denoise step ${i}: the model produced a non-finite value (${loop.cond.data[bad]}) at element ${bad}`);
-    }
-    eulerStep(loop.latents.data, loop.cond.data, sigma, loop.sigmas[i + 1]);
-    loop.index = i + 1;
-    return { done: loop.index === loop.sigmas.length - 1, progress: { index: i, total: loop.sigmas.length - 1, timestep: t, sigma } };
-  },
+  return {
+    name: 'denoise',
 
-  finalize(_ctx, loop, state) {
-    state.latents = state.own(loop.latents);
-    loop.latentsTaken = true;
-  },
+    init(ctx, state) {
+      if (state.promptEmbeds === undefined) throw new Error('denoise: the text_encoder output is missing');
+      const [C, F, h, w] = latentShape(ctx);
+      const n = C * F * h * w;
+      const latents = new Float32Array(n);
+      new Rng(ctx.params.seed).fillNormal(latents);
+      const custom = (ctx.nodeParams.denoise as DenoiseNodeParams | undefined)?.sigmas;
+      return {
+        shape: { frames: F, height: h, width: w, textLen: ctx.model.textEncoder.config.maxLength },
+        sigmas: custom !== undefined ? Float64Array.from(custom) : flowMatchSigmas(ctx.params.numInferenceSteps, ctx.params.flowShift),
+        index: 0,
+        latents,
+        cond: new Float32Array(n),
+        uncond: new Float32Array(n),
+        context: Float32Array.from(state.promptEmbeds.data),
+        negative: state.negativeEmbeds === undefined ? undefined : Float32Array.from(state.negativeEmbeds.data),
+        scale: ctx.params.guidanceScale,
+      };
+    },
 
-  release(loop) {
-    if (!loop.latentsTaken) loop.latents.dispose();
-    loop.cond.dispose();
-    loop.uncond?.dispose();
-    loop.timestep.dispose();
-  },
-};
+    async step(ctx, loop) {
+      const [r] = await stepMany([{ ctx, loop }]);
+      if (r instanceof Error) throw r;
+      return r;
+    },
+
+    cost(ctx, loop): StepCost {
+      return { model: `${ctx.model.spec.id}/${expertOf(loop)}`, phase: 'denoise', shape: shapeKey(loop), guidance: planOf(loop).dispatch };
+    },
+
+    remaining(loop) {
+      return total(loop) - loop.index;
+    },
+
+    batching: {
+      maxBatch: 4,
+      // Image steps at one resolution and expert batch across requests; video steps run alone (memory-bound).
+      batchKey: (ctx, loop) => (loop.shape.frames === 1 ? `${ctx.model.spec.id}|${expertOf(loop)}|${shapeKey(loop)}` : undefined),
+      stepMany,
+    },
+
+    finalize(ctx, loop, state) {
+      const [C, F, h, w] = latentShape(ctx);
+      state.latents = state.own(createTensor(ctx.native, [1, C, F, h, w], loop.latents));
+    },
+
+    release() {
+      // The loop holds only JS arrays; nothing native to free.
+    },
+  };
+}

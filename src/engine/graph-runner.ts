@@ -1,0 +1,107 @@
+import { concat, defer, EMPTY, forkJoin, from, merge, mergeMap, Observable, of, ReplaySubject, take } from 'rxjs';
+import { driveLoop } from '../../operators';
+import type { NodeSpec } from '../pipeline/spec';
+import type { LoopStage, StepResult } from '../pipeline/stage';
+import type { RequestState } from '../pipeline/request-state';
+import type { OmniEvent } from '../request/omni-event';
+import type { StepScheduler } from './scheduler';
+
+/** Where loop steps go: the pool's step scheduler, and the request's identity and priority there. */
+export interface StepRouting {
+  scheduler: StepScheduler;
+  requestId: string;
+  priority: number;
+}
+
+/**
+ * Runs one request's active graph nodes (DESIGN.md §3–§4): a node starts when every edge it consumes has been
+ * produced, so independent nodes run concurrently (fan-out) and the stream completes when all have finished
+ * (fan-in). One-shot stages are one async call; loop stages are driven step by step by `driveLoop`, each step
+ * granted by the step scheduler. Emits node_start / step / chunk / node_end events; the first failure errors the
+ * stream (the engine turns it into an `error` event) and tears the other nodes down.
+ */
+export function runGraph<C extends { requestId: string }, S extends RequestState>(
+  nodes: ReadonlyArray<NodeSpec<C, S>>,
+  requestInputs: readonly string[],
+  ctx: C,
+  state: S,
+  routing: StepRouting,
+  onNode: (name: string) => void,
+): Observable<OmniEvent> {
+  return defer(() => {
+    const produced = new Map<string, ReplaySubject<true>>();
+    const edge = (name: string): ReplaySubject<true> => {
+      let s = produced.get(name);
+      if (s === undefined) {
+        s = new ReplaySubject<true>(1);
+        produced.set(name, s);
+      }
+      return s;
+    };
+    for (const input of requestInputs) edge(input).next(true);
+    const requestId = ctx.requestId;
+    const node$ = nodes.map((node) => {
+      const inputs = Object.keys(node.inputs).map((e) => edge(e).pipe(take(1)));
+      const ready$ = inputs.length === 0 ? of([]) : forkJoin(inputs);
+      const run = node.run;
+      return ready$.pipe(
+        mergeMap(() => {
+          const t0 = performance.now();
+          return concat(
+            defer(() => {
+              onNode(node.name);
+              return of<OmniEvent>({ type: 'node_start', requestId, node: node.name });
+            }),
+            run.kind === 'stage' ? defer(() => from(state.track(run.stage.forward(ctx, state)))).pipe(mergeMap(() => EMPTY)) : runLoop(run.stage, ctx, state, routing),
+            defer(() => of<OmniEvent>({ type: 'node_end', requestId, node: node.name, ms: performance.now() - t0 })),
+            // Successors start only after this node's end event went out.
+            defer(() => {
+              for (const out of Object.keys(node.outputs)) edge(out).next(true);
+              return EMPTY;
+            }),
+          );
+        }),
+      );
+    });
+    return merge(...node$);
+  });
+}
+
+function runLoop<C extends { requestId: string }, S extends RequestState>(stage: LoopStage<C, S, unknown>, ctx: C, state: S, routing: StepRouting): Observable<OmniEvent> {
+  let t0 = 0;
+  const runner = stage.batching === undefined ? undefined : { maxBatch: stage.batching.maxBatch, run: (items: unknown[]) => stage.batching!.stepMany(items as Array<{ ctx: C; loop: unknown }>) };
+  return driveLoop<unknown, StepResult>({
+    init: () => from(Promise.resolve(stage.init(ctx, state))),
+    step: (loop) => {
+      // Measured from the request; a granted solo step resets it when it starts running.
+      t0 = performance.now();
+      const key = stage.batching?.batchKey(ctx, loop);
+      return routing.scheduler
+        .step<StepResult>({
+          requestId: routing.requestId,
+          priority: routing.priority,
+          cost: stage.cost(ctx, loop),
+          run: () => {
+            t0 = performance.now();
+            const r = stage.step(ctx, loop);
+            return r instanceof Observable ? r : state.track(r);
+          },
+          batch: key === undefined || runner === undefined ? undefined : { key, item: { ctx, loop }, runner },
+        });
+    },
+    finalize: (loop) => from(Promise.resolve(stage.finalize(ctx, loop, state)).then(() => true)),
+    release: (loop) => {
+      if (loop !== undefined) stage.release(loop);
+    },
+  }).pipe(
+    mergeMap((r) => {
+      const out: OmniEvent[] = [];
+      if (r.progress !== undefined) {
+        state.completedSteps = r.progress.index + 1;
+        out.push({ type: 'step', requestId: ctx.requestId, node: stage.name, ...r.progress, ms: performance.now() - t0 });
+      }
+      for (const a of r.emit ?? []) out.push({ type: 'chunk', requestId: ctx.requestId, node: stage.name, artifact: a });
+      return from(out);
+    }),
+  );
+}

@@ -1,0 +1,64 @@
+import type { Policy } from './policy';
+
+/** How the guidance branches of one step are dispatched. */
+export type GuidanceDispatch = 'single' | 'sequential' | 'batched';
+
+/** What a CFG policy decides for one step. */
+export interface GuidancePlan {
+  /** 'single': only the conditional forward (no guidance this step). */
+  dispatch: GuidanceDispatch;
+  scale: number;
+}
+
+/**
+ * Classifier-free guidance (Ho & Salimans 2022) as a policy: which branches a step runs and how they are
+ * dispatched; the combine is v = v_u + g·(v_c − v_u) for every variant.
+ * - `classic`: two forwards (conditional, then unconditional), batch 1 each;
+ * - `batched`: one forward with the two branches stacked as a batch of 2;
+ * - `none`: one conditional forward (distilled or embedded-guidance models).
+ * `interval` gates guidance to steps whose fraction i/N lies in [start, end) (Kynkäänniemi et al. 2024,
+ * "Applying guidance in a limited interval"); outside it a step runs the conditional branch only. A scale of 1
+ * never needs the unconditional branch.
+ */
+export class CFGPolicy implements Policy {
+  readonly slot = 'guidance' as const;
+  readonly name: string;
+
+  private constructor(
+    readonly variant: 'classic' | 'batched' | 'none',
+    readonly interval: readonly [number, number],
+  ) {
+    if (!(interval[0] >= 0 && interval[1] <= 1 && interval[0] <= interval[1])) throw new RangeError(`CFG interval [${interval.join(', ')}] must satisfy 0 ≤ start ≤ end ≤ 1`);
+    this.name = `${variant}-cfg${interval[0] > 0 || interval[1] < 1 ? `[${interval[0]},${interval[1]})` : ''}`;
+  }
+
+  static classic(interval: readonly [number, number] = [0, 1]): CFGPolicy {
+    return new CFGPolicy('classic', interval);
+  }
+
+  static batched(interval: readonly [number, number] = [0, 1]): CFGPolicy {
+    return new CFGPolicy('batched', interval);
+  }
+
+  static none(): CFGPolicy {
+    return new CFGPolicy('none', [0, 1]);
+  }
+
+  /** True when some step of a request with this scale needs the unconditional branch. */
+  needsNegative(scale: number): boolean {
+    return this.variant !== 'none' && scale !== 1 && this.interval[1] > this.interval[0];
+  }
+
+  /** The plan for step `index` of `total`. */
+  plan(index: number, total: number, scale: number): GuidancePlan {
+    const f = index / total;
+    const on = this.needsNegative(scale) && f >= this.interval[0] && f < this.interval[1];
+    if (!on) return { dispatch: 'single', scale: 1 };
+    return { dispatch: this.variant === 'batched' ? 'batched' : 'sequential', scale };
+  }
+
+  /** Forwards per step when guidance is on (cost model key). */
+  get guidanceKey(): string {
+    return this.name;
+  }
+}
