@@ -7,3 +7,8 @@ export { DEFAULT_LIMITS, type RequestLimits } from './request/limits';
 export { OmniError, ERROR_CATALOGUE, type ErrorCode } from './errors';
 export { encodeMp4 } from './media/mp4';
 export { driveLoop } from '../operators';
+export { CFGPolicy } from './pipeline/policies/cfg';
+export { ExpertRouting } from './pipeline/policies/expert-routing';
+export { FlowShiftPolicy } from './pipeline/policies/flow-shift';
+export { buildPipeline, type PipelineSpec, type NodeSpec, type BuiltPipeline } from './pipeline/spec';
+export { StepScheduler, CostModel, AdmissionPlanner } from './engine/scheduler';
