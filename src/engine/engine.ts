@@ -9,6 +9,7 @@ import { buildPipeline, type BuiltPipeline } from '../pipeline/spec';
 import type { WanT2VContext } from '../pipeline/wan-t2v/context';
 import { defaultWanT2VPolicies, wanT2VPipelineSpec, type WanT2VPolicies } from '../pipeline/wan-t2v/pipeline';
 import { WanT2VState } from '../pipeline/wan-t2v/state';
+import type { DenoiseNodeParams } from '../pipeline/wan-t2v/denoise-loop';
 import { DEFAULT_LIMITS, type RequestLimits } from '../request/limits';
 import type { OmniEvent } from '../request/omni-event';
 import { createOmniRequestSchema, type OmniRequest, type OmniRequestInput, type Task } from '../request/omni-request';
@@ -156,8 +157,11 @@ export class Engine {
         finish(failureEvent(requestId, new OmniError('OMNIRX_ERR_INVALID_REQUEST', `requestId '${requestId}' is already queued or running`, { param: 'requestId' })));
         return undefined;
       }
-      if (this.waiting.length >= this.options.maxQueued) {
-        finish(failureEvent(requestId, new OmniError('OMNIRX_ERR_QUEUE_FULL', `the queue holds ${this.waiting.length} requests, its bound; retry later`)));
+      // Waiters headed for a free running slot (still loading their model) are not queued behind anything: only the
+      // rest count against maxQueued, so the engine holds at most maxQueued + maxRunning requests.
+      const queued = this.waiting.length - Math.max(0, this.options.maxRunning - this.runningIds.size);
+      if (queued >= this.options.maxQueued) {
+        finish(failureEvent(requestId, new OmniError('OMNIRX_ERR_QUEUE_FULL', `the queue holds ${queued} requests, its bound; retry later`)));
         return undefined;
       }
       const started = performance.now();
@@ -170,7 +174,7 @@ export class Engine {
           const s = waiter.settled;
           if (s === undefined || 'error' in s) return;
           waiter.status = RequestStatus.Running;
-          subscriber.next(this.admittedEvent(requestId, s.params, s.model));
+          subscriber.next(this.admittedEvent(requestId, s.params, s.model, s.nodeParams));
           run = this.run(requestId, s.model, s.params, s.nodeParams, started).subscribe({
             next: (ev) => {
               if (ev.type === 'final') waiter.status = RequestStatus.Done;
@@ -259,20 +263,22 @@ export class Engine {
     this.pump();
   }
 
-  private admittedEvent(requestId: string, p: ResolvedParams, model: WanT2VModel): OmniEvent {
+  private admittedEvent(requestId: string, p: ResolvedParams, model: WanT2VModel, nodeParams: Record<string, unknown>): OmniEvent {
     const guided = this.policies.cfg.needsNegative(p.guidanceScale);
-    const forwards = p.numInferenceSteps * (guided ? 2 : 1);
+    const custom = (nodeParams.denoise as DenoiseNodeParams | undefined)?.sigmas;
+    const steps = custom !== undefined ? custom.length - 1 : p.numInferenceSteps;
+    const forwards = steps * (guided ? 2 : 1);
     const [pt, ph, pw] = model.spec.transformer.patchSize;
     const s = 2 ** (model.spec.vae.channels.length - 1);
     const shape = `${p.numFrames / pt}x${p.height / s / ph * ph}x${p.width / s / pw * pw}`;
-    const ms = this.steps.estimate({ model: `${model.spec.id}/transformer`, phase: 'denoise', shape, guidance: guided ? (this.policies.cfg.variant === 'batched' ? 'batched' : 'sequential') : 'single' }, p.numInferenceSteps);
+    const ms = this.steps.estimate({ model: `${model.spec.id}/transformer`, phase: 'denoise', shape, guidance: guided ? (this.policies.cfg.variant === 'batched' ? 'batched' : 'sequential') : 'single' }, steps);
     const { task, model: id, width, height, numFrames, fps, numInferenceSteps, guidanceScale, flowShift, seed, priority } = p;
     return {
       type: 'admitted',
       requestId,
       model: id,
       params: { task, width, height, numFrames, fps, numInferenceSteps, guidanceScale, flowShift, seed, priority },
-      estimate: { steps: numInferenceSteps, forwards, ms: Math.round(ms) },
+      estimate: { steps, forwards, ms: Math.round(ms) },
     };
   }
 

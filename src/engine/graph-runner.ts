@@ -1,5 +1,6 @@
-import { concat, defer, EMPTY, forkJoin, from, merge, mergeMap, Observable, of, ReplaySubject, take } from 'rxjs';
+import { concat, defer, EMPTY, forkJoin, from, merge, mergeMap, Observable, of, ReplaySubject, take, throwError } from 'rxjs';
 import { driveLoop } from '../../operators';
+import { OmniError } from '../errors';
 import type { NodeSpec } from '../pipeline/spec';
 import type { LoopStage, StepResult } from '../pipeline/stage';
 import type { RequestState } from '../pipeline/request-state';
@@ -18,7 +19,9 @@ export interface StepRouting {
  * produced, so independent nodes run concurrently (fan-out) and the stream completes when all have finished
  * (fan-in). One-shot stages are one async call; loop stages are driven step by step by `driveLoop`, each step
  * granted by the step scheduler. Emits node_start / step / chunk / node_end events; the first failure errors the
- * stream (the engine turns it into an `error` event) and tears the other nodes down.
+ * stream (the engine turns it into an `error` event) and tears the other nodes down. A node consuming an edge that
+ * no active node produces (a producer switched off by its `when`) fails the request at once (OMNIRX_ERR_INVALID_PIPELINE)
+ * instead of waiting forever.
  */
 export function runGraph<C extends { requestId: string }, S extends RequestState>(
   nodes: ReadonlyArray<NodeSpec<C, S>>,
@@ -39,6 +42,15 @@ export function runGraph<C extends { requestId: string }, S extends RequestState
       return s;
     };
     for (const input of requestInputs) edge(input).next(true);
+    // An input no active node produces (its producer's `when` is false for this request) would wait forever.
+    const available = new Set([...requestInputs, ...nodes.flatMap((n) => Object.keys(n.outputs))]);
+    for (const n of nodes) {
+      const missing = Object.keys(n.inputs).find((e) => !available.has(e));
+      if (missing !== undefined) {
+        onNode(n.name);
+        return throwError(() => new OmniError('OMNIRX_ERR_INVALID_PIPELINE', `node '${n.name}' consumes edge '${missing}', which no active node produces for this request`));
+      }
+    }
     const requestId = ctx.requestId;
     const node$ = nodes.map((node) => {
       const inputs = Object.keys(node.inputs).map((e) => edge(e).pipe(take(1)));

@@ -82,10 +82,11 @@ function freezeSpec<C, S>(spec: PipelineSpec<C, S>): PipelineSpec<C, S> {
 
 /**
  * Validates a pipeline spec for a deployment and returns the built graph. Rejects, with a message naming the
- * node or edge: an edge whose producer and consumer disagree on its type, an input no node or request provides,
- * an edge produced twice, a cycle, a node using an undeclared component, a component a deployed task needs but
- * the spec does not declare for that task, two policies claiming one slot, node params given for an unknown node
- * or failing the node's schema.
+ * node or edge: an edge whose producer and consumer disagree on its type, an input no node or request provides
+ * (for some deployed task the consumer runs for), an edge produced twice by nodes whose tasks overlap, a cycle, a
+ * node using an undeclared component, a component a deployed task needs but the spec does not declare for that
+ * task, two policies claiming one slot. (Node params for an unknown node or failing the node's schema are
+ * rejected per request by `parseNodeParams`.)
  * @throws OmniError OMNIRX_ERR_INVALID_PIPELINE.
  */
 export function buildPipeline<C, S>(spec: PipelineSpec<C, S>, deployment: { tasks: readonly Task[] }): BuiltPipeline<C, S> {
@@ -97,18 +98,20 @@ export function buildPipeline<C, S>(spec: PipelineSpec<C, S>, deployment: { task
   }
   // Producers of every edge.
   const producer = new Map<string, { node: string; type: ArtifactType }>();
+  /** Every node producing each edge so far (alternative producers are compared with all of them, not just the last). */
+  const producers = new Map<string, Array<NodeSpec<C, S>>>();
   for (const [edge, type] of Object.entries(spec.requestInputs)) producer.set(edge, { node: '(request)', type });
   for (const n of spec.nodes) {
     for (const [edge, type] of Object.entries(n.outputs)) {
       const prev = producer.get(edge);
-      // Alternative producers (e.g. one per task) may share an edge only if their tasks are disjoint.
+      // Alternative producers (e.g. one per task) may share an edge only if their tasks are pairwise disjoint.
       if (prev !== undefined) {
-        const other = spec.nodes.find((m) => m.name === prev.node);
-        const overlap = other === undefined || other.tasks.some((t) => n.tasks.includes(t));
-        if (overlap) throw buildError(fam, `edge '${edge}' is produced by both '${prev.node}' and '${n.name}'`);
+        const clash = prev.node === '(request)' ? prev.node : (producers.get(edge) ?? []).find((m) => m.tasks.some((t) => n.tasks.includes(t)))?.name;
+        if (clash !== undefined) throw buildError(fam, `edge '${edge}' is produced by both '${clash}' and '${n.name}'`);
         if (prev.type !== type) throw buildError(fam, `edge '${edge}' has type '${prev.type}' from '${prev.node}' but '${type}' from '${n.name}'`);
       }
       producer.set(edge, { node: n.name, type });
+      producers.set(edge, [...(producers.get(edge) ?? []), n]);
     }
   }
   // Consumers agree on types; every input has a producer.
@@ -117,6 +120,10 @@ export function buildPipeline<C, S>(spec: PipelineSpec<C, S>, deployment: { task
       const p = producer.get(edge);
       if (p === undefined) throw buildError(fam, `node '${n.name}' consumes edge '${edge}' that no node produces`);
       if (p.type !== type) throw buildError(fam, `edge '${edge}': node '${n.name}' expects '${type}' but '${p.node}' produces '${p.type}'`);
+      // For every deployed task the node runs for, some node of that task produces the edge (else the request waits forever).
+      if (p.node === '(request)') continue;
+      const uncovered = n.tasks.filter((t) => deployment.tasks.includes(t) && !spec.nodes.some((m) => m.tasks.includes(t) && Object.hasOwn(m.outputs, edge)));
+      if (uncovered.length > 0) throw buildError(fam, `node '${n.name}' consumes edge '${edge}' for task ${uncovered.join(', ')}, but no node produces it for that task`);
     }
   }
   // Components.
