@@ -1,0 +1,422 @@
+import { OmniError } from '../../errors';
+import { createTensor, type NativeBinding, type NativeTensor } from '../../native/binding';
+import { CompiledPlan, PlanBuilder, type Value } from '../../native/plan-builder';
+import type { WeightStore } from '../weights/weight-store';
+import type { WanDiTConfig } from './config';
+import { KVCache } from './kv-cache';
+import { timestepEmbedding } from './rope';
+
+/** Chunking and latent geometry of one autoregressive rollout (see `CausalWanDiT`). */
+export interface CausalRolloutConfig {
+  /** C: latent frames per chunk (denoised together, full attention inside the chunk). */
+  chunkFrames: number;
+  /** S: the first S committed frames stay attendable for the whole rollout (attention sink). */
+  sinkFrames: number;
+  /** W: the most recent W committed non-sink frames stay attendable; older ones drop out. */
+  localWindowFrames: number;
+  /** Latent height and width of every chunk (multiples of the spatial patch). */
+  height: number;
+  width: number;
+  /** Rows of the text states (the prompt embeddings' padded length). */
+  textLen: number;
+}
+
+/**
+ * Wan 3D RoPE tables (as `wanRopeTables`) for `frames` frames starting at ABSOLUTE frame `frameStart`: cos and sin
+ * `[frames·height·width, D/2]` (float32), tokens in (f, h, w) order; frame f of the block rotates by position
+ * frameStart + f in the frame part of the head dim (D − 4·⌊D/6⌋), rows/columns by their index in the other two parts.
+ */
+export function wanRopeTablesAt(frameStart: number, frames: number, height: number, width: number, headDim: number, theta: number): { cos: Float32Array; sin: Float32Array } {
+  const hw = 2 * Math.floor(headDim / 6);
+  const parts = [headDim - 2 * hw, hw, hw];
+  const freqs = parts.map((d) => Array.from({ length: d / 2 }, (_, i) => 1 / theta ** ((2 * i) / d)));
+  const half = headDim / 2;
+  const L = frames * height * width;
+  const cos = new Float32Array(L * half);
+  const sin = new Float32Array(L * half);
+  let l = 0;
+  for (let f = 0; f < frames; f++)
+    for (let y = 0; y < height; y++)
+      for (let x = 0; x < width; x++, l++) {
+        const pos = [frameStart + f, y, x];
+        let p = 0;
+        for (let axis = 0; axis < 3; axis++)
+          for (const fr of freqs[axis]) {
+            const angle = pos[axis] * fr;
+            cos[l * half + p] = Math.cos(angle);
+            sin[l * half + p] = Math.sin(angle);
+            p++;
+          }
+      }
+  return { cos, sin };
+}
+
+/** Latents or text states as a native tensor of the right size (bound directly) or host floats (copied into staging). */
+export type TensorInput = NativeTensor | Float32Array;
+
+/**
+ * Block-causal Wan DiT with a chunk KV cache, for chunked autoregressive video generation (CausVid, Yin et al. 2025,
+ * "From Slow Bidirectional to Fast Autoregressive Video Diffusion Models"; Self-Forcing, Huang et al. 2025). Same
+ * parameters and names as `WanDiT` (diffusers `WanTransformer3DModel`, `wanDiTParams`): one checkpoint serves both.
+ * Requires a temporal patch of 1 (as Wan 2.1), so a token frame is a latent frame.
+ *
+ * Rollout. Latent frames are grouped in chunks of C = `chunkFrames`; chunk k holds absolute frames k·C … k·C + C − 1.
+ *  - `denoiseChunk(latents, timesteps, context)` runs one forward of the current chunk: latents `[1, C_in, C, h, w]`
+ *    (channels-first float32, as `WanDiT`), one timestep per latent frame (σ·1000), text states `[1, Lt, textDim]`
+ *    → velocity `[1, C_out, C, h, w]`. The cache is not modified, so it can be called for every sampler step.
+ *  - `commitChunk(cleanLatents, context)` runs the same forward at t = 0 on the clean (denoised) chunk and appends
+ *    each block's keys/values of it to the cache (CausVid / Self-Forcing compute the cached K/V of a generated
+ *    chunk from the clean chunk at timestep 0, not from the last noisy step), then advances to the next chunk. Only
+ *    the work K/V depend on is run: the last block stops after its K/V, the head is skipped.
+ *
+ * Attention pattern (self-attention of every block): a query token of chunk k attends to
+ *   [sink frames 0 … S−1] ∪ [the last W committed non-sink frames, max(S, k·C − W) … k·C − 1] ∪ [all of chunk k]
+ * i.e. full attention inside the chunk, causal across chunks, with a sliding window and S pinned sink frames. Keys
+ * carry RoPE of their ABSOLUTE frame index (rotated once, when computed, and cached rotated). Cross-attention to the
+ * text is unchanged. Equivalent to a full-sequence forward over [committed chunks at t = 0, current chunk] with a
+ * block-causal + sink + window mask (tools/reference/causal_reference.py checks both formulations agree).
+ *
+ * Per-frame timesteps: the sinusoidal time embedding, the 6-way block modulation (shift/scale/gate for attention and
+ * FFN) and the head's shift/scale are computed per latent frame and applied to that frame's tokens (`modulate` /
+ * `gated_add` with groups = C).
+ *
+ * Execution: one fixed-shape plan for the chunk (segments `pre.i` = adaLN + q/k/v + RoPE of block i, `post.i` =
+ * output projection, cross-attention, FFN, and `head`) plus one tiny attention-only plan per number of attended key
+ * frames (≤ ⌈(S + W)/C⌉ + 1 distinct values, compiled on first use). Between `pre.i` and the attention, the chunk's
+ * K/V are copied into the cache's scratch slots so the attention reads one contiguous key range (see `KVCache`).
+ * Calls are serialized: a call issued while another runs waits for it.
+ */
+export class CausalWanDiT {
+  readonly cache: KVCache;
+  readonly rollout: Readonly<CausalRolloutConfig>;
+  private readonly plan: CompiledPlan;
+  private readonly attnPlans = new Map<number, CompiledPlan>();
+  private readonly owned: NativeTensor[] = [];
+  private readonly st: {
+    latents: NativeTensor;
+    timestep: NativeTensor;
+    context: NativeTensor;
+    cos: NativeTensor;
+    sin: NativeTensor;
+    q: NativeTensor;
+    k: NativeTensor;
+    v: NativeTensor;
+    attn: NativeTensor;
+    velocity: NativeTensor;
+  };
+  private ropeFrameStart = -1;
+  private queue: Promise<unknown> = Promise.resolve();
+  private lastContext?: TensorInput;
+  private disposed = false;
+
+  constructor(
+    private readonly native: NativeBinding,
+    readonly config: WanDiTConfig,
+    private readonly weights: WeightStore,
+    rollout: CausalRolloutConfig,
+  ) {
+    const [pt, ph, pw] = config.patchSize;
+    const r = { ...rollout };
+    const bad = (msg: string): never => {
+      throw new OmniError('OMNIRX_ERR_UNSUPPORTED_VALUE', `CausalWanDiT: ${msg}`);
+    };
+    if (pt !== 1) bad(`the temporal patch must be 1 (per-frame timesteps), got ${pt}`);
+    for (const [name, v, min] of [
+      ['chunkFrames', r.chunkFrames, 1],
+      ['sinkFrames', r.sinkFrames, 0],
+      ['localWindowFrames', r.localWindowFrames, 0],
+      ['height', r.height, 1],
+      ['width', r.width, 1],
+      ['textLen', r.textLen, 1],
+    ] as const) {
+      if (!Number.isSafeInteger(v) || v < min) bad(`${name} must be an integer ≥ ${min}, got ${v}`);
+    }
+    if (r.height % ph !== 0 || r.width % pw !== 0) bad(`latent ${r.height}×${r.width} is not a multiple of the patch ${ph}×${pw}`);
+    this.rollout = Object.freeze(r);
+    const d = config.dim;
+    const Lc = this.chunkTokens;
+    const tensor = (shape: number[]): NativeTensor => {
+      const t = createTensor(native, shape);
+      this.owned.push(t);
+      return t;
+    };
+    try {
+      this.cache = new KVCache(native, {
+        layers: config.numLayers,
+        dim: d,
+        tokensPerFrame: this.tokensPerFrame,
+        chunkFrames: r.chunkFrames,
+        sinkFrames: r.sinkFrames,
+        windowFrames: r.localWindowFrames,
+      });
+      const half = d / config.numHeads / 2;
+      this.st = {
+        latents: tensor(this.chunkShape),
+        timestep: tensor([r.chunkFrames, config.freqDim]),
+        context: tensor([1, r.textLen, config.textDim]),
+        cos: tensor([Lc, half]),
+        sin: tensor([Lc, half]),
+        q: tensor([1, Lc, d]),
+        k: tensor([1, Lc, d]),
+        v: tensor([1, Lc, d]),
+        attn: tensor([1, Lc, d]),
+        velocity: tensor([1, config.outChannels, r.chunkFrames, r.height, r.width]),
+      };
+      this.plan = this.build();
+    } catch (e) {
+      this.dispose();
+      throw e;
+    }
+  }
+
+  /** Tokens per latent frame: (h/ph)·(w/pw). */
+  get tokensPerFrame(): number {
+    return (this.rollout.height / this.config.patchSize[1]) * (this.rollout.width / this.config.patchSize[2]);
+  }
+
+  /** Tokens per chunk: C · tokensPerFrame. */
+  get chunkTokens(): number {
+    return this.rollout.chunkFrames * this.tokensPerFrame;
+  }
+
+  /** Latent shape of one chunk: `[1, C_in, C, h, w]`. */
+  get chunkShape(): number[] {
+    return [1, this.config.inChannels, this.rollout.chunkFrames, this.rollout.height, this.rollout.width];
+  }
+
+  /** Chunks committed so far (= index of the chunk `denoiseChunk` works on). */
+  get chunkIndex(): number {
+    return this.cache.committedFrames / this.rollout.chunkFrames;
+  }
+
+  /** Absolute latent frame index of the current chunk's first frame. */
+  get frameStart(): number {
+    return this.cache.committedFrames;
+  }
+
+  /** Native bytes held by this rollout: KV cache, staging tensors, plan arenas (weights are the store's). */
+  get bytes(): number {
+    let n = this.cache.bytes + this.plan.arenaBytes;
+    for (const t of this.owned) n += t.disposed ? 0 : t.numel * 4;
+    for (const p of this.attnPlans.values()) n += p.arenaBytes;
+    return n;
+  }
+
+  private build(): CompiledPlan {
+    const c = this.config;
+    const r = this.rollout;
+    const [, ph, pw] = c.patchSize;
+    const d = c.dim;
+    const D = d / c.numHeads;
+    const C = r.chunkFrames;
+    const Hp = r.height / ph;
+    const Wp = r.width / pw;
+    const L = this.chunkTokens;
+    const patchFeat = c.inChannels * ph * pw;
+
+    const g = new PlanBuilder();
+    const w = (name: string, shape: number[]): Value => g.constant(this.weights.get(name, shape));
+    const lin = (x: Value, name: string, out: number, inp: number, act?: 'gelu_tanh' | 'silu') =>
+      g.linear(x, w(`${name}.weight`, [out, inp]), w(`${name}.bias`, [out]), { act, label: name });
+
+    g.segment('pre.0');
+    const latents = g.input('latents', this.chunkShape);
+    const tfreq = g.input('timestep', [C, c.freqDim]);
+    const context = g.input('context', [1, r.textLen, c.textDim]);
+    const cos = g.input('rope_cos', [L, D / 2]);
+    const sin = g.input('rope_sin', [L, D / 2]);
+
+    // Patch embedding (Conv3d, kernel = stride = patch) as patchify + Linear; tokens in (f, h, w) order.
+    const patches = g.permute(latents, [c.inChannels, C, Hp, ph, Wp, pw], [1, 2, 4, 0, 3, 5], 'patchify');
+    let x = g.linear(g.reshape(patches, [1, L, patchFeat]), w('patch_embedding.weight', [d, patchFeat]), w('patch_embedding.bias', [d]), { label: 'patch_embedding' });
+    // Per-frame time embedding: temb [C, d], 6-way projection [C, 6·d] (one row per latent frame).
+    const temb = lin(lin(tfreq, 'condition_embedder.time_embedder.linear_1', d, c.freqDim, 'silu'), 'condition_embedder.time_embedder.linear_2', d, d);
+    const tproj = lin(g.silu(temb), 'condition_embedder.time_proj', 6 * d, d);
+    const ctx = lin(lin(context, 'condition_embedder.text_embedder.linear_1', d, c.textDim, 'gelu_tanh'), 'condition_embedder.text_embedder.linear_2', d, d);
+
+    const attn = { batch: 1, heads: c.numHeads, headDim: D, scale: 1 / Math.sqrt(D) };
+    const rope = { batch: 1, heads: c.numHeads, headDim: D };
+    for (let i = 0; i < c.numLayers; i++) {
+      const b = `blocks.${i}`;
+      if (i > 0) g.segment(`pre.${i}`);
+      // groups = C: frame f's tokens take modulation row f (e [1, C, 6, d]) + the block's scale_shift_table.
+      const mod = { batch: 1, groups: C, chunks: 6, table: w(`${b}.scale_shift_table`, [1, 6, d]) };
+      const n1 = g.modulate(g.layerNorm(x, c.eps, undefined, undefined, `${b}.norm1`), tproj, { ...mod, shift: 0, scale: 1, label: `${b}.norm1.modulate` });
+      const q = g.rmsNorm(lin(n1, `${b}.attn1.to_q`, d, d), c.eps, w(`${b}.attn1.norm_q.weight`, [d]), { label: `${b}.attn1.norm_q` });
+      const k = g.rmsNorm(lin(n1, `${b}.attn1.to_k`, d, d), c.eps, w(`${b}.attn1.norm_k.weight`, [d]), { label: `${b}.attn1.norm_k` });
+      g.output(`q.${i}`, g.rope(q, cos, sin, { ...rope, label: `${b}.attn1.rope_q` }));
+      g.output(`k.${i}`, g.rope(k, cos, sin, { ...rope, label: `${b}.attn1.rope_k` }));
+      g.output(`v.${i}`, lin(n1, `${b}.attn1.to_v`, d, d));
+
+      g.segment(`post.${i}`);
+      const a1 = lin(g.input(`attn.${i}`, [1, L, d]), `${b}.attn1.to_out.0`, d, d);
+      x = g.gatedAdd(x, a1, { e: tproj, ...mod, index: 2 }, `${b}.attn1.gate`);
+      const n2 = g.layerNorm(x, c.eps, w(`${b}.norm2.weight`, [d]), w(`${b}.norm2.bias`, [d]), `${b}.norm2`);
+      const q2 = g.rmsNorm(lin(n2, `${b}.attn2.to_q`, d, d), c.eps, w(`${b}.attn2.norm_q.weight`, [d]), { label: `${b}.attn2.norm_q` });
+      const k2 = g.rmsNorm(lin(ctx, `${b}.attn2.to_k`, d, d), c.eps, w(`${b}.attn2.norm_k.weight`, [d]), { label: `${b}.attn2.norm_k` });
+      const v2 = lin(ctx, `${b}.attn2.to_v`, d, d);
+      const a2 = lin(g.attention(q2, k2, v2, { ...attn, label: `${b}.attn2` }), `${b}.attn2.to_out.0`, d, d);
+      x = g.gatedAdd(x, a2, undefined, `${b}.attn2.residual`);
+      const n3 = g.modulate(g.layerNorm(x, c.eps, undefined, undefined, `${b}.norm3`), tproj, { ...mod, shift: 3, scale: 4, label: `${b}.norm3.modulate` });
+      const ff = lin(lin(n3, `${b}.ffn.net.0.proj`, c.ffnDim, d, 'gelu_tanh'), `${b}.ffn.net.2`, d, c.ffnDim);
+      x = g.gatedAdd(x, ff, { e: tproj, ...mod, index: 5 }, `${b}.ffn.gate`);
+    }
+    g.segment('head');
+    // Head: shift, scale = scale_shift_table [2, d] + temb of the token's frame (e [1, C, 1, d] over both chunks).
+    const nh = g.modulate(g.layerNorm(x, c.eps, undefined, undefined, 'norm_out'), temb, {
+      batch: 1, groups: C, chunks: 2, eChunks: 1, table: w('scale_shift_table', [1, 2, d]), shift: 0, scale: 1, label: 'norm_out.modulate',
+    });
+    const out = lin(nh, 'proj_out', ph * pw * c.outChannels, d);
+    // Unpatchify: [(f, h, w), (ph, pw, c)] → [1, C_out, C, H, W].
+    g.output('velocity', g.permute(out, [C, Hp, Wp, ph, pw, c.outChannels], [5, 0, 1, 3, 2, 4], 'unpatchify'));
+    return g.compile(this.native);
+  }
+
+  /** The attention-only plan over the first `keyFrames` frame slots of a layer's cache. */
+  private attentionPlan(keyFrames: number): CompiledPlan {
+    let p = this.attnPlans.get(keyFrames);
+    if (p === undefined) {
+      const c = this.config;
+      const d = c.dim;
+      const D = d / c.numHeads;
+      const tpf = this.tokensPerFrame;
+      const cap = [this.cache.capacityFrames, tpf, d];
+      const g = new PlanBuilder();
+      const q = g.input('q', [1, this.chunkTokens, d]);
+      const kc = g.input('k_cache', cap);
+      const vc = g.input('v_cache', cap);
+      const keys = [1, keyFrames * tpf, d];
+      const y = g.attention(q, g.slice(kc, 0, keys), g.slice(vc, 0, keys), { batch: 1, heads: c.numHeads, headDim: D, scale: 1 / Math.sqrt(D), label: `attn1[${keyFrames} frames]` });
+      g.output('out', y);
+      p = g.compile(this.native);
+      this.attnPlans.set(keyFrames, p);
+    }
+    return p;
+  }
+
+  /**
+   * One forward of the current chunk (absolute frames `frameStart` …): writes the velocity `[1, C_out, C, h, w]`
+   * into `out` when given and returns it as a Float32Array (a copy when `out` is omitted). `timesteps[f]` is frame
+   * f's σ·1000. The cache is left unchanged.
+   * @throws OmniError OMNIRX_ERR_UNSUPPORTED_VALUE for a wrong number of timesteps or wrongly sized inputs.
+   */
+  denoiseChunk(latents: TensorInput, timesteps: readonly number[], context: TensorInput, out?: NativeTensor): Promise<Float32Array> {
+    return this.serial(async () => {
+      this.checkTimesteps(timesteps);
+      this.lastContext = context;
+      const bind = this.bindings(latents, timesteps, context, out);
+      const plan = this.plan;
+      for (let i = 0; i < this.config.numLayers; i++) {
+        await plan.run(bind, `pre.${i}`);
+        this.cache.stage(i, this.st.k.data, this.st.v.data);
+        await this.attend(i);
+        await plan.run(bind, `post.${i}`);
+      }
+      await plan.run(bind, 'head');
+      return out === undefined ? this.st.velocity.data.slice() : out.data;
+    });
+  }
+
+  /**
+   * Commits the clean chunk `[1, C_in, C, h, w]`: runs it at t = 0 (same attention pattern as `denoiseChunk`) and
+   * appends every block's K/V of it to the cache; frames leaving the window drop out, the sink stays. `context`
+   * defaults to the text states of the last `denoiseChunk` call.
+   */
+  commitChunk(cleanLatents: TensorInput, context?: TensorInput): Promise<void> {
+    return this.serial(async () => {
+      const ctx = context ?? this.lastContext;
+      if (ctx === undefined) throw new OmniError('OMNIRX_ERR_UNSUPPORTED_VALUE', 'CausalWanDiT.commitChunk: no context given and no denoiseChunk call to take it from');
+      const bind = this.bindings(cleanLatents, new Array<number>(this.rollout.chunkFrames).fill(0), ctx, undefined);
+      const plan = this.plan;
+      const last = this.config.numLayers - 1;
+      for (let i = 0; i <= last; i++) {
+        await plan.run(bind, `pre.${i}`);
+        const k = this.st.k.data;
+        const v = this.st.v.data;
+        if (i < last) {
+          this.cache.stage(i, k, v);
+          await this.attend(i);
+          this.cache.store(i, k, v);
+          await plan.run(bind, `post.${i}`);
+        } else {
+          this.cache.store(i, k, v); // nothing downstream of the last block's K/V is needed
+        }
+      }
+      this.cache.advance();
+    });
+  }
+
+  /** Starts a new rollout (frame 0, empty cache); plans and buffers are kept. */
+  reset(): void {
+    this.cache.reset();
+    this.lastContext = undefined;
+  }
+
+  /** Frees the cache, staging tensors and plans (weights belong to the WeightStore). Idempotent. */
+  dispose(): void {
+    this.disposed = true;
+    this.cache?.dispose();
+    for (const t of this.owned) t.dispose();
+    this.owned.length = 0;
+    this.plan?.dispose();
+    for (const p of this.attnPlans.values()) p.dispose();
+    this.attnPlans.clear();
+    this.lastContext = undefined;
+  }
+
+  private attend(layer: number): Promise<void> {
+    const plan = this.attentionPlan(this.cache.validFrames + this.rollout.chunkFrames);
+    return plan.run({ q: this.st.q, k_cache: this.cache.k(layer), v_cache: this.cache.v(layer), out: this.st.attn });
+  }
+
+  private serial<T>(fn: () => Promise<T>): Promise<T> {
+    const run = this.queue.then(() => {
+      if (this.disposed) throw new OmniError('OMNIRX_ERR_NATIVE', 'CausalWanDiT: used after dispose()');
+      return fn();
+    });
+    this.queue = run.catch(() => undefined);
+    return run;
+  }
+
+  private checkTimesteps(t: readonly number[]): void {
+    if (t.length !== this.rollout.chunkFrames || !t.every((x) => Number.isFinite(x))) {
+      throw new OmniError('OMNIRX_ERR_UNSUPPORTED_VALUE', `CausalWanDiT.denoiseChunk: need ${this.rollout.chunkFrames} finite per-frame timesteps, got [${t.join(', ')}]`);
+    }
+  }
+
+  /** Fills the per-call inputs (latents, per-frame timestep features, RoPE at the absolute frame) and the slot map. */
+  private bindings(latents: TensorInput, timesteps: readonly number[], context: TensorInput, out: NativeTensor | undefined): Record<string, NativeTensor> {
+    const c = this.config;
+    const r = this.rollout;
+    const st = this.st;
+    const lat = this.input(latents, st.latents, 'latents');
+    const ctx = this.input(context, st.context, 'context');
+    if (out !== undefined && out.numel !== st.velocity.numel) throw new OmniError('OMNIRX_ERR_UNSUPPORTED_VALUE', `CausalWanDiT: out has ${out.numel} elements, expected ${st.velocity.numel}`);
+    timesteps.forEach((t, f) => st.timestep.data.set(timestepEmbedding(t, c.freqDim), f * c.freqDim));
+    if (this.ropeFrameStart !== this.frameStart) {
+      const [, ph, pw] = c.patchSize;
+      const tables = wanRopeTablesAt(this.frameStart, r.chunkFrames, r.height / ph, r.width / pw, c.dim / c.numHeads, c.ropeTheta);
+      st.cos.data.set(tables.cos);
+      st.sin.data.set(tables.sin);
+      this.ropeFrameStart = this.frameStart;
+    }
+    const bind: Record<string, NativeTensor> = { latents: lat, timestep: st.timestep, context: ctx, rope_cos: st.cos, rope_sin: st.sin, velocity: out ?? st.velocity };
+    for (let i = 0; i < c.numLayers; i++) {
+      bind[`q.${i}`] = st.q;
+      bind[`k.${i}`] = st.k;
+      bind[`v.${i}`] = st.v;
+      bind[`attn.${i}`] = st.attn;
+    }
+    return bind;
+  }
+
+  private input(x: TensorInput, staging: NativeTensor, what: string): NativeTensor {
+    const n = x instanceof Float32Array ? x.length : x.numel;
+    if (n !== staging.numel) throw new OmniError('OMNIRX_ERR_UNSUPPORTED_VALUE', `CausalWanDiT: ${what} has ${n} elements, expected ${staging.numel} [${staging.shape.join(', ')}]`);
+    if (x instanceof Float32Array) {
+      staging.data.set(x);
+      return staging;
+    }
+    return x;
+  }
+}
