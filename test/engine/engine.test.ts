@@ -2,10 +2,10 @@ import { readFileSync, writeFileSync } from 'node:fs';
 import * as path from 'node:path';
 import { firstValueFrom, lastValueFrom, toArray, filter, take } from 'rxjs';
 import { Engine } from '../../src/engine/engine';
-import { parseSafetensors, serializeSafetensors } from '../../src/models/weights/safetensors';
 import type { OmniEvent } from '../../src/request/omni-event';
 import type { OmniRequestInput } from '../../src/request/omni-request';
-import { makeModelsDir, tinySpec } from '../helpers/tiny-model';
+import { finalOf } from '../helpers/events';
+import { makeModelsDir, poisonWithNaN, tinySpec } from '../helpers/tiny-model';
 
 let modelsDir: string;
 let engine: Engine;
@@ -20,11 +20,6 @@ const req = (over: Partial<OmniRequestInput['diffusion']> = {}, extra: Partial<O
 
 const run = (r: OmniRequestInput): Promise<OmniEvent[]> => lastValueFrom(engine.generate(r).pipe(toArray()));
 
-function finalOf(events: OmniEvent[]) {
-  const f = events.find((e) => e.type === 'final');
-  if (f === undefined || f.type !== 'final') throw new Error(`no final event: ${JSON.stringify(events.filter((e) => e.type === 'error'))}`);
-  return f.output;
-}
 
 beforeAll(async () => {
   // A second model whose DiT output weights hold a NaN, and a third whose transformer file is truncated.
@@ -34,12 +29,7 @@ beforeAll(async () => {
     { spec: nanSpec, seed: 1 },
     { spec: brokenSpec, seed: 1 },
   ]);
-  const nanFile = path.join(modelsDir, 'tiny-nan', 'transformer.safetensors');
-  const parsed = parseSafetensors(readFileSync(nanFile));
-  const tensors: Record<string, { shape: number[]; data: Float32Array }> = {};
-  for (const e of parsed.entries) tensors[e.name] = { shape: e.shape, data: parsed.float32(e.name) };
-  tensors['proj_out.bias'].data[0] = Number.NaN;
-  writeFileSync(nanFile, serializeSafetensors(tensors));
+  poisonWithNaN(modelsDir, 'tiny-nan');
   const brokenFile = path.join(modelsDir, 'tiny-broken', 'transformer.safetensors');
   const bytes = readFileSync(brokenFile);
   writeFileSync(brokenFile, bytes.subarray(0, bytes.length - 100));

@@ -20,6 +20,7 @@ import { WanT2VState } from '../../src/pipeline/wan-t2v/state';
 import { DEFAULT_LIMITS } from '../../src/request/limits';
 import type { OmniEvent, OmniOutput } from '../../src/request/omni-event';
 import { OmniRequestSchema, type OmniRequestInput } from '../../src/request/omni-request';
+import { finalOf } from '../helpers/events';
 import { makeModelsDir, tinySpec } from '../helpers/tiny-model';
 
 let modelsDir: string;
@@ -42,11 +43,6 @@ const req = (over: Partial<OmniRequestInput['diffusion']> = {}, extra: Partial<O
 
 const collect = (e: Engine, r: OmniRequestInput): Promise<OmniEvent[]> => lastValueFrom(e.generate(r).pipe(toArray()));
 
-function finalOf(events: OmniEvent[]): OmniOutput {
-  const f = events.find((e) => e.type === 'final');
-  if (f === undefined || f.type !== 'final') throw new Error(`no final event: ${JSON.stringify(events.filter((e) => e.type === 'error'))}`);
-  return f.output;
-}
 
 function videoBytes(out: OmniOutput): Buffer {
   const v = out.artifacts.video;

@@ -1,16 +1,13 @@
-import { readFileSync, writeFileSync } from 'node:fs';
-import * as path from 'node:path';
 import type { Subscription } from 'rxjs';
 import { estimateMemory, resolveParams } from '../../src/engine/admission';
 import { Engine, type EngineOptions } from '../../src/engine/engine';
 import type { ScheduleDecision } from '../../src/engine/scheduler';
 import { loadNative, type NativeBinding } from '../../src/native/binding';
-import { parseSafetensors, serializeSafetensors } from '../../src/models/weights/safetensors';
 import { FlowShiftPolicy } from '../../src/pipeline/policies/flow-shift';
 import { DEFAULT_LIMITS } from '../../src/request/limits';
 import type { OmniEvent } from '../../src/request/omni-event';
 import { OmniRequestSchema, type OmniRequestInput } from '../../src/request/omni-request';
-import { makeModelsDir, tinySpec } from '../helpers/tiny-model';
+import { makeModelsDir, poisonWithNaN, tinySpec } from '../helpers/tiny-model';
 
 let modelsDir: string;
 let native: NativeBinding;
@@ -102,12 +99,7 @@ beforeAll(async () => {
   native = loadNative();
   // 'tiny-nan': the DiT's output bias holds a NaN, so its first denoise step produces non-finite values.
   modelsDir = await makeModelsDir([{ spec: tinySpec('tiny-nan'), seed: 1 }]);
-  const nanFile = path.join(modelsDir, 'tiny-nan', 'transformer.safetensors');
-  const parsed = parseSafetensors(readFileSync(nanFile));
-  const tensors: Record<string, { shape: number[]; data: Float32Array }> = {};
-  for (const e of parsed.entries) tensors[e.name] = { shape: e.shape, data: parsed.float32(e.name) };
-  tensors['proj_out.bias'].data[0] = Number.NaN;
-  writeFileSync(nanFile, serializeSafetensors(tensors));
+  poisonWithNaN(modelsDir, 'tiny-nan');
 });
 
 afterAll(async () => {

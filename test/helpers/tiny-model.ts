@@ -1,8 +1,9 @@
-import { mkdtempSync } from 'node:fs';
+import { mkdtempSync, readFileSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import * as path from 'node:path';
 import type { ModelSpec } from '../../src/models/model-spec';
 import { writeSeededModel } from '../../src/models/seeded-model';
+import { parseSafetensors, serializeSafetensors } from '../../src/models/weights/safetensors';
 import type { TokenizerFile } from '../../src/models/t5/tokenizer';
 
 export const TINY_WORDS = ['a', 'red', 'blue', 'ball', 'in', 'room'];
@@ -30,4 +31,14 @@ export async function makeModelsDir(extra: Array<{ spec: ModelSpec; seed: number
     await writeSeededModel(path.join(dir, spec.id), spec, TINY_TOKENIZER, seed);
   }
   return dir;
+}
+
+/** Rewrites model `id` in `modelsDir` so its DiT output bias holds a NaN: its first denoise step yields non-finite values. */
+export function poisonWithNaN(modelsDir: string, id: string): void {
+  const file = path.join(modelsDir, id, 'transformer.safetensors');
+  const parsed = parseSafetensors(readFileSync(file));
+  const tensors: Record<string, { shape: number[]; data: Float32Array }> = {};
+  for (const e of parsed.entries) tensors[e.name] = { shape: e.shape, data: parsed.float32(e.name) };
+  tensors['proj_out.bias'].data[0] = Number.NaN;
+  writeFileSync(file, serializeSafetensors(tensors));
 }
