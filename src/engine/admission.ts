@@ -1,6 +1,7 @@
 import { OmniError } from '../errors';
 import type { WanT2VModel } from '../models/wan/wan-t2v';
 import type { FlowShiftPolicy } from '../pipeline/policies/flow-shift';
+import type { SamplerPolicy } from '../pipeline/policies/sampler-policy';
 import type { ResolvedParams } from '../pipeline/params';
 import type { RequestLimits } from '../request/limits';
 import type { OmniRequest } from '../request/omni-request';
@@ -13,7 +14,7 @@ import { randomSeed } from '../util/rng';
  * @throws OmniError OMNIRX_ERR_UNSUPPORTED_VALUE (width/height not a multiple of the model's stride, an output the
  *   task does not produce) or OMNIRX_ERR_INVALID_REQUEST (a combined ceiling), with `param` naming the field.
  */
-export function resolveParams(req: OmniRequest, model: WanT2VModel, limits: RequestLimits, flowShift: FlowShiftPolicy): ResolvedParams {
+export function resolveParams(req: OmniRequest, model: WanT2VModel, limits: RequestLimits, policies: { flowShift: FlowShiftPolicy; sampler: SamplerPolicy }): ResolvedParams {
   const d = model.spec.defaults;
   const x = req.diffusion;
   const isImage = req.task === 'T2I';
@@ -28,9 +29,10 @@ export function resolveParams(req: OmniRequest, model: WanT2VModel, limits: Requ
     height,
     numFrames: isImage ? 1 : (x.numFrames ?? d.numFrames),
     fps: x.fps ?? d.fps,
-    numInferenceSteps: x.numInferenceSteps ?? d.numInferenceSteps,
+    numInferenceSteps: policies.sampler.steps(x.sampler, x.numInferenceSteps, d.numInferenceSteps),
     guidanceScale: x.guidanceScale ?? d.guidanceScale,
-    flowShift: flowShift.resolve(x.flowShift, d.flowShift, width, height),
+    flowShift: policies.flowShift.resolve(x.flowShift, d.flowShift, width, height),
+    sampler: x.sampler ?? policies.sampler.defaultSampler,
     seed: x.seed ?? randomSeed(),
     modalities: req.outputs.modalities ?? [isImage ? 'image' : 'video'],
     returnLatents: req.outputs.returnLatents || (req.outputs.modalities ?? []).includes('latents'),

@@ -221,7 +221,7 @@ export class Engine {
   /** Loads the model and resolves the request while it waits in the queue. */
   private async prepare(req: OmniRequest) {
     const model = await this.models.get(req.model);
-    const params = resolveParams(req, model, this.limits, this.policies.flowShift);
+    const params = resolveParams(req, model, this.limits, this.policies);
     this.pipeline.activeNodes(params);
     const nodeParams = this.pipeline.parseNodeParams(req.nodeParams);
     return { model, params, nodeParams, claim: estimateMemory(params, model) };
@@ -272,12 +272,12 @@ export class Engine {
     const s = 2 ** (model.spec.vae.channels.length - 1);
     const shape = `${p.numFrames / pt}x${p.height / s / ph * ph}x${p.width / s / pw * pw}`;
     const ms = this.steps.estimate({ model: `${model.spec.id}/transformer`, phase: 'denoise', shape, guidance: guided ? (this.policies.cfg.variant === 'batched' ? 'batched' : 'sequential') : 'single' }, steps);
-    const { task, model: id, width, height, numFrames, fps, numInferenceSteps, guidanceScale, flowShift, seed, priority } = p;
+    const { task, model: id, width, height, numFrames, fps, numInferenceSteps, guidanceScale, flowShift, sampler, seed, priority } = p;
     return {
       type: 'admitted',
       requestId,
       model: id,
-      params: { task, width, height, numFrames, fps, numInferenceSteps, guidanceScale, flowShift, seed, priority },
+      params: { task, width, height, numFrames, fps, numInferenceSteps, guidanceScale, flowShift, sampler, seed, priority },
       estimate: { steps, forwards, ms: Math.round(ms) },
     };
   }

@@ -1,4 +1,5 @@
 import type { Task, OutputModality } from '../request/omni-request';
+import type { SamplerName } from './policies/sampler-policy';
 
 /** Request parameters after the model's defaults were applied and the model's constraints were checked. */
 export interface ResolvedParams {
@@ -15,6 +16,7 @@ export interface ResolvedParams {
   numInferenceSteps: number;
   guidanceScale: number;
   flowShift: number;
+  sampler: SamplerName;
   /** Unsigned 32-bit seed of the initial noise. */
   seed: number;
   modalities: OutputModality[];

@@ -46,6 +46,8 @@ export function createOmniRequestSchema(limits: RequestLimits = DEFAULT_LIMITS) 
           guidanceScale: z.number().min(0).max(50).optional(),
           /** Flow shift applied to the sigma schedule (sigma' = s·sigma / (1 + (s − 1)·sigma)). */
           flowShift: z.number().min(0.01).max(100).optional(),
+          /** Sampler of the denoise loop (flow-matching Euler, UniPC order 2, DMD few-step); the deployment's default when absent. */
+          sampler: z.enum(['euler', 'unipc', 'dmd']).optional(),
           /** Seed of the initial noise, an unsigned 32-bit integer; random when absent (echoed in `final`). */
           seed: z.number().int().min(0).max(0xffffffff).optional(),
         })

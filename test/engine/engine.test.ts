@@ -106,6 +106,26 @@ describe('Engine.generate', () => {
     finalOf(events);
   });
 
+  it('runs the UniPC and DMD samplers a request names; DMD runs its distilled step count and rejects another', async () => {
+    const unipc = await run(req({ sampler: 'unipc', numInferenceSteps: 5 }));
+    expect(unipc.filter((e) => e.type === 'step')).toHaveLength(5);
+    const euler = finalOf(await run(req({ numInferenceSteps: 5 }))).artifacts.video;
+    const uni = finalOf(unipc).artifacts.video;
+    if (euler.kind !== 'video' || uni.kind !== 'video') throw new Error('expected videos');
+    expect(Buffer.from(uni.frames).equals(Buffer.from(euler.frames))).toBe(false);
+    // DMD: the default timestep list [1000, 750, 500, 250] → 4 steps at σ = t/1000 shifted by the model's flow shift 2.
+    const dmd = await run(req({ sampler: 'dmd', guidanceScale: 1 }));
+    const steps = dmd.filter((e) => e.type === 'step');
+    expect(steps.map((e) => (e.type === 'step' ? e.sigma : NaN))).toEqual([1, (2 * 0.75) / (1 + 0.75), (2 * 0.5) / 1.5, (2 * 0.25) / 1.25].map((x) => expect.closeTo(x, 12)));
+    const again = await run(req({ sampler: 'dmd', guidanceScale: 1 }));
+    const a = finalOf(dmd).artifacts.video;
+    const b = finalOf(again).artifacts.video;
+    if (a.kind !== 'video' || b.kind !== 'video') throw new Error('expected videos');
+    expect(Buffer.from(a.frames).equals(Buffer.from(b.frames))).toBe(true); // re-noising is seeded
+    const bad = await run(req({ sampler: 'dmd', numInferenceSteps: 20 }));
+    expect(bad[bad.length - 1]).toMatchObject({ type: 'error', code: 'OMNIRX_ERR_UNSUPPORTED_VALUE', param: 'diffusion.numInferenceSteps' });
+  });
+
   it('bad input becomes one error event naming the field; nothing else runs', async () => {
     const before = engine.native.stats().completed;
     const events = await run({ task: 'T2V', inputs: { prompt: 'x' }, diffusion: { width: -16 } } as OmniRequestInput);

@@ -9,6 +9,7 @@ import { loadNative, type NativeBinding } from '../../src/native/binding';
 import { WanT2VModel } from '../../src/models/wan/wan-t2v';
 import { CFGPolicy } from '../../src/pipeline/policies/cfg';
 import { ExpertRouting } from '../../src/pipeline/policies/expert-routing';
+import { SamplerPolicy } from '../../src/pipeline/policies/sampler-policy';
 import { FlowShiftPolicy } from '../../src/pipeline/policies/flow-shift';
 import type { ResolvedParams } from '../../src/pipeline/params';
 import { RequestState } from '../../src/pipeline/request-state';
@@ -73,9 +74,10 @@ afterAll(async () => {
 });
 
 describe('interleaving at the graph-runner level (one StepScheduler, two pipelines)', () => {
-  const policiesA: WanT2VPolicies = { cfg: CFGPolicy.classic(), expert: ExpertRouting.single(), flowShift: FlowShiftPolicy.fixed() };
+  const policiesA: WanT2VPolicies = { cfg: CFGPolicy.classic(), expert: ExpertRouting.single(), flowShift: FlowShiftPolicy.fixed(), sampler: SamplerPolicy.of('euler') };
   const policiesB: WanT2VPolicies = {
     cfg: CFGPolicy.batched([0, 0.5]),
+    sampler: SamplerPolicy.of('unipc'),
     expert: ExpertRouting.single(),
     flowShift: FlowShiftPolicy.byResolution([
       { maxPixels: 16 * 16, shift: 3 },
@@ -98,7 +100,7 @@ describe('interleaving at the graph-runner level (one StepScheduler, two pipelin
   function start(pipe: typeof pipeA, policies: WanT2VPolicies, input: OmniRequestInput, scheduler: StepScheduler) {
     const r = OmniRequestSchema.parse(input);
     const requestId = r.requestId!;
-    const params = resolveParams(r, model, DEFAULT_LIMITS, policies.flowShift);
+    const params = resolveParams(r, model, DEFAULT_LIMITS, policies);
     const nodeParams = pipe.parseNodeParams(r.nodeParams);
     const abort = new AbortController();
     const ctx: WanT2VContext = { requestId, model, params, nodeParams, native, signal: abort.signal };

@@ -277,6 +277,7 @@ describe('parity with the PyTorch reference (tools/reference)', () => {
         numInferenceSteps: t.steps,
         guidanceScale: t.guidance,
         flowShift: t.shift,
+        sampler: 'euler',
         seed: 1,
         modalities: ['video'],
         returnLatents: false,

@@ -1,3 +1,4 @@
+import { defaultWanT2VPolicies } from '../../src/pipeline/wan-t2v/pipeline';
 import { z } from 'zod';
 import { OmniError } from '../../src/errors';
 import type { ResolvedParams } from '../../src/pipeline/params';
@@ -58,6 +59,7 @@ const params = (over: Partial<ResolvedParams> = {}): ResolvedParams => ({
   numInferenceSteps: 3,
   guidanceScale: 4,
   flowShift: 2,
+  sampler: 'euler',
   seed: 1,
   modalities: ['video'],
   returnLatents: false,
@@ -425,7 +427,7 @@ describe('wanT2VPipelineSpec', () => {
 
   it('boundary expert routing adds transformer_2 to the components to load', () => {
     const built = buildPipeline(
-      wanT2VPipelineSpec({ cfg: CFGPolicy.classic(), expert: ExpertRouting.boundary('transformer', 'transformer_2', 0.9), flowShift: FlowShiftPolicy.fixed() }),
+      wanT2VPipelineSpec({ ...defaultWanT2VPolicies(), expert: ExpertRouting.boundary('transformer', 'transformer_2', 0.9) }),
       { tasks: ['T2V'] },
     );
     expect(built.components.has('transformer_2')).toBe(true);

@@ -4,7 +4,7 @@
  * policy instance, so two interleaved requests cannot share anything through it. `build()` rejects two policies
  * claiming the same slot on one node.
  */
-export type PolicySlot = 'guidance' | 'expert' | 'flow_shift' | 'conditioning';
+export type PolicySlot = 'guidance' | 'expert' | 'flow_shift' | 'sampler' | 'conditioning';
 
 export interface Policy {
   readonly slot: PolicySlot;

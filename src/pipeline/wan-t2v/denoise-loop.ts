@@ -5,7 +5,9 @@ import { Rng } from '../../util/rng';
 import { applyClassifierFreeGuidance, firstNonFinite } from '../guidance';
 import type { CFGPolicy, GuidancePlan } from '../policies/cfg';
 import type { ExpertRouting } from '../policies/expert-routing';
-import { eulerStep, flowMatchSigmas } from '../samplers/flow-match-euler';
+import { eulerStep } from '../samplers/flow-match-euler';
+import type { SamplerState } from '../samplers/sampler';
+import type { SamplerPolicy } from '../policies/sampler-policy';
 import type { LoopStage, StepCost, StepResult } from '../stage';
 import { latentShape, type WanT2VContext } from './context';
 import type { WanT2VState } from './state';
@@ -13,7 +15,9 @@ import type { WanT2VState } from './state';
 /** Per-request state of the denoise loop (plain arrays: rows are copied into the DiT's staging tensors). */
 export interface DenoiseLoopState {
   shape: Omit<DiTShape, 'batch'>;
+  /** Sigmas the model is evaluated at (one per step), from the sampler. */
   sigmas: Float64Array;
+  sampler: SamplerState;
   index: number;
   /** [C, F, h, w] */
   latents: Float32Array;
@@ -30,16 +34,25 @@ export interface DenoiseNodeParams {
 }
 
 /**
- * `denoise` node: flow-matching Euler sampling (Wan's shifted schedule, or the request's `nodeParams.denoise.sigmas`)
- * with a bound `CFGPolicy` (classic, batched or none, optionally interval-gated) and `ExpertRouting` (which
+ * `denoise` node: the request's sampler (Euler, UniPC or DMD, from the bound `SamplerPolicy`; Euler over the
+ * request's `nodeParams.denoise.sigmas` when given) with a bound `CFGPolicy` (classic, batched or none, optionally interval-gated) and `ExpertRouting` (which
  * transformer runs each step). `init` draws the initial noise `[C, F, h, w]` ~ N(0, 1) from the request's seed.
  * Each step runs its guidance branches as rows of one or two batched DiT forwards, combines them, checks for
- * non-finite values and takes one Euler step. `step` is `stepMany` on a batch of one, so a step's bits do not
+ * non-finite values and advances the sampler by one step. `step` is `stepMany` on a batch of one, so a step's bits do not
  * depend on whether the scheduler batched it with other requests.
  */
-export function createDenoiseLoop(policies: { cfg: CFGPolicy; expert: ExpertRouting }): LoopStage<WanT2VContext, WanT2VState, DenoiseLoopState> {
+/** Euler over an explicit schedule `[σ_0, …, σ_N = 0]` (the request's `nodeParams.denoise.sigmas`). */
+function explicitSigmas(schedule: readonly number[]): SamplerState {
+  const s = Float64Array.from(schedule);
+  return {
+    sigmas: s.slice(0, s.length - 1),
+    step: (x, v, i) => eulerStep(x, v, s[i], s[i + 1]),
+  };
+}
+
+export function createDenoiseLoop(policies: { cfg: CFGPolicy; expert: ExpertRouting; sampler: SamplerPolicy }): LoopStage<WanT2VContext, WanT2VState, DenoiseLoopState> {
   const { cfg, expert } = policies;
-  const total = (loop: DenoiseLoopState) => loop.sigmas.length - 1;
+  const total = (loop: DenoiseLoopState) => loop.sigmas.length;
   const planOf = (loop: DenoiseLoopState): GuidancePlan => cfg.plan(loop.index, total(loop), loop.scale);
   const expertOf = (loop: DenoiseLoopState) => expert.select(loop.sigmas[loop.index] * 1000);
   const shapeKey = (loop: DenoiseLoopState) => `${loop.shape.frames}x${loop.shape.height}x${loop.shape.width}`;
@@ -67,7 +80,7 @@ export function createDenoiseLoop(policies: { cfg: CFGPolicy; expert: ExpertRout
       if (plans[i].dispatch !== 'single') applyClassifierFreeGuidance(loop.cond, loop.uncond, plans[i].scale);
       const bad = firstNonFinite(loop.cond);
       if (bad >= 0) return new OmniError('OMNIRX_ERR_NON_FINITE', `denoise step ${k}: the model produced a non-finite value (${loop.cond[bad]}) at element ${bad}`);
-      eulerStep(loop.latents, loop.cond, sigma, loop.sigmas[k + 1]);
+      loop.sampler.step(loop.latents, loop.cond, k);
       loop.index = k + 1;
       return { done: loop.index === total(loop), progress: { index: k, total: total(loop), timestep: sigma * 1000, sigma } };
     });
@@ -83,9 +96,13 @@ export function createDenoiseLoop(policies: { cfg: CFGPolicy; expert: ExpertRout
       const latents = new Float32Array(n);
       new Rng(ctx.params.seed).fillNormal(latents);
       const custom = (ctx.nodeParams.denoise as DenoiseNodeParams | undefined)?.sigmas;
+      // DMD re-noising draws from its own stream, derived from the seed (the initial noise stays the same).
+      const renoise = new Rng((ctx.params.seed ^ 0x5bd1e995) >>> 0);
+      const sampler = custom !== undefined ? explicitSigmas(custom) : policies.sampler.sampler(ctx.params.sampler).create(ctx.params.numInferenceSteps, ctx.params.flowShift, () => renoise.normal());
       return {
         shape: { frames: F, height: h, width: w, textLen: ctx.model.textEncoder.config.maxLength },
-        sigmas: custom !== undefined ? Float64Array.from(custom) : flowMatchSigmas(ctx.params.numInferenceSteps, ctx.params.flowShift),
+        sigmas: sampler.sigmas,
+        sampler,
         index: 0,
         latents,
         cond: new Float32Array(n),

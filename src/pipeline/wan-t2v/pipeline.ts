@@ -2,6 +2,7 @@ import { z } from 'zod';
 import { CFGPolicy } from '../policies/cfg';
 import { ExpertRouting } from '../policies/expert-routing';
 import { FlowShiftPolicy } from '../policies/flow-shift';
+import { SamplerPolicy } from '../policies/sampler-policy';
 import type { NodeRun, PipelineSpec } from '../spec';
 import type { LoopStage } from '../stage';
 import type { WanT2VContext } from './context';
@@ -15,13 +16,14 @@ export interface WanT2VPolicies {
   cfg: CFGPolicy;
   expert: ExpertRouting;
   flowShift: FlowShiftPolicy;
+  sampler: SamplerPolicy;
 }
 
 export function defaultWanT2VPolicies(): WanT2VPolicies {
-  return { cfg: CFGPolicy.classic(), expert: ExpertRouting.single(), flowShift: FlowShiftPolicy.fixed() };
+  return { cfg: CFGPolicy.classic(), expert: ExpertRouting.single(), flowShift: FlowShiftPolicy.fixed(), sampler: SamplerPolicy.of('euler') };
 }
 
-/** `nodeParams.denoise`: an explicit sigma schedule (strictly decreasing, ending at 0) replaces the shifted one. */
+/** `nodeParams.denoise`: an explicit sigma schedule (strictly decreasing, ending at 0) replaces the sampler's; it runs with Euler. */
 export const DenoiseNodeParamsSchema = z.strictObject({
   sigmas: z
     .array(z.number().min(0).max(1))
@@ -63,7 +65,7 @@ export function wanT2VPipelineSpec(policies: WanT2VPolicies = defaultWanT2VPolic
         components: policies.expert.components,
         tasks: both,
         params: DenoiseNodeParamsSchema,
-        policies: [policies.cfg, policies.expert, policies.flowShift],
+        policies: [policies.cfg, policies.expert, policies.flowShift, policies.sampler],
       },
       { name: 'decode_video', run: { kind: 'stage', stage: decodeVideoStage }, inputs: { latents: 'latents' }, outputs: { video: 'video' }, components: ['vae'], tasks: ['T2V'] },
       { name: 'decode_image', run: { kind: 'stage', stage: decodeImageStage }, inputs: { latents: 'latents' }, outputs: { image: 'image' }, components: ['vae'], tasks: ['T2I'] },
