@@ -18,12 +18,16 @@ export interface RequestLimits {
   readonly maxPromptChars: number;
 }
 
-/** Ceilings sized for a 2-core CPU machine serving the small embedded models. */
+/**
+ * Ceilings sized for a 2-core CPU machine serving the small embedded models: the largest request they admit
+ * (e.g. 128×128 × 64 frames × 50 steps, or 256×256 × 16 frames × 50 steps) finishes in minutes, not hours —
+ * attention cost grows with the square of width × height × frames.
+ */
 export const DEFAULT_LIMITS: RequestLimits = Object.freeze({
   maxSide: 1024,
   maxPixels: 512 * 512,
   maxFrames: 256,
   maxSteps: 200,
-  maxWork: 256 * 256 * 64 * 50,
+  maxWork: 128 * 128 * 64 * 50,
   maxPromptChars: 4000,
 });
