@@ -16,6 +16,7 @@ export const ERROR_CATALOGUE = {
   OMNIRX_ERR_INTERNAL: { status: 500, meaning: 'An unexpected failure inside omnirx that carries no code of its own (a bug); the message says what failed.' },
   OMNIRX_ERR_UNAVAILABLE: { status: 503, meaning: 'The engine is closed and admits no new requests.' },
   OMNIRX_ERR_NON_FINITE: { status: 500, meaning: 'A step produced NaN or infinite values; only the request that produced them fails.' },
+  OMNIRX_ERR_OUTPUT_PATH: { status: 400, meaning: 'The output path cannot take the file: it is a directory, device or symlink, or its folder is not writable.' },
   OMNIRX_ERR_FFMPEG: { status: 500, meaning: 'ffmpeg could not be found or exited with an error while encoding.' },
   OMNIRX_ERR_CLI_ARGUMENT: { status: 400, meaning: 'A command-line argument is out of range or of the wrong type; the message names the flag and its allowed range.' },
 } as const;

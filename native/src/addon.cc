@@ -10,7 +10,9 @@
 
 namespace omnirx {
 
-AddonData::~AddonData() = default;
+AddonData::~AddonData() {
+  if (executor && executor->Shutdown()) (void)executor.release();  // its detached thread still runs a job
+}
 
 AddonData& GetAddonData(Napi::Env env) { return *env.GetInstanceData<AddonData>(); }
 

@@ -10,14 +10,29 @@ Executor::Executor(Napi::Env env) {
   thread_ = std::thread([this] { Loop(); });
 }
 
-Executor::~Executor() {
+bool Executor::Shutdown() {
   {
     std::lock_guard<std::mutex> lock(mutex_);
     stop_ = true;
   }
   cv_.notify_all();
-  if (thread_.joinable()) thread_.join();
+  bool detached = false;
+  // A job may be in the middle of a long plan: do not hold the environment's teardown (process exit) for it. The
+  // thread finishes that job against memory it co-owns, finds the thread-safe function aborted, and returns.
+  if (thread_.joinable()) {
+    if (running_.load() == 0) {
+      thread_.join();
+    } else {
+      thread_.detach();
+      detached = true;
+    }
+  }
   tsfn_.Abort();
+  return detached;
+}
+
+Executor::~Executor() {
+  if (thread_.joinable()) Shutdown();
 }
 
 void Executor::Submit(Napi::Env env, std::unique_ptr<Job> job) {

@@ -28,6 +28,9 @@ class Executor {
  public:
   explicit Executor(Napi::Env env);
   ~Executor();
+  // Stops taking jobs. Returns true when the compute thread was still running a job and was detached: the caller
+  // must then keep this object alive (leak it), since that thread still uses it.
+  bool Shutdown();
   // JS thread only.
   void Submit(Napi::Env env, std::unique_ptr<Job> job);
   int64_t queued() const { return queued_.load(); }

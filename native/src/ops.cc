@@ -343,7 +343,7 @@ void PrepareConv3d(OpInstance& op, const PrepareCtx& c) {
       s->packed = PackB(s->data, static_cast<int>(Co), static_cast<int>(kfeat), static_cast<int>(kfeat), BLayout::kNK);
     op.packed = s->packed;
   }
-  op.scratch = AllocAligned(static_cast<size_t>(H * W * kfeat), &op.scratch_bytes);
+  op.scratch_floats = static_cast<size_t>(H * W * kfeat);
 }
 std::string RunConv3d(const OpInstance& op, const float* const* in, float* const* out) {
   Conv3dArgs a;
@@ -359,7 +359,7 @@ std::string RunConv3d(const OpInstance& op, const float* const* in, float* const
   a.bias = in[2];
   a.history = in[3];
   a.y = out[0];
-  a.im2col = op.scratch;
+  a.im2col = op.Scratch();
   const int K = static_cast<int>(a.Ci * a.kt * a.kh * a.kw);
   if (op.packed) {
     Conv3dCausal(a, *op.packed);
@@ -399,6 +399,11 @@ const OpDef kOps[] = {
 }  // namespace
 
 OpInstance::~OpInstance() { FreeAligned(scratch, scratch_bytes); }
+
+float* OpInstance::Scratch() const {
+  if (scratch == nullptr && scratch_floats > 0) scratch = AllocAligned(scratch_floats, &scratch_bytes);
+  return scratch;
+}
 
 const ValueDesc* PrepareCtx::In(const OpInstance& op, size_t i) const {
   if (i >= op.in.size() || op.in[i] < 0) return nullptr;

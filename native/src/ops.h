@@ -29,8 +29,12 @@ struct OpInstance {
   std::vector<int64_t> ip;  // integer parameters, op-specific
   std::vector<float> fp;    // float parameters, op-specific
   std::shared_ptr<const PackedB> packed;  // pre-packed constant B operand (else packed per run)
-  float* scratch = nullptr;               // op-owned scratch (im2col)
-  size_t scratch_bytes = 0;
+  // Op-owned scratch (im2col), allocated on the compute thread at the first run: first touch of fresh memory is
+  // slow and must not happen on the JS thread. Runs of one plan never overlap (one executor thread).
+  size_t scratch_floats = 0;
+  mutable float* scratch = nullptr;
+  mutable size_t scratch_bytes = 0;
+  float* Scratch() const;
   ~OpInstance();
 };
 

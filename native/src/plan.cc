@@ -57,6 +57,7 @@ Napi::Array GetArray(const Napi::Env& env, const Napi::Object& o, const char* ke
 CompiledPlan::~CompiledPlan() { FreeAligned(arena, arena_bytes); }
 
 void CompiledPlan::Run(const std::vector<std::shared_ptr<Storage>>& slots, size_t from, size_t to) const {
+  if (arena == nullptr) arena = AllocAligned(static_cast<size_t>(arena_floats), &arena_bytes);
   std::vector<float*> base(values.size());
   for (size_t i = 0; i < values.size(); ++i) {
     const ValueDesc& v = values[i];
@@ -140,11 +141,7 @@ Plan::Plan(const Napi::CallbackInfo& info) : Napi::ObjectWrap<Plan>(info) {
     plan->values.push_back(std::move(v));
   }
 
-  try {
-    plan->arena = AllocAligned(static_cast<size_t>(arena_floats), &plan->arena_bytes);
-  } catch (const std::bad_alloc&) {
-    throw Napi::Error::New(env, "Plan: out of memory allocating an arena of " + std::to_string(arena_floats * 4) + " bytes");
-  }
+  plan->arena_floats = arena_floats;
 
   Napi::Array ops = GetArray(env, spec, "ops", "Plan");
   plan->ops.resize(ops.Length());
@@ -232,7 +229,7 @@ Napi::Value Plan::GetNumOps(const Napi::CallbackInfo& info) {
 }
 
 Napi::Value Plan::GetArenaBytes(const Napi::CallbackInfo& info) {
-  return Napi::Number::New(info.Env(), plan_ ? static_cast<double>(plan_->arena_bytes) : 0);
+  return Napi::Number::New(info.Env(), plan_ ? static_cast<double>(plan_->arena_floats) * 4 : 0);
 }
 
 }  // namespace omnirx

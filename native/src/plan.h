@@ -16,8 +16,10 @@ struct CompiledPlan {
   std::vector<std::shared_ptr<Storage>> consts;
   std::vector<int64_t> slot_numel;
   std::vector<OpInstance> ops;
-  float* arena = nullptr;
-  size_t arena_bytes = 0;
+  // The arena is allocated by the first run, on the compute thread (first touch of fresh memory is slow).
+  int64_t arena_floats = 0;
+  mutable float* arena = nullptr;
+  mutable size_t arena_bytes = 0;
   ~CompiledPlan();
   // Runs ops [from, to) with the given slot storages. Throws std::runtime_error naming the failing op.
   void Run(const std::vector<std::shared_ptr<Storage>>& slots, size_t from, size_t to) const;

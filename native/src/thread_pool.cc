@@ -21,8 +21,10 @@ int ConfiguredThreads() {
 bool InParallelRegion() { return tl_in_parallel; }
 
 ThreadPool& ComputePool() {
-  static ThreadPool pool(ConfiguredThreads());
-  return pool;
+  // Never destroyed: at process exit a helper may still be inside a long kernel, and joining it would hold the
+  // exit (and a second Ctrl-C) until that kernel ends.
+  static ThreadPool* pool = new ThreadPool(ConfiguredThreads());
+  return *pool;
 }
 
 ThreadPool::ThreadPool(int threads) {

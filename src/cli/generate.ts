@@ -1,10 +1,9 @@
-import { promises as fsp } from 'node:fs';
 import * as path from 'node:path';
 import { Command, CommanderError, Option } from 'commander';
 import { Subscription, type Observable } from 'rxjs';
 import { z } from 'zod';
 import { OmniError } from '../errors';
-import { encodeMp4 } from '../media/mp4';
+import { checkOutputPath, encodeMp4 } from '../media/mp4';
 import type { VideoArtifact } from '../request/artifacts';
 import type { ErrorEvent, OmniEvent } from '../request/omni-event';
 import { OmniRequestSchema, TaskSchema, type OmniRequestInput } from '../request/omni-request';
@@ -147,7 +146,7 @@ function buildCommand(): Command {
   cmd.addOption(new Option('--out <file.mp4>', 'output MP4 (default: out/omnirx-<requestId>.mp4)').argParser(text('--out')));
   for (const f of NUMERIC_FLAGS) {
     const range = `${f.integer ? 'integer' : 'number'} in [${f.min}, ${f.max}]`;
-    cmd.addOption(new Option(`${f.flag} <${f.integer ? 'n' : 'x'}>`, `${f.help}; ${range} (default: the model's)`).argParser((raw: string) => parseNumericFlag(f, raw)));
+    cmd.addOption(new Option(`${f.flag} <${f.integer ? 'n' : 'x'}>`, `${f.help}; ${range} (default: ${f.key === 'seed' ? 'random, printed with the result' : "the model's"})`).argParser((raw: string) => parseNumericFlag(f, raw)));
   }
   cmd.addOption(new Option('--model <id>', "registered model id (default: the engine's default model)").argParser(text('--model')));
   cmd.addOption(new Option('--task <task>', `task, one of ${TaskSchema.options.join(', ')}`).default('T2V').argParser(text('--task')));
@@ -305,9 +304,11 @@ export async function runGenerate(argv: string[], deps: GenerateDeps): Promise<n
   if (parsed.kind === 'help') return EXIT.OK;
 
   if (parsed.out !== undefined) {
-    const st = await fsp.stat(parsed.out).catch(() => undefined);
-    if (st?.isDirectory()) {
-      complain(`error: --out must be a file path, not a directory; got ${JSON.stringify(parsed.out)}\n`);
+    // Before any generation: a path that cannot take the MP4 fails now, not after minutes of compute.
+    try {
+      await checkOutputPath(parsed.out);
+    } catch (err) {
+      complain(`error: --out: ${errorText(err)}\n`);
       return EXIT.USAGE;
     }
   }

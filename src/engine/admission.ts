@@ -53,6 +53,12 @@ export function resolveParams(req: OmniRequest, model: WanT2VModel, limits: Requ
   if (p.width * p.height > limits.maxPixels) {
     throw new OmniError('OMNIRX_ERR_INVALID_REQUEST', `width × height = ${p.width * p.height} exceeds the ceiling of ${limits.maxPixels} pixels`, { param: 'diffusion.width' });
   }
+  const [pt, ph, pw] = model.spec.transformer.patchSize;
+  const s = 2 ** (model.spec.vae.channels.length - 1);
+  const tokens = Math.ceil(p.numFrames / pt) * (p.height / s / ph) * (p.width / s / pw);
+  if (tokens > limits.maxTokens) {
+    throw new OmniError('OMNIRX_ERR_INVALID_REQUEST', `${p.width}×${p.height} × ${p.numFrames} frames is ${tokens} latent tokens for model '${p.model}', over the ceiling of ${limits.maxTokens} (attention cost grows with its square); use fewer frames or a smaller size`, { param: 'diffusion.numFrames' });
+  }
   const work = p.width * p.height * p.numFrames * p.numInferenceSteps;
   if (work > limits.maxWork) {
     throw new OmniError('OMNIRX_ERR_INVALID_REQUEST', `width × height × numFrames × numInferenceSteps = ${work} exceeds the ceiling of ${limits.maxWork}`, { param: 'diffusion' });

@@ -137,7 +137,12 @@ export class Engine {
   /** Runs one request as a cold event stream (see the class docs). */
   generate(input: OmniRequestInput): Observable<OmniEvent> {
     return new Observable<OmniEvent>((subscriber) => {
-      const fallbackId = typeof (input as { requestId?: unknown })?.requestId === 'string' ? String((input as { requestId: string }).requestId) : randomUUID();
+      let fallbackId: string;
+      try {
+        fallbackId = typeof (input as { requestId?: unknown })?.requestId === 'string' ? String((input as { requestId: string }).requestId) : randomUUID();
+      } catch {
+        fallbackId = randomUUID();
+      }
       const finish = (ev: OmniEvent) => {
         subscriber.next(ev);
         subscriber.complete();
@@ -146,7 +151,14 @@ export class Engine {
         finish(failureEvent(fallbackId, new OmniError('OMNIRX_ERR_UNAVAILABLE', 'the engine is closed')));
         return undefined;
       }
-      const parsed = this.schema.safeParse(input);
+      let parsed: ReturnType<typeof this.schema.safeParse>;
+      try {
+        parsed = this.schema.safeParse(input);
+      } catch (err) {
+        // A getter or Proxy in the input threw while it was read: still an error event, never a stream error.
+        finish(failureEvent(fallbackId, new OmniError('OMNIRX_ERR_INVALID_REQUEST', `the request could not be read: ${(err as Error)?.message ?? String(err)}`)));
+        return undefined;
+      }
       if (!parsed.success) {
         finish(validationErrorEvent(fallbackId, parsed.error));
         return undefined;

@@ -15,7 +15,9 @@ function clip(text: string): string {
 export function validationErrorEvent(requestId: string, error: z.ZodError): ErrorEvent {
   // Bounded and printable: a hostile input with thousands of unknown keys must not produce a megabyte event, and
   // key names are echoed only as far as they are plain text.
-  const issues = error.issues.slice(0, MAX_ISSUES).map((i) => ({ path: clip(i.path.map(String).join('.')), code: i.code, message: clip(i.message) }));
+  // An unknown key is reported at its parent; name the key itself so `param` points at the offending field.
+  const pathOf = (i: z.core.$ZodIssue) => [...i.path.map(String), ...(i.code === 'unrecognized_keys' && i.keys.length > 0 ? [i.keys[0]] : [])].join('.');
+  const issues = error.issues.slice(0, MAX_ISSUES).map((i) => ({ path: clip(pathOf(i)), code: i.code, message: clip(i.message) }));
   const first = issues[0];
   return {
     type: 'error',

@@ -1,5 +1,5 @@
 import { spawn } from 'node:child_process';
-import { promises as fsp } from 'node:fs';
+import { constants as fsConstants, promises as fsp } from 'node:fs';
 import * as path from 'node:path';
 import { OmniError } from '../errors';
 import type { VideoArtifact } from '../request/artifacts';
@@ -65,6 +65,34 @@ function rateArg(fps: number): string {
 }
 
 /**
+ * Checks that `outPath` can take an MP4 before any work is spent on it: the target must be absent or a regular
+ * file (never a directory, a device such as /dev/null, a socket or a symlink — the encoder renames a finished
+ * temporary file over the target, which would replace them), and its folder must be creatable and writable.
+ * Creates the folder. Returns the absolute path.
+ * @throws OmniError OMNIRX_ERR_OUTPUT_PATH naming the path and the reason.
+ */
+export async function checkOutputPath(outPath: string): Promise<string> {
+  if (typeof outPath !== 'string' || outPath.length === 0) throw new OmniError('OMNIRX_ERR_OUTPUT_PATH', 'the output path is empty');
+  const abs = path.resolve(outPath);
+  const st = await fsp.lstat(abs).catch((e: NodeJS.ErrnoException) => (e.code === 'ENOENT' ? undefined : Promise.reject(e))).catch((e: NodeJS.ErrnoException) => {
+    throw new OmniError('OMNIRX_ERR_OUTPUT_PATH', `cannot use ${abs}: ${e.code ?? e.message}`, { cause: e });
+  });
+  if (st !== undefined && !st.isFile()) {
+    const what = st.isDirectory() ? 'a directory' : st.isSymbolicLink() ? 'a symbolic link' : 'not a regular file (a device, socket or pipe)';
+    throw new OmniError('OMNIRX_ERR_OUTPUT_PATH', `refusing to write ${abs}: it is ${what}`);
+  }
+  const dir = path.dirname(abs);
+  try {
+    await fsp.mkdir(dir, { recursive: true });
+    await fsp.access(dir, fsConstants.W_OK);
+  } catch (e) {
+    const err = e as NodeJS.ErrnoException;
+    throw new OmniError('OMNIRX_ERR_OUTPUT_PATH', `cannot write into ${dir}: ${err.code === 'EACCES' ? 'permission denied' : err.code === 'EEXIST' || err.code === 'ENOTDIR' ? 'a path component is a file, not a directory' : (err.code ?? err.message)}`, { cause: e });
+  }
+  return abs;
+}
+
+/**
  * Encodes an RGB24 video artifact as an H.264 (libx264, yuv420p) MP4 with `+faststart`, exactly
  * `video.numFrames` frames at `video.fps` frames per second, so duration = numFrames / fps seconds.
  *
@@ -75,8 +103,9 @@ function rateArg(fps: number): string {
  * @param video frames `[F, H, W, 3]` uint8, even width and height.
  * @param outPath destination file (relative paths resolve against the working directory); overwritten.
  * @returns the absolute path and the size in bytes of the written file.
- * @throws OmniError `OMNIRX_ERR_FFMPEG` when the artifact is malformed, ffmpeg cannot be found or started, exits
- *   non-zero (the message carries the tail of its stderr), or the signal aborts the encode.
+ * @throws OmniError `OMNIRX_ERR_OUTPUT_PATH` when the target is not a regular file or its folder is not writable
+ *   (see `checkOutputPath`); `OMNIRX_ERR_FFMPEG` when the artifact is malformed, ffmpeg cannot be found or started,
+ *   exits non-zero (the message carries the tail of its stderr), or the signal aborts the encode.
  */
 export async function encodeMp4(video: VideoArtifact, outPath: string, options: EncodeMp4Options = {}): Promise<EncodeMp4Result> {
   validateVideoForMp4(video);
@@ -85,9 +114,8 @@ export async function encodeMp4(video: VideoArtifact, outPath: string, options: 
   if (!Number.isInteger(crf) || crf < 0 || crf > 51) throw new OmniError('OMNIRX_ERR_FFMPEG', `crf must be an integer in [0, 51]; got ${crf}`);
   if (options.signal?.aborted) throw new OmniError('OMNIRX_ERR_FFMPEG', `encoding ${outPath} was aborted`, { cause: options.signal.reason });
 
+  const absOut = await checkOutputPath(outPath);
   const ffmpeg = options.ffmpegPath ?? (await resolveFfmpeg()).path;
-  const absOut = path.resolve(outPath);
-  await fsp.mkdir(path.dirname(absOut), { recursive: true });
   const tmpOut = path.join(path.dirname(absOut), `.${path.basename(absOut)}.${process.pid}.${Date.now().toString(36)}.partial`);
 
   const { width, height, numFrames, fps, frames } = video;

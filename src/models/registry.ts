@@ -32,7 +32,13 @@ export class ModelRegistry {
   /** Ids of the models found on disk. */
   list(): string[] {
     if (!existsSync(this.modelsDir)) return [];
-    return readdirSync(this.modelsDir, { withFileTypes: true })
+    let entries;
+    try {
+      entries = readdirSync(this.modelsDir, { withFileTypes: true });
+    } catch (e) {
+      throw new OmniError('OMNIRX_ERR_MODEL_LOAD', `models folder ${this.modelsDir}: ${(e as NodeJS.ErrnoException).code ?? (e as Error).message}`, { param: 'model' });
+    }
+    return entries
       .filter((d) => d.isDirectory() && existsSync(path.join(this.modelsDir, d.name, 'model.json')))
       .map((d) => d.name)
       .sort();

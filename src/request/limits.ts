@@ -14,6 +14,8 @@ export interface RequestLimits {
   readonly maxSteps: number;
   /** Largest width × height × frames × steps: a bound on the denoise work one request may ask for. */
   readonly maxWork: number;
+  /** Most latent tokens one DiT forward may attend over (attention cost grows with its square). */
+  readonly maxTokens: number;
   /** Longest prompt or negative prompt, UTF-16 code units. */
   readonly maxPromptChars: number;
 }
@@ -29,5 +31,6 @@ export const DEFAULT_LIMITS: RequestLimits = Object.freeze({
   maxFrames: 256,
   maxSteps: 200,
   maxWork: 128 * 128 * 64 * 50,
+  maxTokens: 4096,
   maxPromptChars: 4000,
 });

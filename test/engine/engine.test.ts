@@ -160,7 +160,7 @@ describe('Engine.generate', () => {
   });
 
   it('rejects work over the ceiling at admission', async () => {
-    const small = await Engine.create({ modelsDir, defaultModel: 'tiny', limits: { maxSide: 1024, maxPixels: 512 * 512, maxFrames: 256, maxSteps: 200, maxWork: 16 * 16 * 3 * 3, maxPromptChars: 100 } });
+    const small = await Engine.create({ modelsDir, defaultModel: 'tiny', limits: { maxSide: 1024, maxPixels: 512 * 512, maxFrames: 256, maxSteps: 200, maxWork: 16 * 16 * 3 * 3, maxTokens: 4096, maxPromptChars: 100 } });
     const events = await lastValueFrom(small.generate(req({ numInferenceSteps: 4 })).pipe(toArray()));
     expect(events[events.length - 1]).toMatchObject({ type: 'error', code: 'OMNIRX_ERR_INVALID_REQUEST', param: 'diffusion' });
     await small.close();
@@ -224,5 +224,19 @@ describe('Engine.generate', () => {
     clearInterval(timer);
     // A JS timer callback ran while a native plan was executing: compute does not hold the event loop.
     expect(seenRunning).toBeGreaterThan(0);
+  });
+});
+
+describe('native memory under changing sizes', () => {
+  it('stays bounded: plans of sizes not used lately are freed (LRU)', async () => {
+    const e = await Engine.create({ modelsDir, defaultModel: 'tiny' });
+    const sizes = [8, 12, 16, 20, 24, 28, 32, 36, 40, 44, 48, 52];
+    const go = (w: number) => lastValueFrom(e.generate({ model: 'tiny', task: 'T2V', inputs: { prompt: 'a' }, diffusion: { width: w, height: 8, numFrames: 1, numInferenceSteps: 1, seed: 1 } }).pipe(toArray()));
+    for (const w of sizes.slice(0, 8)) finalOf(await go(w));
+    const after8 = e.native.stats().bytesInUse;
+    for (const w of sizes.slice(8)) finalOf(await go(w));
+    // Four more sizes, each larger than any before: without eviction memory would grow by their plans.
+    expect(e.native.stats().bytesInUse).toBeLessThan(after8 * 1.5);
+    await e.close();
   });
 });

@@ -1,9 +1,9 @@
-import { readFileSync, existsSync, mkdtempSync, readdirSync, rmSync, writeFileSync, chmodSync } from 'node:fs';
+import { readFileSync, existsSync, mkdtempSync, readdirSync, rmSync, writeFileSync, chmodSync, statSync, symlinkSync } from 'node:fs';
 import * as os from 'node:os';
 import * as path from 'node:path';
 import { OmniError } from '../../src/errors';
 import { FFMPEG_ENV_VAR, resolveFfmpeg } from '../../src/media/ffmpeg';
-import { encodeMp4, validateVideoForMp4 } from '../../src/media/mp4';
+import { checkOutputPath, encodeMp4, validateVideoForMp4 } from '../../src/media/mp4';
 import { expectH264Mp4, syntheticVideo } from './helpers';
 
 // eslint-disable-next-line @typescript-eslint/no-require-imports
@@ -211,5 +211,24 @@ describe('encodeMp4', () => {
       await expectFfmpegError(p, /aborted/);
       expect(readdirSync(dir).filter((n) => n.includes('aborted'))).toEqual([]);
     });
+  });
+});
+
+describe('checkOutputPath (before any generation)', () => {
+  const base = mkdtempSync(path.join(os.tmpdir(), 'omnirx-out-'));
+
+  it('accepts a new file (creating its folder) and an existing regular file', async () => {
+    await expect(checkOutputPath(path.join(base, 'a', 'b', 'new.mp4'))).resolves.toBe(path.join(base, 'a', 'b', 'new.mp4'));
+    writeFileSync(path.join(base, 'old.mp4'), 'x');
+    await expect(checkOutputPath(path.join(base, 'old.mp4'))).resolves.toBe(path.join(base, 'old.mp4'));
+  });
+
+  it('refuses a device such as /dev/null, a symlink, a directory, and a path under a file', async () => {
+    await expect(checkOutputPath('/dev/null')).rejects.toMatchObject({ code: 'OMNIRX_ERR_OUTPUT_PATH', message: expect.stringMatching(/not a regular file/) });
+    symlinkSync(path.join(base, 'old.mp4'), path.join(base, 'link.mp4'));
+    await expect(checkOutputPath(path.join(base, 'link.mp4'))).rejects.toMatchObject({ code: 'OMNIRX_ERR_OUTPUT_PATH', message: expect.stringMatching(/symbolic link/) });
+    await expect(checkOutputPath(base)).rejects.toMatchObject({ code: 'OMNIRX_ERR_OUTPUT_PATH', message: expect.stringMatching(/directory/) });
+    await expect(checkOutputPath(path.join(base, 'old.mp4', 'x.mp4'))).rejects.toMatchObject({ code: 'OMNIRX_ERR_OUTPUT_PATH' });
+    expect(statSync('/dev/null').isCharacterDevice()).toBe(true);
   });
 });

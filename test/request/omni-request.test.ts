@@ -397,7 +397,7 @@ describe('validationErrorEvent', () => {
     {
       "code": "unrecognized_keys",
       "message": "Unrecognized key: "extra"",
-      "path": "",
+      "path": "extra",
     },
   ],
   "message": "task: Invalid option: expected one of "T2V"|"T2I"",

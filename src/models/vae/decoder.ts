@@ -1,5 +1,6 @@
 import type { NativeBinding, NativeTensor } from '../../native/binding';
 import { createTensor } from '../../native/binding';
+import { LruCache } from '../../native/lru-cache';
 import { CompiledPlan, PlanBuilder, type Value } from '../../native/plan-builder';
 import type { ParamSpec, WeightStore } from '../weights/weight-store';
 import { vaeScaleFactor, type VaeConfig } from './config';
@@ -60,7 +61,8 @@ export function vaeDecoderParams(c: VaeConfig): ParamSpec[] {
  * x + conv2(silu(norm2(conv1(silu(norm1(x)))))) with a 1×1×1 shortcut when widths differ (Wan `ResidualBlock`).
  */
 export class VaeDecoder {
-  private readonly plans = new Map<string, CompiledPlan>();
+  /** Compiled plans per shape (LRU, so varying sizes keep native memory bounded). */
+  private readonly plans = new LruCache<CompiledPlan>(4, (p) => p.dispose());
   private readonly stats: { mean: NativeTensor; std: NativeTensor };
 
   constructor(
@@ -117,16 +119,11 @@ export class VaeDecoder {
   /** Decodes `latents` [1, zDim, F, h, w] into `out` [F, h·s, w·s, 3] (values in about [−1, 1]). */
   async decode(latents: NativeTensor, out: NativeTensor, dims: { frames: number; height: number; width: number }): Promise<void> {
     const key = `${dims.frames}x${dims.height}x${dims.width}`;
-    let plan = this.plans.get(key);
-    if (plan === undefined) {
-      plan = this.build(dims.frames, dims.height, dims.width);
-      this.plans.set(key, plan);
-    }
+    const plan = this.plans.getOrCreate(key, () => this.build(dims.frames, dims.height, dims.width));
     await plan.run({ latents, rgb: out });
   }
 
   dispose(): void {
-    for (const p of this.plans.values()) p.dispose();
     this.plans.clear();
     this.stats.mean.dispose();
     this.stats.std.dispose();

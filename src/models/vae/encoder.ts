@@ -1,6 +1,7 @@
 import { OmniError } from '../../errors';
 import type { NativeBinding, NativeTensor } from '../../native/binding';
 import { createTensor } from '../../native/binding';
+import { LruCache } from '../../native/lru-cache';
 import { CompiledPlan, PlanBuilder, type Value } from '../../native/plan-builder';
 import type { ParamSpec, WeightStore } from '../weights/weight-store';
 import { vaeScaleFactor, type VaeConfig } from './config';
@@ -98,7 +99,8 @@ export function vaeEncodedSize(c: VaeConfig, height: number, width: number): { h
  * columns with permutes and a view (4× the arithmetic of a strided conv; the encoder is not on the per-step path).
  */
 export class VaeEncoder {
-  private readonly plans = new Map<string, CompiledPlan>();
+  /** Compiled plans per shape (LRU, so varying sizes keep native memory bounded). */
+  private readonly plans = new LruCache<CompiledPlan>(4, (p) => p.dispose());
   /** −latentsMean and 1/latentsStd over the 2·zDim channels (0 and 1 on the logvar half). */
   private readonly norm: { negMean: NativeTensor; invStd: NativeTensor };
 
@@ -189,16 +191,11 @@ export class VaeEncoder {
     const lat = vaeEncodedSize(this.config, H, W);
     if (lat.height < 1 || lat.width < 1) throw new OmniError('OMNIRX_ERR_UNSUPPORTED_VALUE', `VaeEncoder: ${H}×${W} is too small for ${this.config.channels.length - 1} downsamplers`);
     const key = `${F}x${H}x${W}`;
-    let plan = this.plans.get(key);
-    if (plan === undefined) {
-      plan = this.build(F, H, W);
-      this.plans.set(key, plan);
-    }
+    const plan = this.plans.getOrCreate(key, () => this.build(F, H, W));
     await plan.run({ video, latents: out });
   }
 
   dispose(): void {
-    for (const p of this.plans.values()) p.dispose();
     this.plans.clear();
     this.norm.negMean.dispose();
     this.norm.invStd.dispose();

@@ -1,5 +1,6 @@
 import type { NativeBinding, NativeTensor } from '../../native/binding';
 import { createTensor } from '../../native/binding';
+import { LruCache } from '../../native/lru-cache';
 import { CompiledPlan, PlanBuilder, type Value } from '../../native/plan-builder';
 import type { ParamSpec, WeightStore } from '../weights/weight-store';
 import type { WanDiTConfig } from './config';
@@ -72,9 +73,16 @@ interface Staging {
 }
 
 export class WanDiT {
-  private readonly plans = new Map<string, { plan: CompiledPlan; cos: NativeTensor; sin: NativeTensor }>();
+  /** Compiled plans per shape bucket (LRU: a server that sees many sizes keeps its native memory bounded). */
+  private readonly plans = new LruCache<{ plan: CompiledPlan; cos: NativeTensor; sin: NativeTensor }>(8, (e) => {
+    e.plan.dispose();
+    e.cos.dispose();
+    e.sin.dispose();
+  });
   /** Free staging tensors per shape bucket, reused across steps (fresh native memory is slow to touch). */
-  private readonly staging = new Map<string, Staging[]>();
+  private readonly staging = new LruCache<Staging[]>(8, (list) => {
+    for (const st of list) for (const t of Object.values(st)) t.dispose();
+  });
 
   constructor(
     private readonly native: NativeBinding,
@@ -164,12 +172,7 @@ export class WanDiT {
   /** The compiled plan for a shape bucket (compiled on first use). */
   planFor(s: DiTShape): CompiledPlan {
     const key = `${s.batch}:${s.frames}x${s.height}x${s.width}:${s.textLen}`;
-    let entry = this.plans.get(key);
-    if (entry === undefined) {
-      entry = this.build(s);
-      this.plans.set(key, entry);
-    }
-    return entry.plan;
+    return this.plans.getOrCreate(key, () => this.build(s)).plan;
   }
 
   /**
@@ -193,8 +196,7 @@ export class WanDiT {
     const s: DiTShape = { ...shape, batch: rows.length };
     const c = this.config;
     const key = `${s.batch}:${s.frames}x${s.height}x${s.width}:${s.textLen}`;
-    const free = this.staging.get(key) ?? [];
-    this.staging.set(key, free);
+    const free = this.staging.getOrCreate(key, () => []);
     const st = free.pop() ?? {
       latents: createTensor(this.native, [s.batch, c.inChannels, s.frames, s.height, s.width]),
       context: createTensor(this.native, [s.batch, s.textLen, c.textDim]),
@@ -222,13 +224,7 @@ export class WanDiT {
   }
 
   dispose(): void {
-    for (const list of this.staging.values()) for (const st of list) for (const t of Object.values(st)) t.dispose();
     this.staging.clear();
-    for (const e of this.plans.values()) {
-      e.plan.dispose();
-      e.cos.dispose();
-      e.sin.dispose();
-    }
     this.plans.clear();
   }
 }

@@ -31,7 +31,10 @@ export class WeightStore {
    *   malformed file.
    */
   static async open(native: NativeBinding, path: string, params: readonly ParamSpec[]): Promise<WeightStore> {
-    const file = await readSafetensors(path);
+    const file = await readSafetensors(path).catch((e: NodeJS.ErrnoException) => {
+      if (typeof e.code === 'string' && !e.code.startsWith('OMNIRX_')) throw new OmniError('OMNIRX_ERR_MODEL_LOAD', `${path}: ${e.code === 'ENOENT' ? 'missing file' : e.code}`, { cause: e });
+      throw e;
+    });
     for (const p of params) {
       const entry = file.entries.find((e) => e.name === p.name);
       if (entry === undefined) throw new OmniError('OMNIRX_ERR_MODEL_LOAD', `${path}: missing tensor "${p.name}" [${p.shape.join(', ')}]`);
