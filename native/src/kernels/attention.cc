@@ -11,20 +11,31 @@ namespace omnirx {
 
 namespace {
 
-constexpr int kQTile = 32;
+constexpr int kQTile = 64;
 
 thread_local ScratchBuffer tl_scores;
+thread_local ScratchBuffer tl_kv;
 
-// Numerically stable softmax of one row in place; a row of −inf becomes zeros; NaN propagates.
+// Numerically stable softmax of one row in place; a row of −inf becomes zeros; NaN propagates. Vectorised: one
+// pass for the max (and a NaN flag), one for exp and the sum, one to scale.
 void SoftmaxRow(float* s, int n) {
-  float m = -std::numeric_limits<float>::infinity();
-  bool nan = false;
-  for (int j = 0; j < n; ++j) {
-    if (s[j] != s[j]) nan = true;
+  v16 vmax = Splat(-std::numeric_limits<float>::infinity());
+  i16 nan{};
+  int j = 0;
+  for (; j + 16 <= n; j += 16) {
+    const v16 x = Load(s + j);
+    nan |= (x != x);
+    vmax = x > vmax ? x : vmax;
+  }
+  float m = HorizontalMax(vmax);
+  bool has_nan = false;
+  for (int l = 0; l < 16; ++l) has_nan |= nan[l] != 0;
+  for (; j < n; ++j) {
+    if (s[j] != s[j]) has_nan = true;
     m = s[j] > m ? s[j] : m;
   }
-  if (nan) {
-    for (int j = 0; j < n; ++j) s[j] = std::numeric_limits<float>::quiet_NaN();
+  if (has_nan) {
+    for (int t = 0; t < n; ++t) s[t] = std::numeric_limits<float>::quiet_NaN();
     return;
   }
   if (m == -std::numeric_limits<float>::infinity()) {
@@ -33,7 +44,7 @@ void SoftmaxRow(float* s, int n) {
   }
   const v16 vm = Splat(m);
   v16 vs{};
-  int j = 0;
+  j = 0;
   for (; j + 16 <= n; j += 16) {
     v16 e = Exp(Load(s + j) - vm);
     Store(s + j, e);
@@ -54,45 +65,61 @@ void SoftmaxRow(float* s, int n) {
 }  // namespace
 
 void Attention(const AttentionArgs& a) {
-  const int qtiles = (a.Lq + kQTile - 1) / kQTile;
-  const size_t items = static_cast<size_t>(a.B) * a.H * qtiles;
-  ComputePool().ParallelFor(items, [&](size_t item, int) {
-    const int qt = static_cast<int>(item % qtiles);
-    const int h = static_cast<int>((item / qtiles) % a.H);
-    const int b = static_cast<int>(item / (static_cast<size_t>(qtiles) * a.H));
-    const int i0 = qt * kQTile;
-    const int mq = std::min(kQTile, a.Lq - i0);
+  // Work items are (batch, head, query chunk). K and V of the head are packed once per item into the micro-kernel's
+  // panel layout and reused by every query tile of the chunk; chunks exist only to give every thread work when
+  // B·H is small.
+  const int threads = ComputePool().threads();
+  const int bh = a.B * a.H;
+  const int chunks = std::max(1, std::min((2 * threads + bh - 1) / bh, (a.Lq + kQTile - 1) / kQTile));
+  const int per_chunk = ((a.Lq + chunks - 1) / chunks + kQTile - 1) / kQTile * kQTile;
+  ComputePool().ParallelFor(static_cast<size_t>(bh) * chunks, [&](size_t item, int) {
+    const int chunk = static_cast<int>(item % chunks);
+    const int h = static_cast<int>((item / chunks) % a.H);
+    const int b = static_cast<int>(item / (static_cast<size_t>(chunks) * a.H));
+    const int q_begin = chunk * per_chunk;
+    const int q_end = std::min(a.Lq, q_begin + per_chunk);
+    if (q_begin >= q_end) return;
+    const size_t k_size = PackedSize(a.Lk, a.D);
+    const size_t v_size = PackedSize(a.D, a.Lk);
+    float* packs = tl_kv.Get(k_size + v_size);
+    PackedB kp = PackBInto(a.k + static_cast<size_t>(b) * a.Lk * a.ldk + static_cast<size_t>(h) * a.D, a.Lk, a.D, a.ldk, BLayout::kNK, packs);
+    PackedB vp = PackBInto(a.v + static_cast<size_t>(b) * a.Lk * a.ldv + static_cast<size_t>(h) * a.D, a.D, a.Lk, a.ldv, BLayout::kKN, packs + k_size);
     float* S = tl_scores.Get(static_cast<size_t>(kQTile) * a.Lk);
-    // S = scale · Q Kᵀ
-    GemmArgs g;
-    g.M = mq;
-    g.N = a.Lk;
-    g.K = a.D;
-    g.A = a.q + (static_cast<size_t>(b) * a.Lq + i0) * a.ldq + static_cast<size_t>(h) * a.D;
-    g.lda = a.ldq;
-    g.C = S;
-    g.ldc = a.Lk;
-    g.alpha = a.scale;
-    GemmSerial(g, a.k + static_cast<size_t>(b) * a.Lk * a.ldk + static_cast<size_t>(h) * a.D, a.ldk, BLayout::kNK);
-    for (int i = 0; i < mq; ++i) {
-      float* row = S + static_cast<size_t>(i) * a.Lk;
-      if (a.bias != nullptr) {
-        const size_t bb = a.bias_per_batch ? static_cast<size_t>(b) : 0;
-        const float* brow = a.bias + ((bb * a.H + h) * a.Lq + i0 + i) * static_cast<size_t>(a.Lk);
-        for (int j = 0; j < a.Lk; ++j) row[j] += brow[j];
+    for (int i0 = q_begin; i0 < q_end; i0 += kQTile) {
+      const int mq = std::min(kQTile, q_end - i0);
+      // S = scale · Q Kᵀ
+      GemmArgs g;
+      g.M = mq;
+      g.N = a.Lk;
+      g.K = a.D;
+      g.A = a.q + (static_cast<size_t>(b) * a.Lq + i0) * a.ldq + static_cast<size_t>(h) * a.D;
+      g.lda = a.ldq;
+      g.C = S;
+      g.ldc = a.Lk;
+      g.alpha = a.scale;
+      GemmSerialPacked(g, kp);
+      for (int i = 0; i < mq; ++i) {
+        float* row = S + static_cast<size_t>(i) * a.Lk;
+        if (a.bias != nullptr) {
+          const size_t bb = a.bias_per_batch ? static_cast<size_t>(b) : 0;
+          const float* brow = a.bias + ((bb * a.H + h) * a.Lq + i0 + i) * static_cast<size_t>(a.Lk);
+          for (int j = 0; j < a.Lk; ++j) row[j] += brow[j];
+        }
+        SoftmaxRow(row, a.Lk);
       }
-      SoftmaxRow(row, a.Lk);
+      // O = P V
+      GemmArgs o;
+      o.M = mq;
+      o.N = a.D;
+      o.K = a.Lk;
+      o.A = S;
+      o.lda = a.Lk;
+      o.C = a.out + (static_cast<size_t>(b) * a.Lq + i0) * a.ldo + static_cast<size_t>(h) * a.D;
+      o.ldc = a.ldo;
+      GemmSerialPacked(o, vp);
     }
-    // O = P V
-    GemmArgs o;
-    o.M = mq;
-    o.N = a.D;
-    o.K = a.Lk;
-    o.A = S;
-    o.lda = a.Lk;
-    o.C = a.out + (static_cast<size_t>(b) * a.Lq + i0) * a.ldo + static_cast<size_t>(h) * a.D;
-    o.ldc = a.ldo;
-    GemmSerial(o, a.v + static_cast<size_t>(b) * a.Lk * a.ldv + static_cast<size_t>(h) * a.D, a.ldv, BLayout::kKN);
+    kp.data = nullptr;  // views into the scratch, not owners
+    vp.data = nullptr;
   });
 }
 

@@ -26,7 +26,7 @@ PackedB* NewPacked(int N, int K) {
   return p;
 }
 
-void PackBInto(const float* B, int N, int K, int ldb, BLayout layout, float* out) {
+void PackPanels(const float* B, int N, int K, int ldb, BLayout layout, float* out) {
   const int panels = (N + kNR - 1) / kNR;
   for (int p = 0; p < panels; ++p) {
     const int j0 = p * kNR;
@@ -63,18 +63,20 @@ void PackA(const float* A, int lda, int i0, int mc, int k0, int kc, float* out) 
   }
 }
 
-// The micro-kernel: acc[kMR][kNR] = Σ_k a[k][i] · b[k][j]; then C = alpha·acc (+ C).
-inline void MicroKernel(int kc, const float* a, const float* b, float* c, int ldc, float alpha, bool accumulate) {
+// The micro-kernel: acc[kMR][kNR] = Σ_k a[i][k] · b[k][j]; then C = alpha·acc (+ C). A is either packed
+// (kPacked: a[k·kMR + i]) or read in place from row-major rows (a[i·lda + k]) when packing would cost as much as
+// the product (few column panels). The arithmetic, and so every bit of the result, is the same either way.
+template <bool kPacked>
+inline void MicroKernelT(int kc, const float* a, int lda, const float* b, float* c, int ldc, float alpha, bool accumulate) {
   v16 acc[kMR][2];
 #pragma GCC unroll 12
   for (int i = 0; i < kMR; ++i) acc[i][0] = acc[i][1] = v16{};
   for (int k = 0; k < kc; ++k) {
     const v16 b0 = Load(b + k * kNR);
     const v16 b1 = Load(b + k * kNR + 16);
-    const float* ak = a + k * kMR;
 #pragma GCC unroll 12
     for (int i = 0; i < kMR; ++i) {
-      const v16 ai = Splat(ak[i]);
+      const v16 ai = Splat(kPacked ? a[k * kMR + i] : a[static_cast<size_t>(i) * lda + k]);
       acc[i][0] += ai * b0;
       acc[i][1] += ai * b1;
     }
@@ -91,6 +93,10 @@ inline void MicroKernel(int kc, const float* a, const float* b, float* c, int ld
     Store(ci, r0);
     Store(ci + 16, r1);
   }
+}
+
+inline void MicroKernel(int kc, const float* a, const float* b, float* c, int ldc, float alpha, bool accumulate) {
+  MicroKernelT<true>(kc, a, kMR, b, c, ldc, alpha, accumulate);
 }
 
 // A tile at the right or bottom edge: compute into a full local tile, then copy the valid part.
@@ -111,9 +117,17 @@ thread_local ScratchBuffer tl_bpack;
 // Computes rows [i0, i0+mc) × panels [p0, p1) of C over the whole K, including the epilogue.
 void GemmBlock(const GemmArgs& g, const PackedB& B, int i0, int mc, int p0, int p1) {
   float* apack = tl_apack.Get(static_cast<size_t>(kMC + kMR) * kKC);
+  // Packing A pays off when each packed panel feeds many column panels; with few (attention's P·V: N = head dim)
+  // the micro-kernel reads A in place. Decided by N alone, so a row's bits never depend on M or on batching.
+  const bool pack_a = (g.N + kNR - 1) / kNR > 4;
   for (int k0 = 0; k0 < g.K; k0 += kKC) {
     const int kc = std::min(kKC, g.K - k0);
-    PackA(g.A, g.lda, i0, mc, k0, kc, apack);
+    const int full = pack_a ? mc : mc / kMR * kMR;  // rows read in place must form whole kMR tiles
+    if (pack_a) {
+      PackA(g.A, g.lda, i0, mc, k0, kc, apack);
+    } else if (full < mc) {
+      PackA(g.A, g.lda, i0 + full, mc - full, k0, kc, apack + static_cast<size_t>(full) * kc);
+    }
     const bool acc = g.accumulate || k0 > 0;
     for (int p = p0; p < p1; ++p) {
       const int j0 = p * kNR;
@@ -123,10 +137,19 @@ void GemmBlock(const GemmArgs& g, const PackedB& B, int i0, int mc, int p0, int 
         const int mi = std::min(kMR, mc - ip);
         float* c = g.C + static_cast<size_t>(i0 + ip) * g.ldc + j0;
         const float* ap = apack + static_cast<size_t>(ip) * kc;
-        if (mi == kMR && nj == kNR)
-          MicroKernel(kc, ap, bp, c, g.ldc, g.alpha, acc);
-        else
+        if (mi == kMR && nj == kNR) {
+          if (pack_a || ip + kMR <= full)
+            pack_a ? MicroKernel(kc, ap, bp, c, g.ldc, g.alpha, acc)
+                   : MicroKernelT<false>(kc, g.A + static_cast<size_t>(i0 + ip) * g.lda + k0, g.lda, bp, c, g.ldc, g.alpha, acc);
+          else
+            MicroKernel(kc, ap, bp, c, g.ldc, g.alpha, acc);
+        } else if (!pack_a && ip + kMR <= full) {
+          // A full row tile at the right edge, A read in place: pack just this tile.
+          PackA(g.A, g.lda, i0 + ip, kMR, k0, kc, apack + static_cast<size_t>(ip) * kc);
           EdgeKernel(kc, ap, bp, c, g.ldc, mi, nj, g.alpha, acc);
+        } else {
+          EdgeKernel(kc, ap, bp, c, g.ldc, mi, nj, g.alpha, acc);
+        }
       }
     }
   }
@@ -152,7 +175,7 @@ PackedB::~PackedB() { FreeAligned(data, bytes); }
 
 std::shared_ptr<PackedB> PackB(const float* B, int N, int K, int ldb, BLayout layout) {
   std::shared_ptr<PackedB> p(NewPacked(N, K));
-  PackBInto(B, N, K, ldb, layout, p->data);
+  PackPanels(B, N, K, ldb, layout, p->data);
   return p;
 }
 
@@ -184,9 +207,26 @@ void GemmSerial(const GemmArgs& g, const float* B, int ldb, BLayout layout) {
   view.N = g.N;
   view.K = g.K;
   view.data = tl_bpack.Get(static_cast<size_t>(panels) * g.K * kNR);
-  PackBInto(B, g.N, g.K, ldb, layout, view.data);
+  PackPanels(B, g.N, g.K, ldb, layout, view.data);
   for (int i0 = 0; i0 < g.M; i0 += kMC) GemmBlock(g, view, i0, std::min(kMC, g.M - i0), 0, panels);
   view.data = nullptr;  // owned by the scratch, not by the view
+}
+
+void GemmSerialPacked(const GemmArgs& g, const PackedB& B) {
+  if (g.M == 0 || g.N == 0) return;
+  const int panels = (g.N + kNR - 1) / kNR;
+  for (int i0 = 0; i0 < g.M; i0 += kMC) GemmBlock(g, B, i0, std::min(kMC, g.M - i0), 0, panels);
+}
+
+size_t PackedSize(int N, int K) { return static_cast<size_t>((N + kNR - 1) / kNR) * static_cast<size_t>(K) * kNR; }
+
+PackedB PackBInto(const float* B, int N, int K, int ldb, BLayout layout, float* out) {
+  PackPanels(B, N, K, ldb, layout, out);
+  PackedB view;
+  view.N = N;
+  view.K = K;
+  view.data = out;  // non-owning: the caller clears it before the view dies
+  return view;
 }
 
 void ApplyActivation(float* x, size_t n, Activation act) {

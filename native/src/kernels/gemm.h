@@ -38,8 +38,15 @@ struct GemmArgs {
 // Multi-threaded over the compute pool (serial inside a parallel region).
 void Gemm(const GemmArgs& args, const PackedB& B);
 
-// Serial GEMM with B packed on the fly into thread-local scratch (for per-head products inside attention).
+// Serial GEMM with B packed on the fly into thread-local scratch.
 void GemmSerial(const GemmArgs& args, const float* B, int ldb, BLayout layout);
+
+// Serial GEMM against an already packed B (e.g. one head's K or V, packed once for many query tiles).
+void GemmSerialPacked(const GemmArgs& args, const PackedB& B);
+
+// Packs B into `out` (capacity from PackedSize) and returns a non-owning view; for per-thread scratch packing.
+size_t PackedSize(int N, int K);
+PackedB PackBInto(const float* B, int N, int K, int ldb, BLayout layout, float* out);
 
 // Elementwise activation over a row segment (shared with the standalone activation ops).
 void ApplyActivation(float* x, size_t n, Activation act);
