@@ -72,17 +72,28 @@ inline void ModulationRow(const Modulation& m, int b, int g, int idx, float* out
 }
 }  // namespace
 
+// Items are (batch, group, chunk of the group's tokens): the modulation rows are formed once per item.
+struct RowChunks {
+  int per_group, chunk, chunks;
+  explicit RowChunks(const Modulation& m) : per_group(m.L / m.G) {
+    chunk = std::max(1, std::min(per_group, 16384 / std::max(1, m.N)));
+    chunks = (per_group + chunk - 1) / chunk;
+  }
+};
+
 void Modulate(const float* x, float* y, const Modulation& m, int shift_idx, int scale_idx) {
-  const int per_group = m.L / m.G;
-  // One item per (batch, group): the modulation rows are formed once and applied to the group's tokens.
-  ComputePool().ParallelFor(static_cast<size_t>(m.B) * m.G, [&](size_t item, int) {
-    const int b = static_cast<int>(item / m.G);
-    const int g = static_cast<int>(item % m.G);
+  const RowChunks rc(m);
+  ComputePool().ParallelFor(static_cast<size_t>(m.B) * m.G * rc.chunks, [&](size_t item, int) {
+    const int c = static_cast<int>(item % rc.chunks);
+    const int b = static_cast<int>(item / rc.chunks / m.G);
+    const int g = static_cast<int>((item / rc.chunks) % m.G);
     std::vector<float> shift(m.N), scale(m.N);
     ModulationRow(m, b, g, shift_idx, shift.data());
     ModulationRow(m, b, g, scale_idx, scale.data());
     for (int j = 0; j < m.N; ++j) scale[j] += 1.f;
-    for (int l = g * per_group; l < (g + 1) * per_group; ++l) {
+    const int l0 = g * rc.per_group + c * rc.chunk;
+    const int l1 = std::min((g + 1) * rc.per_group, l0 + rc.chunk);
+    for (int l = l0; l < l1; ++l) {
       const size_t row = static_cast<size_t>(b) * m.L + l;
       const float* xr = x + row * m.N;
       float* yr = y + row * m.N;
@@ -92,16 +103,19 @@ void Modulate(const float* x, float* y, const Modulation& m, int shift_idx, int 
 }
 
 void GatedAdd(const float* x, const float* r, float* y, const Modulation& m, int gate_idx) {
-  const int per_group = m.L / m.G;
-  ComputePool().ParallelFor(static_cast<size_t>(m.B) * m.G, [&](size_t item, int) {
-    const int b = static_cast<int>(item / m.G);
-    const int g = static_cast<int>(item % m.G);
+  const RowChunks rc(m);
+  ComputePool().ParallelFor(static_cast<size_t>(m.B) * m.G * rc.chunks, [&](size_t item, int) {
+    const int c = static_cast<int>(item % rc.chunks);
+    const int b = static_cast<int>(item / rc.chunks / m.G);
+    const int g = static_cast<int>((item / rc.chunks) % m.G);
     std::vector<float> gate;
     if (m.e != nullptr) {
       gate.resize(m.N);
       ModulationRow(m, b, g, gate_idx, gate.data());
     }
-    for (int l = g * per_group; l < (g + 1) * per_group; ++l) {
+    const int l0 = g * rc.per_group + c * rc.chunk;
+    const int l1 = std::min((g + 1) * rc.per_group, l0 + rc.chunk);
+    for (int l = l0; l < l1; ++l) {
       const size_t row = static_cast<size_t>(b) * m.L + l;
       const float* xr = x + row * m.N;
       const float* rr = r + row * m.N;

@@ -1,3 +1,4 @@
+#include <algorithm>
 #include <cstring>
 
 #include "kernels/kernels.h"
@@ -21,19 +22,25 @@ void Permute(const float* x, float* y, const int64_t* dims, const int* perm, int
   const int64_t inner_stride = stride_of_out[rank - 1];
   const int64_t rows = s / (inner == 0 ? 1 : inner);
   if (s == 0) return;
-  ComputePool().ParallelFor(static_cast<size_t>(rows), [&](size_t r, int) {
-    // Decompose the output row index over the leading output axes.
-    int64_t rem = static_cast<int64_t>(r), off = 0;
-    for (int d = rank - 2; d >= 0; --d) {
-      const int64_t i = rem % out_dims[d];
-      rem /= out_dims[d];
-      off += i * stride_of_out[d];
-    }
-    float* yr = y + static_cast<int64_t>(r) * inner;
-    if (inner_stride == 1) {
-      std::memcpy(yr, x + off, sizeof(float) * inner);
-    } else {
-      for (int64_t j = 0; j < inner; ++j) yr[j] = x[off + j * inner_stride];
+  // Several output rows per work item: a patchify's rows hold 2 floats, and one item per row costs far more in
+  // dispatch than in copying.
+  const int64_t per_item = std::max<int64_t>(1, 4096 / std::max<int64_t>(1, inner));
+  ComputePool().ParallelFor(static_cast<size_t>((rows + per_item - 1) / per_item), [&](size_t item, int) {
+    const int64_t r_end = std::min(rows, static_cast<int64_t>(item + 1) * per_item);
+    for (int64_t r = static_cast<int64_t>(item) * per_item; r < r_end; ++r) {
+      // Decompose the output row index over the leading output axes.
+      int64_t rem = r, off = 0;
+      for (int d = rank - 2; d >= 0; --d) {
+        const int64_t i = rem % out_dims[d];
+        rem /= out_dims[d];
+        off += i * stride_of_out[d];
+      }
+      float* yr = y + r * inner;
+      if (inner_stride == 1) {
+        std::memcpy(yr, x + off, sizeof(float) * inner);
+      } else {
+        for (int64_t j = 0; j < inner; ++j) yr[j] = x[off + j * inner_stride];
+      }
     }
   });
 }
