@@ -1,56 +1,28 @@
 import type { NativeBinding, NativeTensor } from '../../native/binding';
 import { createTensor } from '../../native/binding';
 import { LruCache } from '../../native/lru-cache';
-import { CompiledPlan, PlanBuilder, type Value } from '../../native/plan-builder';
+import { CompiledPlan, PlanBuilder } from '../../native/plan-builder';
 import type { ParamSpec, WeightStore } from '../weights/weight-store';
+import { convOp, convParams, normOp, normParams, resampleConvOp, resampleParams, resBlockOp, resBlockParams, vaeLevels, type FrameDims, type VaeLevel, type WeightLookup } from './blocks';
 import { vaeScaleFactor, type VaeConfig } from './config';
 
-interface ResBlock {
-  name: string;
-  cin: number;
-  cout: number;
-}
-
-function resBlocks(c: VaeConfig): Array<{ blocks: ResBlock[]; upsample?: string; channels: number }> {
-  const levels: Array<{ blocks: ResBlock[]; upsample?: string; channels: number }> = [];
-  let cin = c.channels[0];
-  c.channels.forEach((ch, i) => {
-    const blocks: ResBlock[] = [];
-    for (let j = 0; j < c.numResBlocks; j++) {
-      blocks.push({ name: `decoder.up_blocks.${i}.resnets.${j}`, cin, cout: ch });
-      cin = ch;
-    }
-    levels.push({ blocks, channels: ch, upsample: i < c.channels.length - 1 ? `decoder.up_blocks.${i}.upsamplers.0.resample.1` : undefined });
-  });
-  return levels;
+/** Decoder levels from the latent resolution up (`decoder.up_blocks.{i}`), widths `channels[0]` … `channels[n−1]`. */
+function decoderLevels(c: VaeConfig): VaeLevel[] {
+  return vaeLevels(c.channels, c.numResBlocks, 'decoder.up_blocks', 'upsamplers');
 }
 
 /** Parameter names (diffusers `AutoencoderKLWan` decoder naming) and shapes. */
 export function vaeDecoderParams(c: VaeConfig): ParamSpec[] {
   const kt = c.temporalKernel;
-  const conv = (name: string, cout: number, cin: number, k: [number, number, number]): ParamSpec[] => [
-    { name: `${name}.weight`, shape: [cout, cin, ...k], init: 'normal', std: (cin * k[0] * k[1] * k[2]) ** -0.5 },
-    { name: `${name}.bias`, shape: [cout], init: 'zeros' },
-  ];
-  const res = (b: ResBlock): ParamSpec[] => [
-    { name: `${b.name}.norm1.gamma`, shape: [b.cin, 1, 1, 1], init: 'ones' },
-    ...conv(`${b.name}.conv1`, b.cout, b.cin, [kt, 3, 3]),
-    { name: `${b.name}.norm2.gamma`, shape: [b.cout, 1, 1, 1], init: 'ones' },
-    ...conv(`${b.name}.conv2`, b.cout, b.cout, [kt, 3, 3]),
-    ...(b.cin !== b.cout ? conv(`${b.name}.conv_shortcut`, b.cout, b.cin, [1, 1, 1]) : []),
-  ];
   const c0 = c.channels[0];
-  const p: ParamSpec[] = [...conv('post_quant_conv', c.zDim, c.zDim, [1, 1, 1]), ...conv('decoder.conv_in', c0, c.zDim, [kt, 3, 3])];
-  p.push(...res({ name: 'decoder.mid_block.resnets.0', cin: c0, cout: c0 }));
-  for (const level of resBlocks(c)) {
-    for (const b of level.blocks) p.push(...res(b));
-    if (level.upsample) {
-      p.push({ name: `${level.upsample}.weight`, shape: [level.channels, level.channels, 3, 3], init: 'normal', std: (level.channels * 9) ** -0.5 });
-      p.push({ name: `${level.upsample}.bias`, shape: [level.channels], init: 'zeros' });
-    }
+  const p: ParamSpec[] = [...convParams('post_quant_conv', c.zDim, c.zDim, [1, 1, 1]), ...convParams('decoder.conv_in', c0, c.zDim, [kt, 3, 3])];
+  p.push(...resBlockParams({ name: 'decoder.mid_block.resnets.0', cin: c0, cout: c0 }, kt));
+  for (const level of decoderLevels(c)) {
+    for (const b of level.blocks) p.push(...resBlockParams(b, kt));
+    if (level.resample) p.push(...resampleParams(level.resample, level.channels));
   }
   const last = c.channels[c.channels.length - 1];
-  p.push({ name: 'decoder.norm_out.gamma', shape: [last, 1, 1, 1], init: 'ones' }, ...conv('decoder.conv_out', 3, last, [kt, 3, 3]));
+  p.push(normParams('decoder.norm_out', last), ...convParams('decoder.conv_out', 3, last, [kt, 3, 3]));
   return p;
 }
 
@@ -81,37 +53,28 @@ export class VaeDecoder {
     const c = this.config;
     const kt = c.temporalKernel;
     const g = new PlanBuilder();
-    const W = (name: string, shape: number[]): Value => g.constant(this.weights.get(name, shape));
+    const W: WeightLookup = (name, shape) => g.constant(this.weights.get(name, shape));
     let H = h;
     let Wd = w;
-    const conv = (x: Value, name: string, cout: number, cin: number, k: [number, number, number]) =>
-      g.conv3d(x, W(`${name}.weight`, [cout, cin, ...k]), W(`${name}.bias`, [cout]), { frames: F, height: H, width: Wd }, { label: name });
-    const norm = (x: Value, name: string, ch: number) => g.rmsNorm(x, 1e-12, W(`${name}.gamma`, [ch, 1, 1, 1]), { l2: true, label: name });
-    const res = (x: Value, b: ResBlock): Value => {
-      const shortcut = b.cin !== b.cout ? conv(x, `${b.name}.conv_shortcut`, b.cout, b.cin, [1, 1, 1]) : x;
-      let y = conv(g.silu(norm(x, `${b.name}.norm1`, b.cin)), `${b.name}.conv1`, b.cout, b.cin, [kt, 3, 3]);
-      y = conv(g.silu(norm(y, `${b.name}.norm2`, b.cout)), `${b.name}.conv2`, b.cout, b.cout, [kt, 3, 3]);
-      return g.add(y, shortcut, `${b.name}.residual`);
-    };
+    const dims = (): FrameDims => ({ frames: F, height: H, width: Wd });
 
     const latents = g.input('latents', [1, c.zDim, F, h, w]);
     let x = g.permute(latents, [c.zDim, F, h, w], [1, 2, 3, 0], 'to_channels_last');
     x = g.add(g.mul(x, g.constant(this.stats.std), 'latents_std'), g.constant(this.stats.mean), 'latents_mean');
-    x = conv(x, 'post_quant_conv', c.zDim, c.zDim, [1, 1, 1]);
-    x = conv(x, 'decoder.conv_in', c.channels[0], c.zDim, [kt, 3, 3]);
-    x = res(x, { name: 'decoder.mid_block.resnets.0', cin: c.channels[0], cout: c.channels[0] });
-    for (const level of resBlocks(c)) {
-      for (const b of level.blocks) x = res(x, b);
-      if (level.upsample) {
-        x = g.upsample2x(x, { frames: F, height: H, width: Wd, channels: level.channels }, `${level.upsample}.upsample`);
+    x = convOp(g, W, x, 'post_quant_conv', c.zDim, c.zDim, [1, 1, 1], dims());
+    x = convOp(g, W, x, 'decoder.conv_in', c.channels[0], c.zDim, [kt, 3, 3], dims());
+    x = resBlockOp(g, W, x, { name: 'decoder.mid_block.resnets.0', cin: c.channels[0], cout: c.channels[0] }, kt, dims());
+    for (const level of decoderLevels(c)) {
+      for (const b of level.blocks) x = resBlockOp(g, W, x, b, kt, dims());
+      if (level.resample) {
+        x = g.upsample2x(x, { frames: F, height: H, width: Wd, channels: level.channels }, `${level.resample}.upsample`);
         H *= 2;
         Wd *= 2;
-        const wt = W(`${level.upsample}.weight`, [level.channels, level.channels, 3, 3]);
-        x = g.conv3d(x, g.reshape(wt, [level.channels, level.channels, 1, 3, 3]), W(`${level.upsample}.bias`, [level.channels]), { frames: F, height: H, width: Wd }, { label: level.upsample });
+        x = resampleConvOp(g, W, x, level.resample, level.channels, dims());
       }
     }
     const last = c.channels[c.channels.length - 1];
-    x = conv(g.silu(norm(x, 'decoder.norm_out', last)), 'decoder.conv_out', 3, last, [kt, 3, 3]);
+    x = convOp(g, W, g.silu(normOp(g, W, x, 'decoder.norm_out', last)), 'decoder.conv_out', 3, last, [kt, 3, 3], dims());
     g.output('rgb', x);
     return g.compile(this.native);
   }

@@ -4,68 +4,33 @@ import { createTensor } from '../../native/binding';
 import { LruCache } from '../../native/lru-cache';
 import { CompiledPlan, PlanBuilder, type Value } from '../../native/plan-builder';
 import type { ParamSpec, WeightStore } from '../weights/weight-store';
+import { convOp, convParams, normOp, normParams, resampleConvOp, resampleParams, resBlockOp, resBlockParams, vaeLevels, type FrameDims, type VaeLevel, type WeightLookup } from './blocks';
 import { vaeScaleFactor, type VaeConfig } from './config';
-
-interface ResBlock {
-  name: string;
-  cin: number;
-  cout: number;
-}
-
-interface Level {
-  blocks: ResBlock[];
-  channels: number;
-  /** `encoder.down_blocks.{i}.downsamplers.0.resample.1` (a Conv2d 3×3, stride 2), absent on the last level. */
-  downsample?: string;
-}
 
 /**
  * Encoder levels from full resolution down: the decoder's widths reversed (`channels[n−1]` at full resolution …
  * `channels[0]` at the latent resolution). Level i has `numResBlocks` residual blocks (the first changes the width
- * from the previous level's) and, except the last, a width-preserving 2× spatial downsampler — the mirror of the
- * decoder's up blocks.
+ * from the previous level's) and, except the last, a width-preserving 2× spatial downsampler
+ * (`encoder.down_blocks.{i}.downsamplers.0.resample.1`, a Conv2d 3×3, stride 2) — the mirror of the decoder's up blocks.
  */
-function encoderLevels(c: VaeConfig): Level[] {
-  const widths = [...c.channels].reverse();
-  let cin = widths[0];
-  return widths.map((ch, i) => {
-    const blocks: ResBlock[] = [];
-    for (let j = 0; j < c.numResBlocks; j++) {
-      blocks.push({ name: `encoder.down_blocks.${i}.resnets.${j}`, cin, cout: ch });
-      cin = ch;
-    }
-    return { blocks, channels: ch, downsample: i < widths.length - 1 ? `encoder.down_blocks.${i}.downsamplers.0.resample.1` : undefined };
-  });
+function encoderLevels(c: VaeConfig): VaeLevel[] {
+  return vaeLevels([...c.channels].reverse(), c.numResBlocks, 'encoder.down_blocks', 'downsamplers');
 }
 
 /** Parameter names (diffusers `AutoencoderKLWan` encoder naming + `quant_conv`) and shapes; mirrors `vaeDecoderParams`. */
 export function vaeEncoderParams(c: VaeConfig): ParamSpec[] {
   const kt = c.temporalKernel;
-  const conv = (name: string, cout: number, cin: number, k: [number, number, number]): ParamSpec[] => [
-    { name: `${name}.weight`, shape: [cout, cin, ...k], init: 'normal', std: (cin * k[0] * k[1] * k[2]) ** -0.5 },
-    { name: `${name}.bias`, shape: [cout], init: 'zeros' },
-  ];
-  const res = (b: ResBlock): ParamSpec[] => [
-    { name: `${b.name}.norm1.gamma`, shape: [b.cin, 1, 1, 1], init: 'ones' },
-    ...conv(`${b.name}.conv1`, b.cout, b.cin, [kt, 3, 3]),
-    { name: `${b.name}.norm2.gamma`, shape: [b.cout, 1, 1, 1], init: 'ones' },
-    ...conv(`${b.name}.conv2`, b.cout, b.cout, [kt, 3, 3]),
-    ...(b.cin !== b.cout ? conv(`${b.name}.conv_shortcut`, b.cout, b.cin, [1, 1, 1]) : []),
-  ];
   const levels = encoderLevels(c);
   const first = levels[0].channels;
   const last = levels[levels.length - 1].channels;
-  const p: ParamSpec[] = [...conv('encoder.conv_in', first, 3, [kt, 3, 3])];
+  const p: ParamSpec[] = [...convParams('encoder.conv_in', first, 3, [kt, 3, 3])];
   for (const level of levels) {
-    for (const b of level.blocks) p.push(...res(b));
-    if (level.downsample) {
-      p.push({ name: `${level.downsample}.weight`, shape: [level.channels, level.channels, 3, 3], init: 'normal', std: (level.channels * 9) ** -0.5 });
-      p.push({ name: `${level.downsample}.bias`, shape: [level.channels], init: 'zeros' });
-    }
+    for (const b of level.blocks) p.push(...resBlockParams(b, kt));
+    if (level.resample) p.push(...resampleParams(level.resample, level.channels));
   }
-  p.push(...res({ name: 'encoder.mid_block.resnets.0', cin: last, cout: last }));
-  p.push({ name: 'encoder.norm_out.gamma', shape: [last, 1, 1, 1], init: 'ones' }, ...conv('encoder.conv_out', 2 * c.zDim, last, [kt, 3, 3]));
-  p.push(...conv('quant_conv', 2 * c.zDim, 2 * c.zDim, [1, 1, 1]));
+  p.push(...resBlockParams({ name: 'encoder.mid_block.resnets.0', cin: last, cout: last }, kt));
+  p.push(normParams('encoder.norm_out', last), ...convParams('encoder.conv_out', 2 * c.zDim, last, [kt, 3, 3]));
+  p.push(...convParams('quant_conv', 2 * c.zDim, 2 * c.zDim, [1, 1, 1]));
   return p;
 }
 
@@ -127,18 +92,10 @@ export class VaeEncoder {
     const c = this.config;
     const kt = c.temporalKernel;
     const g = new PlanBuilder();
-    const W = (name: string, shape: number[]): Value => g.constant(this.weights.get(name, shape));
+    const W: WeightLookup = (name, shape) => g.constant(this.weights.get(name, shape));
     let H = height;
     let Wd = width;
-    const conv = (x: Value, name: string, cout: number, cin: number, k: [number, number, number]) =>
-      g.conv3d(x, W(`${name}.weight`, [cout, cin, ...k]), W(`${name}.bias`, [cout]), { frames: F, height: H, width: Wd }, { label: name });
-    const norm = (x: Value, name: string, ch: number) => g.rmsNorm(x, 1e-12, W(`${name}.gamma`, [ch, 1, 1, 1]), { l2: true, label: name });
-    const res = (x: Value, b: ResBlock): Value => {
-      const shortcut = b.cin !== b.cout ? conv(x, `${b.name}.conv_shortcut`, b.cout, b.cin, [1, 1, 1]) : x;
-      let y = conv(g.silu(norm(x, `${b.name}.norm1`, b.cin)), `${b.name}.conv1`, b.cout, b.cin, [kt, 3, 3]);
-      y = conv(g.silu(norm(y, `${b.name}.norm2`, b.cout)), `${b.name}.conv2`, b.cout, b.cout, [kt, 3, 3]);
-      return g.add(y, shortcut, `${b.name}.residual`);
-    };
+    const dims = (): FrameDims => ({ frames: F, height: H, width: Wd });
     /** Odd rows and columns of channels-last frames [F, H, W, C] → [F, ⌊H/2⌋, ⌊W/2⌋, C]. */
     const takeOdd = (y: Value, ch: number, label: string): Value => {
       const Ho = Math.floor(H / 2);
@@ -158,23 +115,21 @@ export class VaeEncoder {
 
     const levels = encoderLevels(c);
     const video = g.input('video', [F, H, Wd, 3]);
-    let x = conv(video, 'encoder.conv_in', levels[0].channels, 3, [kt, 3, 3]);
+    let x = convOp(g, W, video, 'encoder.conv_in', levels[0].channels, 3, [kt, 3, 3], dims());
     for (const level of levels) {
-      for (const b of level.blocks) x = res(x, b);
-      if (level.downsample) {
-        const ch = level.channels;
-        const wt = W(`${level.downsample}.weight`, [ch, ch, 3, 3]);
-        const full = g.conv3d(x, g.reshape(wt, [ch, ch, 1, 3, 3]), W(`${level.downsample}.bias`, [ch]), { frames: F, height: H, width: Wd }, { label: level.downsample });
-        x = takeOdd(full, ch, level.downsample);
+      for (const b of level.blocks) x = resBlockOp(g, W, x, b, kt, dims());
+      if (level.resample) {
+        const full = resampleConvOp(g, W, x, level.resample, level.channels, dims());
+        x = takeOdd(full, level.channels, level.resample);
         H = Math.floor(H / 2);
         Wd = Math.floor(Wd / 2);
       }
     }
     const last = levels[levels.length - 1].channels;
     const z = c.zDim;
-    x = res(x, { name: 'encoder.mid_block.resnets.0', cin: last, cout: last });
-    x = conv(g.silu(norm(x, 'encoder.norm_out', last)), 'encoder.conv_out', 2 * z, last, [kt, 3, 3]);
-    x = conv(x, 'quant_conv', 2 * z, 2 * z, [1, 1, 1]);
+    x = resBlockOp(g, W, x, { name: 'encoder.mid_block.resnets.0', cin: last, cout: last }, kt, dims());
+    x = convOp(g, W, g.silu(normOp(g, W, x, 'encoder.norm_out', last)), 'encoder.conv_out', 2 * z, last, [kt, 3, 3], dims());
+    x = convOp(g, W, x, 'quant_conv', 2 * z, 2 * z, [1, 1, 1], dims());
     // (mean − latentsMean) / latentsStd on the first zDim channels, then channels-first and keep the mean half.
     x = g.mul(g.add(x, g.constant(this.norm.negMean), 'latents_mean'), g.constant(this.norm.invStd), 'latents_std');
     const cf = g.permute(x, [F, H, Wd, 2 * z], [3, 0, 1, 2], 'to_channels_first');

@@ -1,10 +1,11 @@
 import { OmniError } from '../../errors';
 import { createTensor, type NativeBinding, type NativeTensor } from '../../native/binding';
-import { CompiledPlan, PlanBuilder, type Value } from '../../native/plan-builder';
+import { CompiledPlan, PlanBuilder } from '../../native/plan-builder';
 import type { WeightStore } from '../weights/weight-store';
 import type { WanDiTConfig } from './config';
+import { ditPlanOps, recordConditionEmbeddings, recordDiTBlock, recordDiTHead } from './dit-blocks';
 import { KVCache } from './kv-cache';
-import { timestepEmbedding } from './rope';
+import { timestepEmbedding, wanRopeTables } from './rope';
 
 /** Chunking and latent geometry of one autoregressive rollout (see `CausalWanDiT`). */
 export interface CausalRolloutConfig {
@@ -19,36 +20,6 @@ export interface CausalRolloutConfig {
   width: number;
   /** Rows of the text states (the prompt embeddings' padded length). */
   textLen: number;
-}
-
-/**
- * Wan 3D RoPE tables (as `wanRopeTables`) for `frames` frames starting at ABSOLUTE frame `frameStart`: cos and sin
- * `[frames·height·width, D/2]` (float32), tokens in (f, h, w) order; frame f of the block rotates by position
- * frameStart + f in the frame part of the head dim (D − 4·⌊D/6⌋), rows/columns by their index in the other two parts.
- */
-export function wanRopeTablesAt(frameStart: number, frames: number, height: number, width: number, headDim: number, theta: number): { cos: Float32Array; sin: Float32Array } {
-  const hw = 2 * Math.floor(headDim / 6);
-  const parts = [headDim - 2 * hw, hw, hw];
-  const freqs = parts.map((d) => Array.from({ length: d / 2 }, (_, i) => 1 / theta ** ((2 * i) / d)));
-  const half = headDim / 2;
-  const L = frames * height * width;
-  const cos = new Float32Array(L * half);
-  const sin = new Float32Array(L * half);
-  let l = 0;
-  for (let f = 0; f < frames; f++)
-    for (let y = 0; y < height; y++)
-      for (let x = 0; x < width; x++, l++) {
-        const pos = [frameStart + f, y, x];
-        let p = 0;
-        for (let axis = 0; axis < 3; axis++)
-          for (const fr of freqs[axis]) {
-            const angle = pos[axis] * fr;
-            cos[l * half + p] = Math.cos(angle);
-            sin[l * half + p] = Math.sin(angle);
-            p++;
-          }
-      }
-  return { cos, sin };
 }
 
 /** Latents or text states as a native tensor of the right size (bound directly) or host floats (copied into staging). */
@@ -215,9 +186,8 @@ export class CausalWanDiT {
     const patchFeat = c.inChannels * ph * pw;
 
     const g = new PlanBuilder();
-    const w = (name: string, shape: number[]): Value => g.constant(this.weights.get(name, shape));
-    const lin = (x: Value, name: string, out: number, inp: number, act?: 'gelu_tanh' | 'silu') =>
-      g.linear(x, w(`${name}.weight`, [out, inp]), w(`${name}.bias`, [out]), { act, label: name });
+    const ops = ditPlanOps(g, this.weights);
+    const { w } = ops;
 
     g.segment('pre.0');
     const latents = g.input('latents', this.chunkShape);
@@ -230,43 +200,26 @@ export class CausalWanDiT {
     const patches = g.permute(latents, [c.inChannels, C, Hp, ph, Wp, pw], [1, 2, 4, 0, 3, 5], 'patchify');
     let x = g.linear(g.reshape(patches, [1, L, patchFeat]), w('patch_embedding.weight', [d, patchFeat]), w('patch_embedding.bias', [d]), { label: 'patch_embedding' });
     // Per-frame time embedding: temb [C, d], 6-way projection [C, 6·d] (one row per latent frame).
-    const temb = lin(lin(tfreq, 'condition_embedder.time_embedder.linear_1', d, c.freqDim, 'silu'), 'condition_embedder.time_embedder.linear_2', d, d);
-    const tproj = lin(g.silu(temb), 'condition_embedder.time_proj', 6 * d, d);
-    const ctx = lin(lin(context, 'condition_embedder.text_embedder.linear_1', d, c.textDim, 'gelu_tanh'), 'condition_embedder.text_embedder.linear_2', d, d);
+    const { temb, tproj, ctx } = recordConditionEmbeddings(ops, c, tfreq, context);
 
-    const attn = { batch: 1, heads: c.numHeads, headDim: D, scale: 1 / Math.sqrt(D) };
     const rope = { batch: 1, heads: c.numHeads, headDim: D };
     for (let i = 0; i < c.numLayers; i++) {
       const b = `blocks.${i}`;
       if (i > 0) g.segment(`pre.${i}`);
       // groups = C: frame f's tokens take modulation row f (e [1, C, 6, d]) + the block's scale_shift_table.
-      const mod = { batch: 1, groups: C, chunks: 6, table: w(`${b}.scale_shift_table`, [1, 6, d]) };
-      const n1 = g.modulate(g.layerNorm(x, c.eps, undefined, undefined, `${b}.norm1`), tproj, { ...mod, shift: 0, scale: 1, label: `${b}.norm1.modulate` });
-      const q = g.rmsNorm(lin(n1, `${b}.attn1.to_q`, d, d), c.eps, w(`${b}.attn1.norm_q.weight`, [d]), { label: `${b}.attn1.norm_q` });
-      const k = g.rmsNorm(lin(n1, `${b}.attn1.to_k`, d, d), c.eps, w(`${b}.attn1.norm_k.weight`, [d]), { label: `${b}.attn1.norm_k` });
-      g.output(`q.${i}`, g.rope(q, cos, sin, { ...rope, label: `${b}.attn1.rope_q` }));
-      g.output(`k.${i}`, g.rope(k, cos, sin, { ...rope, label: `${b}.attn1.rope_k` }));
-      g.output(`v.${i}`, lin(n1, `${b}.attn1.to_v`, d, d));
-
-      g.segment(`post.${i}`);
-      const a1 = lin(g.input(`attn.${i}`, [1, L, d]), `${b}.attn1.to_out.0`, d, d);
-      x = g.gatedAdd(x, a1, { e: tproj, ...mod, index: 2 }, `${b}.attn1.gate`);
-      const n2 = g.layerNorm(x, c.eps, w(`${b}.norm2.weight`, [d]), w(`${b}.norm2.bias`, [d]), `${b}.norm2`);
-      const q2 = g.rmsNorm(lin(n2, `${b}.attn2.to_q`, d, d), c.eps, w(`${b}.attn2.norm_q.weight`, [d]), { label: `${b}.attn2.norm_q` });
-      const k2 = g.rmsNorm(lin(ctx, `${b}.attn2.to_k`, d, d), c.eps, w(`${b}.attn2.norm_k.weight`, [d]), { label: `${b}.attn2.norm_k` });
-      const v2 = lin(ctx, `${b}.attn2.to_v`, d, d);
-      const a2 = lin(g.attention(q2, k2, v2, { ...attn, label: `${b}.attn2` }), `${b}.attn2.to_out.0`, d, d);
-      x = g.gatedAdd(x, a2, undefined, `${b}.attn2.residual`);
-      const n3 = g.modulate(g.layerNorm(x, c.eps, undefined, undefined, `${b}.norm3`), tproj, { ...mod, shift: 3, scale: 4, label: `${b}.norm3.modulate` });
-      const ff = lin(lin(n3, `${b}.ffn.net.0.proj`, c.ffnDim, d, 'gelu_tanh'), `${b}.ffn.net.2`, d, c.ffnDim);
-      x = g.gatedAdd(x, ff, { e: tproj, ...mod, index: 5 }, `${b}.ffn.gate`);
+      // Self-attention runs outside this plan: `pre.i` ends with the rotated q/k and v as outputs (staged into the
+      // KV cache, attended by the attention-only plan) and `post.i` starts from the attention output `attn.i`.
+      x = recordDiTBlock(ops, c, i, x, { tproj, ctx, batch: 1, groups: C }, (n1, q, k) => {
+        g.output(`q.${i}`, g.rope(q, cos, sin, { ...rope, label: `${b}.attn1.rope_q` }));
+        g.output(`k.${i}`, g.rope(k, cos, sin, { ...rope, label: `${b}.attn1.rope_k` }));
+        g.output(`v.${i}`, ops.lin(n1, `${b}.attn1.to_v`, d, d));
+        g.segment(`post.${i}`);
+        return g.input(`attn.${i}`, [1, L, d]);
+      });
     }
     g.segment('head');
     // Head: shift, scale = scale_shift_table [2, d] + temb of the token's frame (e [1, C, 1, d] over both chunks).
-    const nh = g.modulate(g.layerNorm(x, c.eps, undefined, undefined, 'norm_out'), temb, {
-      batch: 1, groups: C, chunks: 2, eChunks: 1, table: w('scale_shift_table', [1, 2, d]), shift: 0, scale: 1, label: 'norm_out.modulate',
-    });
-    const out = lin(nh, 'proj_out', ph * pw * c.outChannels, d);
+    const out = recordDiTHead(ops, c, x, temb, { batch: 1, groups: C }, ph * pw * c.outChannels);
     // Unpatchify: [(f, h, w), (ph, pw, c)] → [1, C_out, C, H, W].
     g.output('velocity', g.permute(out, [C, Hp, Wp, ph, pw, c.outChannels], [5, 0, 1, 3, 2, 4], 'unpatchify'));
     return g.compile(this.native);
@@ -395,7 +348,7 @@ export class CausalWanDiT {
     timesteps.forEach((t, f) => st.timestep.data.set(timestepEmbedding(t, c.freqDim), f * c.freqDim));
     if (this.ropeFrameStart !== this.frameStart) {
       const [, ph, pw] = c.patchSize;
-      const tables = wanRopeTablesAt(this.frameStart, r.chunkFrames, r.height / ph, r.width / pw, c.dim / c.numHeads, c.ropeTheta);
+      const tables = wanRopeTables(r.chunkFrames, r.height / ph, r.width / pw, c.dim / c.numHeads, c.ropeTheta, this.frameStart);
       st.cos.data.set(tables.cos);
       st.sin.data.set(tables.sin);
       this.ropeFrameStart = this.frameStart;

@@ -1,9 +1,10 @@
 import type { NativeBinding, NativeTensor } from '../../native/binding';
 import { createTensor } from '../../native/binding';
 import { LruCache } from '../../native/lru-cache';
-import { CompiledPlan, PlanBuilder, type Value } from '../../native/plan-builder';
+import { CompiledPlan, PlanBuilder } from '../../native/plan-builder';
 import type { ParamSpec, WeightStore } from '../weights/weight-store';
 import type { WanDiTConfig } from './config';
+import { ditPlanOps, recordConditionEmbeddings, recordDiTBlock, recordDiTHead } from './dit-blocks';
 import { timestepEmbedding, wanRopeTables } from './rope';
 
 /** Shape bucket of one forward: `batch` samples of channels-first latents `[C, F, H, W]` and the text length. */
@@ -110,9 +111,8 @@ export class WanDiT {
     const sinT = createTensor(this.native, [L, D / 2], tables.sin);
 
     const g = new PlanBuilder();
-    const w = (name: string, shape: number[]): Value => g.constant(this.weights.get(name, shape));
-    const lin = (x: Value, name: string, out: number, inp: number, act?: 'gelu_tanh' | 'silu') =>
-      g.linear(x, w(`${name}.weight`, [out, inp]), w(`${name}.bias`, [out]), { act, label: name });
+    const ops = ditPlanOps(g, this.weights);
+    const { w } = ops;
 
     const B = s.batch;
     const latents = g.input('latents', [B, c.inChannels, s.frames, s.height, s.width]);
@@ -125,44 +125,24 @@ export class WanDiT {
     const patches = g.permute(latents, [B, c.inChannels, Fp, pt, Hp, ph, Wp, pw], [0, 2, 4, 6, 1, 3, 5, 7], 'patchify');
     let x = g.linear(g.reshape(patches, [B, L, patchFeat]), w('patch_embedding.weight', [d, patchFeat]), w('patch_embedding.bias', [d]), { label: 'patch_embedding' });
 
-    const temb = lin(lin(tfreq, 'condition_embedder.time_embedder.linear_1', d, c.freqDim, 'silu'), 'condition_embedder.time_embedder.linear_2', d, d);
-    const tproj = lin(g.silu(temb), 'condition_embedder.time_proj', 6 * d, d);
-    const ctx = lin(lin(context, 'condition_embedder.text_embedder.linear_1', d, c.textDim, 'gelu_tanh'), 'condition_embedder.text_embedder.linear_2', d, d);
+    const { temb, tproj, ctx } = recordConditionEmbeddings(ops, c, tfreq, context);
 
     const attn = { batch: B, heads: c.numHeads, headDim: D, scale: 1 / Math.sqrt(D) };
     const rope = { batch: B, heads: c.numHeads, headDim: D };
     for (let i = 0; i < c.numLayers; i++) {
       const b = `blocks.${i}`;
       g.segment(b);
-      // Six modulation chunks per sample: time projection + the block's scale_shift_table (shift, scale, gate × 2).
-      const mod = { batch: B, groups: 1, chunks: 6, table: w(`${b}.scale_shift_table`, [1, 6, d]) };
-      // Self-attention.
-      const n1 = g.modulate(g.layerNorm(x, c.eps, undefined, undefined, `${b}.norm1`), tproj, { ...mod, shift: 0, scale: 1, label: `${b}.norm1.modulate` });
-      const q = g.rmsNorm(lin(n1, `${b}.attn1.to_q`, d, d), c.eps, w(`${b}.attn1.norm_q.weight`, [d]), { label: `${b}.attn1.norm_q` });
-      const k = g.rmsNorm(lin(n1, `${b}.attn1.to_k`, d, d), c.eps, w(`${b}.attn1.norm_k.weight`, [d]), { label: `${b}.attn1.norm_k` });
-      const v = lin(n1, `${b}.attn1.to_v`, d, d);
-      const qr = g.rope(q, cos, sin, { ...rope, label: `${b}.attn1.rope_q` });
-      const kr = g.rope(k, cos, sin, { ...rope, label: `${b}.attn1.rope_k` });
-      const a1 = lin(g.attention(qr, kr, v, { ...attn, label: `${b}.attn1` }), `${b}.attn1.to_out.0`, d, d);
-      x = g.gatedAdd(x, a1, { e: tproj, ...mod, index: 2 }, `${b}.attn1.gate`);
-      // Cross-attention to the text.
-      const n2 = g.layerNorm(x, c.eps, w(`${b}.norm2.weight`, [d]), w(`${b}.norm2.bias`, [d]), `${b}.norm2`);
-      const q2 = g.rmsNorm(lin(n2, `${b}.attn2.to_q`, d, d), c.eps, w(`${b}.attn2.norm_q.weight`, [d]), { label: `${b}.attn2.norm_q` });
-      const k2 = g.rmsNorm(lin(ctx, `${b}.attn2.to_k`, d, d), c.eps, w(`${b}.attn2.norm_k.weight`, [d]), { label: `${b}.attn2.norm_k` });
-      const v2 = lin(ctx, `${b}.attn2.to_v`, d, d);
-      const a2 = lin(g.attention(q2, k2, v2, { ...attn, label: `${b}.attn2` }), `${b}.attn2.to_out.0`, d, d);
-      x = g.gatedAdd(x, a2, undefined, `${b}.attn2.residual`);
-      // Feed-forward.
-      const n3 = g.modulate(g.layerNorm(x, c.eps, undefined, undefined, `${b}.norm3`), tproj, { ...mod, shift: 3, scale: 4, label: `${b}.norm3.modulate` });
-      const ff = lin(lin(n3, `${b}.ffn.net.0.proj`, c.ffnDim, d, 'gelu_tanh'), `${b}.ffn.net.2`, d, c.ffnDim);
-      x = g.gatedAdd(x, ff, { e: tproj, ...mod, index: 5 }, `${b}.ffn.gate`);
+      // Six modulation chunks per sample (groups = 1): time projection + the block's scale_shift_table.
+      x = recordDiTBlock(ops, c, i, x, { tproj, ctx, batch: B, groups: 1 }, (n1, q, k) => {
+        const v = ops.lin(n1, `${b}.attn1.to_v`, d, d);
+        const qr = g.rope(q, cos, sin, { ...rope, label: `${b}.attn1.rope_q` });
+        const kr = g.rope(k, cos, sin, { ...rope, label: `${b}.attn1.rope_k` });
+        return g.attention(qr, kr, v, { ...attn, label: `${b}.attn1` });
+      });
     }
     g.segment('head');
     // Output head: shift, scale = scale_shift_table [2, d] + temb (one vector broadcast over both chunks).
-    const nh = g.modulate(g.layerNorm(x, c.eps, undefined, undefined, 'norm_out'), temb, {
-      batch: B, groups: 1, chunks: 2, eChunks: 1, table: w('scale_shift_table', [1, 2, d]), shift: 0, scale: 1, label: 'norm_out.modulate',
-    });
-    const out = lin(nh, 'proj_out', pt * ph * pw * c.outChannels, d);
+    const out = recordDiTHead(ops, c, x, temb, { batch: B, groups: 1 }, pt * ph * pw * c.outChannels);
     // Unpatchify: [B, (f, h, w), (pt, ph, pw, c)] → [B, C, F, H, W].
     const video = g.permute(out, [B, Fp, Hp, Wp, pt, ph, pw, c.outChannels], [0, 7, 1, 4, 2, 5, 3, 6], 'unpatchify');
     g.output('velocity', video);

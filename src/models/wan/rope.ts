@@ -1,9 +1,12 @@
 /**
  * Wan's 3D rotary tables (diffusers `WanRotaryPosEmbed`): the head dim D is split into a frame part
  * D − 4·⌊D/6⌋ and height/width parts 2·⌊D/6⌋ each; pair i of an axis part of size d rotates by
- * pos · θ^(−2i/d). Returns cos and sin tables `[L, D/2]` (float32) for tokens in (f, h, w) order.
+ * pos · θ^(−2i/d). Returns cos and sin tables `[L, D/2]` (float32), L = frames·height·width, for tokens in (f, h, w)
+ * order. Frame f of the block rotates by position `frameStart + f` (the ABSOLUTE frame index; 0 for a whole clip,
+ * the chunk's first frame in `CausalWanDiT`), rows and columns by their index.
+ * @param frameStart absolute index of the first frame (default 0).
  */
-export function wanRopeTables(frames: number, height: number, width: number, headDim: number, theta: number): { cos: Float32Array; sin: Float32Array } {
+export function wanRopeTables(frames: number, height: number, width: number, headDim: number, theta: number, frameStart = 0): { cos: Float32Array; sin: Float32Array } {
   const hw = 2 * Math.floor(headDim / 6);
   const parts = [headDim - 2 * hw, hw, hw];
   const freqs = parts.map((d) => Array.from({ length: d / 2 }, (_, i) => 1 / theta ** ((2 * i) / d)));
@@ -15,7 +18,7 @@ export function wanRopeTables(frames: number, height: number, width: number, hea
   for (let f = 0; f < frames; f++)
     for (let y = 0; y < height; y++)
       for (let x = 0; x < width; x++, l++) {
-        const pos = [f, y, x];
+        const pos = [frameStart + f, y, x];
         let p = 0;
         for (let axis = 0; axis < 3; axis++)
           for (const fr of freqs[axis]) {

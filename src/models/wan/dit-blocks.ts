@@ -1,0 +1,111 @@
+import type { PlanBuilder, Value } from '../../native/plan-builder';
+import type { WeightStore } from '../weights/weight-store';
+import type { WanDiTConfig } from './config';
+
+/**
+ * Plan fragments shared by `WanDiT` and `CausalWanDiT` (diffusers `WanTransformer3DModel` / `WanTransformerBlock`
+ * naming, see `wanDiTParams`). Tokens are `[B, L, dim]` float32 rows; only the parts that are the same computation in
+ * both models live here (the self-attention itself, patchify/unpatchify and segmenting stay with each model).
+ */
+
+/** Records a linear layer `{name}.weight` `[out, inp]` + `{name}.bias` `[out]` (optional fused activation). */
+export type DiTLinear = (x: Value, name: string, out: number, inp: number, act?: 'gelu_tanh' | 'silu') => Value;
+
+/** A plan builder with the DiT's weight lookup (`w`: name and shape → plan constant) and linear layer (`lin`). */
+export interface DiTPlanOps {
+  g: PlanBuilder;
+  w: (name: string, shape: number[]) => Value;
+  lin: DiTLinear;
+}
+
+/** Wraps `g` with weight lookups from `weights` (shapes are checked by the store). */
+export function ditPlanOps(g: PlanBuilder, weights: WeightStore): DiTPlanOps {
+  const w = (name: string, shape: number[]): Value => g.constant(weights.get(name, shape));
+  const lin: DiTLinear = (x, name, out, inp, act) => g.linear(x, w(`${name}.weight`, [out, inp]), w(`${name}.bias`, [out]), { act, label: name });
+  return { g, w, lin };
+}
+
+/** Outputs of `recordConditionEmbeddings`. */
+export interface DiTConditions {
+  /** Time embedding `[rows, dim]` (one row per timestep: per sample in `WanDiT`, per latent frame in `CausalWanDiT`). */
+  temb: Value;
+  /** 6-way modulation projection `[rows, 6·dim]` of silu(temb). */
+  tproj: Value;
+  /** Projected text states `[B, Lt, dim]`. */
+  ctx: Value;
+}
+
+/**
+ * Records the condition embedder: sinusoidal timestep features `tfreq` `[rows, freqDim]` → time embedding (Linear,
+ * SiLU, Linear) and its 6·dim projection; text states `context` `[B, Lt, textDim]` → `[B, Lt, dim]` (Linear,
+ * GELU-tanh, Linear).
+ */
+export function recordConditionEmbeddings(ops: DiTPlanOps, c: WanDiTConfig, tfreq: Value, context: Value): DiTConditions {
+  const { g, lin } = ops;
+  const d = c.dim;
+  const temb = lin(lin(tfreq, 'condition_embedder.time_embedder.linear_1', d, c.freqDim, 'silu'), 'condition_embedder.time_embedder.linear_2', d, d);
+  const tproj = lin(g.silu(temb), 'condition_embedder.time_proj', 6 * d, d);
+  const ctx = lin(lin(context, 'condition_embedder.text_embedder.linear_1', d, c.textDim, 'gelu_tanh'), 'condition_embedder.text_embedder.linear_2', d, d);
+  return { temb, tproj, ctx };
+}
+
+/**
+ * Self-attention of one block, recorded by the model: given the modulated norm1 output `n1` `[B, L, dim]` and the
+ * RMS-normed (not yet rotated) queries `q` and keys `k` `[B, L, dim]`, records the values (`{block}.attn1.to_v`), RoPE
+ * and the attention however the model does it, and returns the attention output `[B, L, dim]` before `to_out.0`.
+ */
+export type DiTSelfAttention = (n1: Value, q: Value, k: Value) => Value;
+
+/**
+ * Records transformer block `index` (`blocks.{index}`) on tokens `x` `[batch, L, dim]` and returns the new tokens:
+ * adaLN-modulated self-attention (q/k RMSNorm, attention by `selfAttention`) with a gated residual, affine-LayerNorm
+ * cross-attention to `cond.ctx` with a plain residual, and a modulated GELU-tanh FFN with a gated residual
+ * (diffusers `WanTransformerBlock`). Modulation rows come from `cond.tproj` + the block's `scale_shift_table`
+ * (shift, scale, gate × 2); with `groups` > 1 the L tokens split into `groups` equal runs, run j taking row j.
+ */
+export function recordDiTBlock(
+  ops: DiTPlanOps,
+  c: WanDiTConfig,
+  index: number,
+  x: Value,
+  cond: { tproj: Value; ctx: Value; batch: number; groups: number },
+  selfAttention: DiTSelfAttention,
+): Value {
+  const { g, w, lin } = ops;
+  const d = c.dim;
+  const D = d / c.numHeads;
+  const b = `blocks.${index}`;
+  const { tproj, ctx } = cond;
+  const mod = { batch: cond.batch, groups: cond.groups, chunks: 6, table: w(`${b}.scale_shift_table`, [1, 6, d]) };
+  // Self-attention.
+  const n1 = g.modulate(g.layerNorm(x, c.eps, undefined, undefined, `${b}.norm1`), tproj, { ...mod, shift: 0, scale: 1, label: `${b}.norm1.modulate` });
+  const q = g.rmsNorm(lin(n1, `${b}.attn1.to_q`, d, d), c.eps, w(`${b}.attn1.norm_q.weight`, [d]), { label: `${b}.attn1.norm_q` });
+  const k = g.rmsNorm(lin(n1, `${b}.attn1.to_k`, d, d), c.eps, w(`${b}.attn1.norm_k.weight`, [d]), { label: `${b}.attn1.norm_k` });
+  const a1 = lin(selfAttention(n1, q, k), `${b}.attn1.to_out.0`, d, d);
+  x = g.gatedAdd(x, a1, { e: tproj, ...mod, index: 2 }, `${b}.attn1.gate`);
+  // Cross-attention to the text.
+  const n2 = g.layerNorm(x, c.eps, w(`${b}.norm2.weight`, [d]), w(`${b}.norm2.bias`, [d]), `${b}.norm2`);
+  const q2 = g.rmsNorm(lin(n2, `${b}.attn2.to_q`, d, d), c.eps, w(`${b}.attn2.norm_q.weight`, [d]), { label: `${b}.attn2.norm_q` });
+  const k2 = g.rmsNorm(lin(ctx, `${b}.attn2.to_k`, d, d), c.eps, w(`${b}.attn2.norm_k.weight`, [d]), { label: `${b}.attn2.norm_k` });
+  const v2 = lin(ctx, `${b}.attn2.to_v`, d, d);
+  const a2 = lin(g.attention(q2, k2, v2, { batch: cond.batch, heads: c.numHeads, headDim: D, scale: 1 / Math.sqrt(D), label: `${b}.attn2` }), `${b}.attn2.to_out.0`, d, d);
+  x = g.gatedAdd(x, a2, undefined, `${b}.attn2.residual`);
+  // Feed-forward.
+  const n3 = g.modulate(g.layerNorm(x, c.eps, undefined, undefined, `${b}.norm3`), tproj, { ...mod, shift: 3, scale: 4, label: `${b}.norm3.modulate` });
+  const ff = lin(lin(n3, `${b}.ffn.net.0.proj`, c.ffnDim, d, 'gelu_tanh'), `${b}.ffn.net.2`, d, c.ffnDim);
+  return g.gatedAdd(x, ff, { e: tproj, ...mod, index: 5 }, `${b}.ffn.gate`);
+}
+
+/**
+ * Records the output head on tokens `x` `[batch, L, dim]`: LayerNorm modulated by shift, scale =
+ * `scale_shift_table` `[2, dim]` + `temb` (one row per group, broadcast over both chunks), then `proj_out` →
+ * `[batch, L, outFeatures]` (outFeatures = patch volume · outChannels; unpatchify is the model's).
+ */
+export function recordDiTHead(ops: DiTPlanOps, c: WanDiTConfig, x: Value, temb: Value, layout: { batch: number; groups: number }, outFeatures: number): Value {
+  const { g, w, lin } = ops;
+  const d = c.dim;
+  const nh = g.modulate(g.layerNorm(x, c.eps, undefined, undefined, 'norm_out'), temb, {
+    batch: layout.batch, groups: layout.groups, chunks: 2, eChunks: 1, table: w('scale_shift_table', [1, 2, d]), shift: 0, scale: 1, label: 'norm_out.modulate',
+  });
+  return lin(nh, 'proj_out', outFeatures, d);
+}
