@@ -36,6 +36,7 @@ import { WeightStore, type ParamSpec } from '../src/models/weights/weight-store'
 import { createTensor, loadNative, type NativeBinding, type NativePlan, type NativeTensor, type PlanOpSpec } from '../src/native/binding';
 import { PlanBuilder, type CompiledPlan } from '../src/native/plan-builder';
 import { Rng } from '../src/util/rng';
+import { maxRelErr as relErr } from '../test/helpers/fixtures';
 
 const ROOT = path.resolve(__dirname, '..', '..');
 const HELPERS = path.join(ROOT, 'bench', 'dit-forward');
@@ -89,19 +90,6 @@ function median(xs: readonly number[]): number {
 function round(x: number, digits = 2): number {
   const f = 10 ** digits;
   return Math.round(x * f) / f;
-}
-
-/** max|a − ref| / max|ref| in float64; Infinity for a non-finite value or a size mismatch. */
-function relErr(a: ArrayLike<number>, ref: ArrayLike<number>): number {
-  if (a.length !== ref.length) return Infinity;
-  let num = 0;
-  let den = 0;
-  for (let i = 0; i < ref.length; i++) {
-    if (!Number.isFinite(a[i])) return Infinity;
-    num = Math.max(num, Math.abs(a[i] - ref[i]));
-    den = Math.max(den, Math.abs(ref[i]));
-  }
-  return num / den;
 }
 
 async function timeRuns(n: number, f: () => Promise<void>): Promise<number[]> {

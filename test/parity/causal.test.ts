@@ -20,17 +20,16 @@
  *
  * Set OMNIRX_PARITY_REPORT=1 to print the measured errors.
  */
-import { readFileSync } from 'node:fs';
 import * as path from 'node:path';
 import { CausalWanDiT } from '../../src/models/wan/causal-dit';
 import { WanDiTConfigSchema } from '../../src/models/wan/config';
 import { WanDiT, wanDiTParams } from '../../src/models/wan/dit';
-import { readSafetensors, type SafetensorsFile } from '../../src/models/weights/safetensors';
 import { WeightStore } from '../../src/models/weights/weight-store';
-import { createTensor, loadNative, type NativeBinding, type NativeTensor } from '../../src/native/binding';
+import { loadNative, type NativeBinding } from '../../src/native/binding';
+import { loadFixtures, maxRelErr, ParityReport, readJson, REFERENCE_DIR, TensorPool } from '../helpers/fixtures';
 
 const TOL = 1e-4;
-const FIXTURES = path.join(__dirname, '..', 'fixtures', 'reference');
+const FIXTURES = REFERENCE_DIR;
 const MODEL_DIR = path.join(FIXTURES, 'model');
 const CAUSAL = path.join(FIXTURES, 'causal');
 
@@ -44,18 +43,6 @@ interface RolloutMeta {
   sigmas: number[][];
   attendedFrames: number[][];
   textLen: number;
-}
-
-function relErr(a: ArrayLike<number>, ref: ArrayLike<number>): number {
-  if (a.length !== ref.length) return Infinity;
-  let num = 0;
-  let den = 0;
-  for (let i = 0; i < ref.length; i++) {
-    if (!Number.isFinite(a[i])) return Infinity;
-    num = Math.max(num, Math.abs(a[i] - ref[i]));
-    den = Math.max(den, Math.abs(ref[i]));
-  }
-  return num / den;
 }
 
 /** Per-frame Euler step on channels-first [1, C, F, h, w]: x[:, :, f] += (σ_next,f − σ_f) · v[:, :, f]. */
@@ -73,48 +60,36 @@ function eulerFrames(x: Float32Array, v: ArrayLike<number>, shape: number[], sig
 describe('block-causal Wan DiT with chunk KV cache: parity with the PyTorch reference', () => {
   let native: NativeBinding;
   let store: WeightStore;
-  let fx: SafetensorsFile;
+  let get: (name: string) => Float32Array;
   let meta: RolloutMeta;
   let diagnostics: Record<string, number>;
-  const config = WanDiTConfigSchema.parse(JSON.parse(readFileSync(path.join(MODEL_DIR, 'model.json'), 'utf8')).transformer);
-  const measured: Record<string, number> = {};
-  const live: Array<{ dispose(): void }> = [];
-  const tensor = (shape: readonly number[], data?: ArrayLike<number>): NativeTensor => {
-    const t = createTensor(native, shape, data);
-    live.push(t);
-    return t;
-  };
-  const check = (name: string, ours: ArrayLike<number>, ref: ArrayLike<number>): void => {
-    const e = relErr(ours, ref);
-    measured[name] = e;
-    if (!(e <= TOL)) throw new Error(`${name}: max relative error ${e.toExponential(3)} > ${TOL}`);
-  };
+  const config = WanDiTConfigSchema.parse(readJson<{ transformer: unknown }>(MODEL_DIR, 'model.json').transformer);
+  const report = new ParityReport();
+  const pool = new TensorPool(() => native);
+  const tensor = pool.tensor;
+  const check = (name: string, ours: ArrayLike<number>, ref: ArrayLike<number>): number => report.check(name, ours, ref, TOL);
   const newDiT = (windowFrames = meta.localWindowFrames): CausalWanDiT => {
     const [, , , h, w] = meta.latentChunkShape;
     const dit = new CausalWanDiT(native, config, store, { chunkFrames: meta.chunkFrames, sinkFrames: meta.sinkFrames, localWindowFrames: windowFrames, height: h, width: w, textLen: meta.textLen });
-    live.push(dit);
-    return dit;
+    return pool.track(dit);
   };
 
   beforeAll(async () => {
     native = loadNative();
     store = await WeightStore.open(native, path.join(MODEL_DIR, 'transformer.safetensors'), wanDiTParams(config));
-    fx = await readSafetensors(path.join(CAUSAL, 'fixtures.safetensors'));
-    const json = JSON.parse(readFileSync(path.join(CAUSAL, 'fixtures.json'), 'utf8')) as { rollout: RolloutMeta; diagnostics: Record<string, number> };
-    meta = json.rollout;
-    diagnostics = json.diagnostics;
+    const loaded = await loadFixtures<{ rollout: RolloutMeta; diagnostics: Record<string, number> }>(CAUSAL);
+    get = loaded.get;
+    meta = loaded.meta.rollout;
+    diagnostics = loaded.meta.diagnostics;
   });
 
   afterEach(() => {
-    for (const t of live.splice(0).reverse()) t.dispose();
+    pool.disposeAll();
   });
 
   afterAll(() => {
     store?.dispose();
-    if (process.env.OMNIRX_PARITY_REPORT) {
-      const lines = Object.entries(measured).map(([k, v]) => `  ${k.padEnd(36)} ${v.toExponential(3)}`);
-      console.log(`causal parity: max relative errors\n${lines.join('\n')}`);
-    }
+    report.print('causal parity: max relative errors', 36);
   });
 
   it('the fixture exercises a window that has dropped frames before the last chunks', () => {
@@ -130,21 +105,21 @@ describe('block-causal Wan DiT with chunk KV cache: parity with the PyTorch refe
     const dit = newDiT();
     const shape = meta.latentChunkShape;
     const C = meta.chunkFrames;
-    const context = tensor([1, meta.textLen, config.textDim], fx.float32('rollout.context'));
+    const context = tensor([1, meta.textLen, config.textDim], get('rollout.context'));
     const vel = tensor(shape);
     for (let k = 0; k < meta.chunks; k++) {
       expect(dit.chunkIndex).toBe(k);
       expect(dit.frameStart).toBe(k * C);
       expect(dit.cache.attendedFrames()).toEqual(meta.attendedFrames[k]);
-      const x = fx.float32(`rollout.noise.${k}`).slice();
+      const x = get(`rollout.noise.${k}`).slice();
       for (let s = 0; s < meta.steps; s++) {
         const sig = meta.sigmas.map((row) => row[s]);
         const sigNext = meta.sigmas.map((row) => row[s + 1]);
         await dit.denoiseChunk(x, sig.map((v) => v * 1000), context, vel);
-        check(`chunk${k}.velocity.step${s}`, vel.data, fx.float32(`rollout.velocity.${k}.${s}`));
+        check(`chunk${k}.velocity.step${s}`, vel.data, get(`rollout.velocity.${k}.${s}`));
         eulerFrames(x, vel.data, shape, sig, sigNext);
       }
-      check(`chunk${k}.latents`, x, fx.float32(`rollout.latents.${k}`));
+      check(`chunk${k}.latents`, x, get(`rollout.latents.${k}`));
       await dit.commitChunk(x, context);
     }
     expect(dit.cache.committedFrames).toBe(meta.chunks * C);
@@ -155,30 +130,28 @@ describe('block-causal Wan DiT with chunk KV cache: parity with the PyTorch refe
     const shape = meta.latentChunkShape;
     const [, , F, h, w] = shape;
     const t = 611.5;
-    const context = tensor([1, meta.textLen, config.textDim], fx.float32('rollout.context'));
-    const latents = tensor(shape, fx.float32('rollout.noise.0'));
-    const bidi = new WanDiT(native, config, store);
-    live.push(bidi);
+    const context = tensor([1, meta.textLen, config.textDim], get('rollout.context'));
+    const latents = tensor(shape, get('rollout.noise.0'));
+    const bidi = pool.track(new WanDiT(native, config, store));
     const ref = tensor(shape);
     await bidi.forward({ batch: 1, frames: F, height: h, width: w, textLen: meta.textLen }, { latents, context, timestep: tensor([1, config.freqDim]), out: ref }, [t]);
     const ours = await dit.denoiseChunk(latents, new Array<number>(F).fill(t), context);
-    const e = relErr(ours, ref.data);
-    measured['first_chunk_vs_bidirectional'] = e;
+    const e = report.record('first_chunk_vs_bidirectional', maxRelErr(ours, ref.data));
     expect(e).toBeLessThanOrEqual(1e-6);
   });
 
   it('denoiseChunk leaves the cache unchanged and reset() restarts the rollout bit-exactly', async () => {
     const dit = newDiT();
-    const context = tensor([1, meta.textLen, config.textDim], fx.float32('rollout.context'));
+    const context = tensor([1, meta.textLen, config.textDim], get('rollout.context'));
     const t = meta.sigmas.map((row) => row[1] * 1000);
     const run = async (): Promise<Float32Array[]> => {
       const outs: Float32Array[] = [];
       for (let k = 0; k < 4; k++) {
-        const a = await dit.denoiseChunk(fx.float32(`rollout.noise.${k}`), t, context);
-        const b = await dit.denoiseChunk(fx.float32(`rollout.noise.${k}`), t, context);
+        const a = await dit.denoiseChunk(get(`rollout.noise.${k}`), t, context);
+        const b = await dit.denoiseChunk(get(`rollout.noise.${k}`), t, context);
         expect(Array.from(b)).toEqual(Array.from(a));
         outs.push(a);
-        await dit.commitChunk(fx.float32(`rollout.latents.${k}`), context);
+        await dit.commitChunk(get(`rollout.latents.${k}`), context);
       }
       return outs;
     };
@@ -191,17 +164,17 @@ describe('block-causal Wan DiT with chunk KV cache: parity with the PyTorch refe
     const wide = newDiT(64);
     let o3: Float32Array = new Float32Array(0);
     for (let k = 0; k < 4; k++) {
-      o3 = await wide.denoiseChunk(fx.float32(`rollout.noise.${k}`), t, context);
-      await wide.commitChunk(fx.float32(`rollout.latents.${k}`), context);
+      o3 = await wide.denoiseChunk(get(`rollout.noise.${k}`), t, context);
+      await wide.commitChunk(get(`rollout.latents.${k}`), context);
     }
-    expect(relErr(o3, first[3])).toBeGreaterThan(1e-3);
+    expect(maxRelErr(o3, first[3])).toBeGreaterThan(1e-3);
   });
 
   it('serializes overlapping calls and rejects wrong inputs', async () => {
     const dit = newDiT();
-    const context = tensor([1, meta.textLen, config.textDim], fx.float32('rollout.context'));
+    const context = tensor([1, meta.textLen, config.textDim], get('rollout.context'));
     const t = [500, 600];
-    const noise = fx.float32('rollout.noise.0');
+    const noise = get('rollout.noise.0');
     const [a, b] = await Promise.all([dit.denoiseChunk(noise, t, context), dit.denoiseChunk(noise, t, context)]);
     expect(Array.from(b)).toEqual(Array.from(a));
     await expect(dit.denoiseChunk(noise, [500], context)).rejects.toThrow(/per-frame timesteps/);

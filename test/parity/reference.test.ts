@@ -27,16 +27,14 @@
  *
  * Set OMNIRX_PARITY_REPORT=1 to print the measured errors.
  */
-import { readFileSync } from 'node:fs';
 import * as path from 'node:path';
 import { isObservable, lastValueFrom } from 'rxjs';
 import { relativePositionBucket, T5Encoder, t5Params } from '../../src/models/t5/encoder';
 import { WanDiT, wanDiTParams, type DiTShape } from '../../src/models/wan/dit';
 import { timestepEmbedding, wanRopeTables } from '../../src/models/wan/rope';
 import { WanT2VModel } from '../../src/models/wan/wan-t2v';
-import { readSafetensors, type SafetensorsFile } from '../../src/models/weights/safetensors';
 import { WeightStore } from '../../src/models/weights/weight-store';
-import { createTensor, loadNative, type NativeBinding, type NativeTensor } from '../../src/native/binding';
+import { createTensor, loadNative, type NativeBinding } from '../../src/native/binding';
 import { applyClassifierFreeGuidance } from '../../src/pipeline/guidance';
 import type { ResolvedParams } from '../../src/pipeline/params';
 import { eulerStep, flowMatchSigmas } from '../../src/pipeline/samplers/flow-match-euler';
@@ -46,12 +44,13 @@ import { defaultWanT2VPolicies } from '../../src/pipeline/wan-t2v/pipeline';
 
 const denoiseLoop = createDenoiseLoop(defaultWanT2VPolicies());
 import { WanT2VState } from '../../src/pipeline/wan-t2v/state';
+import { loadFixtures, maxAbsErr, ParityReport, REFERENCE_DIR, TensorPool, toChannelsLast } from '../helpers/fixtures';
 
 const COMPONENT_TOL = 1e-4;
 const TRAJECTORY_TOL = 1e-3;
 const TABLE_ABS_TOL = 1e-6;
 
-const FIXTURES = path.join(__dirname, '..', 'fixtures', 'reference');
+const FIXTURES = REFERENCE_DIR;
 const MODEL_DIR = path.join(FIXTURES, 'model');
 
 interface FixtureMeta {
@@ -62,73 +61,29 @@ interface FixtureMeta {
   diagnostics: Record<string, unknown>;
 }
 
-/** max|a − b| / max|ref| in float64; Infinity when `a` holds a non-finite value or the sizes differ. */
-function relErr(a: ArrayLike<number>, ref: ArrayLike<number>): number {
-  if (a.length !== ref.length) return Infinity;
-  let num = 0;
-  let den = 0;
-  for (let i = 0; i < ref.length; i++) {
-    if (!Number.isFinite(a[i])) return Infinity;
-    num = Math.max(num, Math.abs(a[i] - ref[i]));
-    den = Math.max(den, Math.abs(ref[i]));
-  }
-  return num / den;
-}
-
-function maxAbsErr(a: ArrayLike<number>, ref: ArrayLike<number>): number {
-  if (a.length !== ref.length) return Infinity;
-  let m = 0;
-  for (let i = 0; i < ref.length; i++) m = Math.max(m, Math.abs(a[i] - ref[i]));
-  return Number.isNaN(m) ? Infinity : m;
-}
-
-/** [C, F, H, W] → [F, H, W, C] (the reference's channels-first video to omnirx's channels-last frames). */
-function toChannelsLast(x: Float32Array, C: number, F: number, H: number, W: number): Float32Array {
-  const out = new Float32Array(x.length);
-  for (let c = 0; c < C; c++)
-    for (let f = 0; f < F; f++)
-      for (let y = 0; y < H; y++) for (let w = 0; w < W; w++) out[((f * H + y) * W + w) * C + c] = x[((c * F + f) * H + y) * W + w];
-  return out;
-}
-
 describe('parity with the PyTorch reference (tools/reference)', () => {
   let native: NativeBinding;
   let model: WanT2VModel;
-  let fx: SafetensorsFile;
   let meta: FixtureMeta;
-  const measured: Record<string, number> = {};
-  const live: NativeTensor[] = [];
-  const tensor = (shape: readonly number[], data?: ArrayLike<number>): NativeTensor => {
-    const t = createTensor(native, shape, data);
-    live.push(t);
-    return t;
-  };
-  const get = (name: string): Float32Array => fx.float32(name);
-
-  /** Records and checks one comparison. */
-  const check = (name: string, ours: ArrayLike<number>, ref: ArrayLike<number>, tol: number): void => {
-    const e = relErr(ours, ref);
-    measured[name] = e;
-    if (!(e <= tol)) throw new Error(`${name}: max relative error ${e.toExponential(3)} > ${tol}`);
-  };
+  let get: (name: string) => Float32Array;
+  const report = new ParityReport();
+  const pool = new TensorPool(() => native);
+  const tensor = pool.tensor;
+  const check = report.check.bind(report);
 
   beforeAll(async () => {
     native = loadNative();
     model = await WanT2VModel.load(native, MODEL_DIR);
-    fx = await readSafetensors(path.join(FIXTURES, 'fixtures.safetensors'));
-    meta = JSON.parse(readFileSync(path.join(FIXTURES, 'fixtures.json'), 'utf8')) as FixtureMeta;
+    ({ meta, get } = await loadFixtures<FixtureMeta>(FIXTURES));
   });
 
   afterEach(() => {
-    for (const t of live.splice(0)) t.dispose();
+    pool.disposeAll();
   });
 
   afterAll(() => {
     model?.dispose();
-    if (process.env.OMNIRX_PARITY_REPORT) {
-      const lines = Object.entries(measured).map(([k, v]) => `  ${k.padEnd(44)} ${v.toExponential(3)}`);
-      console.log(`parity: max relative errors (abs for tables)\n${lines.join('\n')}`);
-    }
+    report.print('parity: max relative errors (abs for tables)', 44);
   });
 
   describe('text encoder (HF T5EncoderModel + Wan zero padding)', () => {
@@ -181,9 +136,8 @@ describe('parity with the PyTorch reference (tools/reference)', () => {
     it('builds Wan timestep features (float64 sinusoid, as Wan 2.1)', () => {
       const c = model.spec.transformer;
       const ours = timestepEmbedding(meta.dit.t, c.freqDim);
-      const e = maxAbsErr(ours, get('dit.timestep_freqs'));
-      measured['dit.timestep_freqs (abs)'] = e;
-      measured['dit.timestep_freqs vs diffusers f32 (abs)'] = maxAbsErr(ours, get('dit.timestep_freqs_diffusers_f32'));
+      const e = report.record('dit.timestep_freqs (abs)', maxAbsErr(ours, get('dit.timestep_freqs')));
+      report.record('dit.timestep_freqs vs diffusers f32 (abs)', maxAbsErr(ours, get('dit.timestep_freqs_diffusers_f32')));
       expect(e).toBeLessThanOrEqual(TABLE_ABS_TOL);
     });
 
@@ -191,8 +145,7 @@ describe('parity with the PyTorch reference (tools/reference)', () => {
       const c = model.spec.transformer;
       const [f, h, w] = meta.dit.grid;
       const { cos, sin } = wanRopeTables(f, h, w, c.dim / c.numHeads, c.ropeTheta);
-      const e = Math.max(maxAbsErr(cos, get('dit.rope_cos')), maxAbsErr(sin, get('dit.rope_sin')));
-      measured['dit.rope_tables (abs)'] = e;
+      const e = report.record('dit.rope_tables (abs)', Math.max(maxAbsErr(cos, get('dit.rope_cos')), maxAbsErr(sin, get('dit.rope_sin'))));
       expect(e).toBeLessThanOrEqual(TABLE_ABS_TOL);
     });
 

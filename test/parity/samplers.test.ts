@@ -18,11 +18,10 @@
  *
  * Set OMNIRX_PARITY_REPORT=1 to print the measured errors.
  */
-import { readFileSync } from 'node:fs';
-import * as path from 'node:path';
 import { dmdSampler } from '../../src/pipeline/samplers/dmd';
 import type { SamplerState } from '../../src/pipeline/samplers/sampler';
 import { uniPCSampler, WAN_UNIPC_SIGMA_MAX } from '../../src/pipeline/samplers/unipc';
+import { maxAbsErr, maxRelErr, ParityReport, readJson, REFERENCE_DIR } from '../helpers/fixtures';
 
 const STATE_TOL = 1e-5;
 const SIGMA_ABS_TOL = 1e-12;
@@ -55,27 +54,7 @@ interface SamplerFixture {
   diagnostics: { wan_sigma_max: number; float32_vs_float64: Record<string, number> };
 }
 
-const fixture = JSON.parse(readFileSync(path.join(__dirname, '..', 'fixtures', 'reference', 'samplers.json'), 'utf8')) as SamplerFixture;
-
-/** max|a − b| / max|ref| in float64; Infinity when `a` holds a non-finite value or the sizes differ. */
-function relErr(a: ArrayLike<number>, ref: ArrayLike<number>): number {
-  if (a.length !== ref.length) return Infinity;
-  let num = 0;
-  let den = 0;
-  for (let i = 0; i < ref.length; i++) {
-    if (!Number.isFinite(a[i])) return Infinity;
-    num = Math.max(num, Math.abs(a[i] - ref[i]));
-    den = Math.max(den, Math.abs(ref[i]));
-  }
-  return num / den;
-}
-
-function maxAbsErr(a: ArrayLike<number>, ref: ArrayLike<number>): number {
-  if (a.length !== ref.length) return Infinity;
-  let m = 0;
-  for (let i = 0; i < ref.length; i++) m = Math.max(m, Math.abs(a[i] - ref[i]));
-  return Number.isNaN(m) ? Infinity : m;
-}
+const fixture = readJson<SamplerFixture>(REFERENCE_DIR, 'samplers.json');
 
 /** The fixture's closed-form model, evaluated in float64 on the float32 state and rounded to float32. */
 function velocity(x: Float32Array, sigma: number, out: Float32Array): Float32Array {
@@ -110,18 +89,26 @@ function replay(renoise: number[][]): { rng: () => number; used: () => number; t
   };
 }
 
+/** Checks every state of `traj` against the reference `ref` (≤ STATE_TOL each, throws naming the state); returns the worst error. */
+function worstStateErr(name: string, traj: readonly Float64Array[], ref: readonly number[][]): number {
+  let worst = 0;
+  traj.forEach((x, k) => {
+    const e = maxRelErr(x, ref[k]);
+    if (!(e <= STATE_TOL)) throw new Error(`${name}: state ${k} max relative error ${e.toExponential(3)} > ${STATE_TOL}`);
+    worst = Math.max(worst, e);
+  });
+  return worst;
+}
+
 const noRng = (): number => {
   throw new Error('UniPC must not draw noise');
 };
 
 describe('sampler parity with the PyTorch reference (tools/reference/samplers_reference.py)', () => {
-  const measured: Record<string, number> = {};
+  const report = new ParityReport();
 
   afterAll(() => {
-    if (process.env.OMNIRX_PARITY_REPORT) {
-      const lines = Object.entries(measured).map(([k, v]) => `  ${k.padEnd(48)} ${v.toExponential(3)}`);
-      console.log(`sampler parity: max relative error over all states (abs for sigmas)\n${lines.join('\n')}`);
-    }
+    report.print('sampler parity: max relative error over all states (abs for sigmas)', 48);
   });
 
   it('the fixture is the expected one', () => {
@@ -134,8 +121,7 @@ describe('sampler parity with the PyTorch reference (tools/reference/samplers_re
   describe('UniPC-2 bh2 (Wan FlowUniPCMultistepScheduler)', () => {
     it.each(fixture.unipc.map((c) => [c.name, c] as const))('%s: sigmas and every intermediate state', (name, cfg) => {
       const state = uniPCSampler({ sigmaMax: cfg.sigmaMax, disableCorrector: cfg.disableCorrector }).create(cfg.steps, cfg.shift, noRng);
-      const sigErr = maxAbsErr(state.schedule, cfg.sigmas);
-      measured[`${name} sigmas`] = sigErr;
+      const sigErr = report.record(`${name} sigmas`, maxAbsErr(state.schedule, cfg.sigmas));
       expect(sigErr).toBeLessThanOrEqual(SIGMA_ABS_TOL);
       expect(state.sigmas).toHaveLength(cfg.steps);
       expect(state.schedule[cfg.steps]).toBe(0);
@@ -143,13 +129,7 @@ describe('sampler parity with the PyTorch reference (tools/reference/samplers_re
       const traj = run(state);
       expect(traj).toHaveLength(cfg.trajectory.length);
       expect(Array.from(traj[0])).toEqual(cfg.trajectory[0]);
-      let worst = 0;
-      traj.forEach((x, k) => {
-        const e = relErr(x, cfg.trajectory[k]);
-        if (!(e <= STATE_TOL)) throw new Error(`${name}: state ${k} max relative error ${e.toExponential(3)} > ${STATE_TOL}`);
-        worst = Math.max(worst, e);
-      });
-      measured[name] = worst;
+      report.record(name, worstStateErr(name, traj, cfg.trajectory));
     });
   });
 
@@ -157,20 +137,13 @@ describe('sampler parity with the PyTorch reference (tools/reference/samplers_re
     it.each(fixture.dmd.map((c) => [c.name, c] as const))('%s: sigmas and every intermediate state, replaying the fixture noise', (name, cfg) => {
       const noise = replay(cfg.renoise);
       const state = dmdSampler({ timesteps: cfg.timesteps }).create(cfg.timesteps.length, cfg.shift, noise.rng);
-      const sigErr = maxAbsErr(state.sigmas, cfg.sigmas);
-      measured[`${name} sigmas`] = sigErr;
+      const sigErr = report.record(`${name} sigmas`, maxAbsErr(state.sigmas, cfg.sigmas));
       expect(sigErr).toBeLessThanOrEqual(SIGMA_ABS_TOL);
 
       const traj = run(state);
       expect(noise.used()).toBe(noise.total);
       expect(traj).toHaveLength(cfg.trajectory.length);
-      let worst = 0;
-      traj.forEach((x, k) => {
-        const e = relErr(x, cfg.trajectory[k]);
-        if (!(e <= STATE_TOL)) throw new Error(`${name}: state ${k} max relative error ${e.toExponential(3)} > ${STATE_TOL}`);
-        worst = Math.max(worst, e);
-      });
-      measured[name] = worst;
+      report.record(name, worstStateErr(name, traj, cfg.trajectory));
     });
   });
 

@@ -14,70 +14,46 @@
  * side (top-left: the other stride phase) at 0.68 and un-normalised latents at 0.47 (`diagnostics.sensitivity.vae_enc.*`);
  * a missing or misplaced bias/gain (all perturbed) moves it by ≥ 1e-2 likewise.
  */
-import { readFileSync } from 'node:fs';
 import * as path from 'node:path';
 import { VaeConfigSchema } from '../../src/models/vae/config';
 import { vaeEncodedSize, VaeEncoder, vaeEncoderParams } from '../../src/models/vae/encoder';
-import { readSafetensors, type SafetensorsFile } from '../../src/models/weights/safetensors';
+import { readSafetensors } from '../../src/models/weights/safetensors';
 import { WeightStore } from '../../src/models/weights/weight-store';
-import { createTensor, loadNative, type NativeBinding, type NativeTensor } from '../../src/native/binding';
+import { loadNative, type NativeBinding } from '../../src/native/binding';
+import { loadFixtures, maxRelErr, ParityReport, readJson, REFERENCE_DIR, TensorPool, toChannelsLast } from '../helpers/fixtures';
 
 const TOL = 1e-4;
-const FIXTURES = path.join(__dirname, '..', 'fixtures', 'reference');
+const FIXTURES = REFERENCE_DIR;
 const CAUSAL = path.join(FIXTURES, 'causal');
-
-function relErr(a: ArrayLike<number>, ref: ArrayLike<number>): number {
-  if (a.length !== ref.length) return Infinity;
-  let num = 0;
-  let den = 0;
-  for (let i = 0; i < ref.length; i++) {
-    if (!Number.isFinite(a[i])) return Infinity;
-    num = Math.max(num, Math.abs(a[i] - ref[i]));
-    den = Math.max(den, Math.abs(ref[i]));
-  }
-  return num / den;
-}
-
-/** [C, F, H, W] → [F, H, W, C]. */
-function toChannelsLast(x: Float32Array, C: number, F: number, H: number, W: number): Float32Array {
-  const out = new Float32Array(x.length);
-  for (let c = 0; c < C; c++)
-    for (let f = 0; f < F; f++)
-      for (let y = 0; y < H; y++) for (let w = 0; w < W; w++) out[((f * H + y) * W + w) * C + c] = x[((c * F + f) * H + y) * W + w];
-  return out;
-}
 
 describe('VAE encoder: parity with the PyTorch reference (AutoencoderKLWan encoder blocks)', () => {
   let native: NativeBinding;
   let store: WeightStore;
   let encoder: VaeEncoder;
-  let fx: SafetensorsFile;
+  let get: (name: string) => Float32Array;
   let meta: Record<string, { videoShape: number[]; latentShape: number[] }>;
-  const config = VaeConfigSchema.parse(JSON.parse(readFileSync(path.join(FIXTURES, 'model', 'model.json'), 'utf8')).vae);
-  const measured: Record<string, number> = {};
-  const live: NativeTensor[] = [];
-  const tensor = (shape: readonly number[], data?: ArrayLike<number>): NativeTensor => {
-    const t = createTensor(native, shape, data);
-    live.push(t);
-    return t;
-  };
+  const config = VaeConfigSchema.parse(readJson<{ vae: unknown }>(FIXTURES, 'model', 'model.json').vae);
+  const report = new ParityReport();
+  const pool = new TensorPool(() => native);
+  const tensor = pool.tensor;
 
   beforeAll(async () => {
     native = loadNative();
     store = await WeightStore.open(native, path.join(CAUSAL, 'vae_encoder.safetensors'), vaeEncoderParams(config));
     encoder = new VaeEncoder(native, config, store);
-    fx = await readSafetensors(path.join(CAUSAL, 'fixtures.safetensors'));
-    meta = (JSON.parse(readFileSync(path.join(CAUSAL, 'fixtures.json'), 'utf8')) as { vaeEncoder: typeof meta }).vaeEncoder;
+    const loaded = await loadFixtures<{ vaeEncoder: typeof meta }>(CAUSAL);
+    get = loaded.get;
+    meta = loaded.meta.vaeEncoder;
   });
 
   afterEach(() => {
-    for (const t of live.splice(0)) t.dispose();
+    pool.disposeAll();
   });
 
   afterAll(() => {
     encoder?.dispose();
     store?.dispose();
-    if (process.env.OMNIRX_PARITY_REPORT) console.log(`vae encoder parity: max relative errors ${JSON.stringify(measured)}`);
+    report.print('vae encoder parity: max relative errors', 8);
   });
 
   it('expects exactly the tensors of the reference state dict', async () => {
@@ -90,18 +66,17 @@ describe('VAE encoder: parity with the PyTorch reference (AutoencoderKLWan encod
     const [, C, F, H, W] = meta[name].videoShape;
     const [, z, , h, w] = meta[name].latentShape;
     expect(vaeEncodedSize(config, H, W)).toEqual({ height: h, width: w });
-    const video = tensor([F, H, W, C], toChannelsLast(fx.float32(`vae_enc.${name}.video`), C, F, H, W));
+    const video = tensor([F, H, W, C], toChannelsLast(get(`vae_enc.${name}.video`), C, F, H, W));
     const out = tensor([1, z, F, h, w]);
     await encoder.encode(video, out, { frames: F, height: H, width: W });
-    const e = relErr(out.data, fx.float32(`vae_enc.${name}.latents`));
-    measured[name] = e;
+    const e = report.record(name, maxRelErr(out.data, get(`vae_enc.${name}.latents`)));
     expect(e).toBeLessThanOrEqual(TOL);
   });
 
   it('is causal in time: frame f of the latents depends on video frames ≤ f only', async () => {
     const [, C, F, H, W] = meta.a.videoShape;
     const [, z, , h, w] = meta.a.latentShape;
-    const data = toChannelsLast(fx.float32('vae_enc.a.video'), C, F, H, W);
+    const data = toChannelsLast(get('vae_enc.a.video'), C, F, H, W);
     const a = tensor([1, z, F, h, w]);
     const b = tensor([1, z, F, h, w]);
     await encoder.encode(tensor([F, H, W, C], data), a, { frames: F, height: H, width: W });
