@@ -15,7 +15,8 @@ namespace {
 constexpr int kMR = 12;
 constexpr int kNR = 32;  // two 16-lane vectors
 constexpr int kKC = 256;
-constexpr int kMC = 96;  // multiple of kMR
+constexpr int kMC = 96;      // rows per A block for large M (multiple of kMR)
+constexpr int kMCMax = 192;  // largest A block, used when M is small
 
 PackedB* NewPacked(int N, int K) {
   auto* p = new PackedB();
@@ -116,7 +117,7 @@ thread_local ScratchBuffer tl_bpack;
 
 // Computes rows [i0, i0+mc) × panels [p0, p1) of C over the whole K, including the epilogue.
 void GemmBlock(const GemmArgs& g, const PackedB& B, int i0, int mc, int p0, int p1) {
-  float* apack = tl_apack.Get(static_cast<size_t>(kMC + kMR) * kKC);
+  float* apack = tl_apack.Get(static_cast<size_t>(kMCMax + kMR) * kKC);
   // Packing A pays off when each packed panel feeds many column panels; with few (attention's P·V: N = head dim)
   // the micro-kernel reads A in place. Decided by N alone, so a row's bits never depend on M or on batching.
   const bool pack_a = (g.N + kNR - 1) / kNR > 4;
@@ -181,19 +182,23 @@ std::shared_ptr<PackedB> PackB(const float* B, int N, int K, int ldb, BLayout la
 
 void Gemm(const GemmArgs& g, const PackedB& B) {
   if (g.M == 0 || g.N == 0) return;
-  const int mblocks = (g.M + kMC - 1) / kMC;
   const int panels = (g.N + kNR - 1) / kNR;
   const int threads = ComputePool().threads();
-  // Split N into chunks so that there are enough work items for every thread (at least 4 per thread).
+  // Row blocks: kMC rows for large M; when M is small, one block per thread (each thread packs its A once and
+  // the work is balanced), up to kMCMax rows. The block size never changes a row's arithmetic.
+  const int per_thread = (g.M + threads - 1) / threads;
+  const int block = per_thread <= kMCMax ? std::max(kMR, (per_thread + kMR - 1) / kMR * kMR) : kMC;
+  const int mblocks = (g.M + block - 1) / block;
+  // Split N only when there are fewer row blocks than threads.
   int nchunks = 1;
-  while (mblocks * nchunks < 4 * threads && nchunks < panels) ++nchunks;
+  while (mblocks * nchunks < threads && nchunks < panels) ++nchunks;
   const int per = (panels + nchunks - 1) / nchunks;
   nchunks = (panels + per - 1) / per;
   ComputePool().ParallelFor(static_cast<size_t>(mblocks) * nchunks, [&](size_t item, int) {
     const int mb = static_cast<int>(item) / nchunks;
     const int nc = static_cast<int>(item) % nchunks;
-    const int i0 = mb * kMC;
-    const int mc = std::min(kMC, g.M - i0);
+    const int i0 = mb * block;
+    const int mc = std::min(block, g.M - i0);
     const int p0 = nc * per;
     const int p1 = std::min(panels, p0 + per);
     GemmBlock(g, B, i0, mc, p0, p1);
