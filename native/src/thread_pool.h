@@ -26,6 +26,17 @@ class ThreadPool {
   // Exceptions from fn are not allowed (kernels report errors before the parallel region).
   void ParallelFor(size_t n, const std::function<void(size_t, int)>& fn);
 
+  // As ParallelFor, but runs serially on the calling thread when the whole job touches fewer than
+  // kSerialFloats floats: for small elementwise ops, waking and joining the helpers costs more than the work.
+  static constexpr size_t kSerialFloats = size_t{1} << 17;
+  void ParallelForWork(size_t n, size_t floats, const std::function<void(size_t, int)>& fn) {
+    if (floats < kSerialFloats) {
+      for (size_t i = 0; i < n; ++i) fn(i, 0);
+      return;
+    }
+    ParallelFor(n, fn);
+  }
+
  private:
   void HelperLoop(int tid);
   void Work(int tid);

@@ -13,7 +13,7 @@ namespace {
 constexpr int64_t kChunk = 16384;
 template <typename F>
 void ForChunks(int64_t n, F&& f) {
-  ComputePool().ParallelFor(static_cast<size_t>((n + kChunk - 1) / kChunk), [&](size_t c, int) {
+  ComputePool().ParallelForWork(static_cast<size_t>((n + kChunk - 1) / kChunk), static_cast<size_t>(n), [&](size_t c, int) {
     const int64_t begin = static_cast<int64_t>(c) * kChunk;
     f(begin, std::min(n, begin + kChunk));
   });
@@ -37,7 +37,7 @@ void Broadcast(const float* a, const float* b, float* y, int64_t n, int64_t nb, 
     return;
   }
   const int64_t rows = n / nb;
-  ComputePool().ParallelFor(static_cast<size_t>(rows), [&](size_t r, int) {
+  ComputePool().ParallelForWork(static_cast<size_t>(rows), static_cast<size_t>(n), [&](size_t r, int) {
     const float* ar = a + r * nb;
     float* yr = y + r * nb;
     for (int64_t j = 0; j < nb; ++j) yr[j] = op(ar[j], b[j]);
@@ -83,7 +83,7 @@ struct RowChunks {
 
 void Modulate(const float* x, float* y, const Modulation& m, int shift_idx, int scale_idx) {
   const RowChunks rc(m);
-  ComputePool().ParallelFor(static_cast<size_t>(m.B) * m.G * rc.chunks, [&](size_t item, int) {
+  ComputePool().ParallelForWork(static_cast<size_t>(m.B) * m.G * rc.chunks, static_cast<size_t>(m.B) * m.L * m.N, [&](size_t item, int) {
     const int c = static_cast<int>(item % rc.chunks);
     const int b = static_cast<int>(item / rc.chunks / m.G);
     const int g = static_cast<int>((item / rc.chunks) % m.G);
@@ -104,7 +104,7 @@ void Modulate(const float* x, float* y, const Modulation& m, int shift_idx, int 
 
 void GatedAdd(const float* x, const float* r, float* y, const Modulation& m, int gate_idx) {
   const RowChunks rc(m);
-  ComputePool().ParallelFor(static_cast<size_t>(m.B) * m.G * rc.chunks, [&](size_t item, int) {
+  ComputePool().ParallelForWork(static_cast<size_t>(m.B) * m.G * rc.chunks, static_cast<size_t>(m.B) * m.L * m.N, [&](size_t item, int) {
     const int c = static_cast<int>(item % rc.chunks);
     const int b = static_cast<int>(item / rc.chunks / m.G);
     const int g = static_cast<int>((item / rc.chunks) % m.G);
@@ -131,7 +131,7 @@ void GatedAdd(const float* x, const float* r, float* y, const Modulation& m, int
 
 void Rope(const float* x, const float* cos, const float* sin, float* y, int B, int L, int H, int D) {
   const int half = D / 2;
-  ComputePool().ParallelFor(static_cast<size_t>(B) * L, [&](size_t row, int) {
+  ComputePool().ParallelForWork(static_cast<size_t>(B) * L, static_cast<size_t>(B) * L * H * D, [&](size_t row, int) {
     const int l = static_cast<int>(row % L);
     const float* c = cos + static_cast<size_t>(l) * half;
     const float* s = sin + static_cast<size_t>(l) * half;

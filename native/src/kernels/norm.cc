@@ -35,7 +35,7 @@ double RowSumSqDev(const float* x, int64_t N, float mean) {
 
 void LayerNorm(const float* x, float* y, int64_t M, int64_t N, const float* w, const float* b, float eps) {
   const int64_t per = RowsPerItem(N);
-  ComputePool().ParallelFor(static_cast<size_t>((M + per - 1) / per), [&](size_t item, int) {
+  ComputePool().ParallelForWork(static_cast<size_t>((M + per - 1) / per), static_cast<size_t>(M * N), [&](size_t item, int) {
     for (int64_t i = static_cast<int64_t>(item) * per; i < std::min(M, static_cast<int64_t>(item + 1) * per); ++i) {
       const float* xi = x + i * N;
       float* yi = y + i * N;
@@ -54,7 +54,7 @@ void LayerNorm(const float* x, float* y, int64_t M, int64_t N, const float* w, c
 
 void RmsNorm(const float* x, float* y, int64_t M, int64_t N, const float* w, const float* b, float eps, bool l2) {
   const int64_t per = RowsPerItem(N);
-  ComputePool().ParallelFor(static_cast<size_t>((M + per - 1) / per), [&](size_t item, int) {
+  ComputePool().ParallelForWork(static_cast<size_t>((M + per - 1) / per), static_cast<size_t>(M * N), [&](size_t item, int) {
     for (int64_t i = static_cast<int64_t>(item) * per; i < std::min(M, static_cast<int64_t>(item + 1) * per); ++i) {
       const float* xi = x + i * N;
       float* yi = y + i * N;
