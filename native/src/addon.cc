@@ -25,6 +25,7 @@ Napi::Value Stats(const Napi::CallbackInfo& info) {
   const Executor& ex = *GetAddonData(env).executor;
   o.Set("bytesInUse", Napi::Number::New(env, static_cast<double>(m.bytes.load())));
   o.Set("buffers", Napi::Number::New(env, static_cast<double>(m.buffers.load())));
+  o.Set("scratchBytes", Napi::Number::New(env, static_cast<double>(m.scratch_bytes.load())));
   o.Set("queued", Napi::Number::New(env, static_cast<double>(ex.queued())));
   o.Set("running", Napi::Number::New(env, static_cast<double>(ex.running())));
   o.Set("completed", Napi::Number::New(env, static_cast<double>(ex.completed())));

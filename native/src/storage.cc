@@ -13,7 +13,7 @@ MemoryStats& GlobalMemoryStats() {
   return stats;
 }
 
-float* AllocAligned(size_t numel, size_t* bytes_out) {
+float* AllocAligned(size_t numel, size_t* bytes_out, bool scratch) {
   constexpr size_t kHuge = 2u << 20;
   size_t bytes = numel * sizeof(float);
   if (bytes == 0) bytes = 64;
@@ -25,17 +25,25 @@ float* AllocAligned(size_t numel, size_t* bytes_out) {
   if (align == kHuge) madvise(p, bytes, MADV_HUGEPAGE);
 #endif
   std::memset(p, 0, bytes);
-  GlobalMemoryStats().bytes += static_cast<int64_t>(bytes);
-  GlobalMemoryStats().buffers += 1;
+  if (scratch) {
+    GlobalMemoryStats().scratch_bytes += static_cast<int64_t>(bytes);
+  } else {
+    GlobalMemoryStats().bytes += static_cast<int64_t>(bytes);
+    GlobalMemoryStats().buffers += 1;
+  }
   *bytes_out = bytes;
   return static_cast<float*>(p);
 }
 
-void FreeAligned(float* p, size_t bytes) {
+void FreeAligned(float* p, size_t bytes, bool scratch) {
   if (p == nullptr) return;
   std::free(p);
-  GlobalMemoryStats().bytes -= static_cast<int64_t>(bytes);
-  GlobalMemoryStats().buffers -= 1;
+  if (scratch) {
+    GlobalMemoryStats().scratch_bytes -= static_cast<int64_t>(bytes);
+  } else {
+    GlobalMemoryStats().bytes -= static_cast<int64_t>(bytes);
+    GlobalMemoryStats().buffers -= 1;
+  }
 }
 
 namespace {

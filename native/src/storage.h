@@ -28,14 +28,18 @@ struct Storage {
 };
 
 struct MemoryStats {
+  // Tensors, packed weights, plan arenas and op scratch: what requests and models own.
   std::atomic<int64_t> bytes{0};
   std::atomic<int64_t> buffers{0};
+  // Per-thread kernel scratch (grows to the largest shape a thread has seen, then stays): reported apart so that
+  // "every byte came back" checks do not depend on which pool thread happened to run a kernel first.
+  std::atomic<int64_t> scratch_bytes{0};
 };
 MemoryStats& GlobalMemoryStats();
 
 // Raw aligned allocation for scratch and arenas (also counted). Free with FreeAligned.
-float* AllocAligned(size_t numel, size_t* bytes_out);
-void FreeAligned(float* p, size_t bytes);
+float* AllocAligned(size_t numel, size_t* bytes_out, bool scratch = false);
+void FreeAligned(float* p, size_t bytes, bool scratch = false);
 
 // A growable per-thread scratch buffer (declare it thread_local): reallocated only when a larger size is asked
 // for, so steady-state kernels never touch fresh memory.
@@ -46,11 +50,11 @@ struct ScratchBuffer {
   ScratchBuffer() = default;
   ScratchBuffer(const ScratchBuffer&) = delete;
   ScratchBuffer& operator=(const ScratchBuffer&) = delete;
-  ~ScratchBuffer() { FreeAligned(data, bytes); }
+  ~ScratchBuffer() { FreeAligned(data, bytes, true); }
   float* Get(size_t numel) {
     if (numel > cap) {
-      FreeAligned(data, bytes);
-      data = AllocAligned(numel, &bytes);
+      FreeAligned(data, bytes, true);
+      data = AllocAligned(numel, &bytes, true);
       cap = numel;
     }
     return data;

@@ -49,9 +49,11 @@ export interface NativePlan {
 }
 
 export interface NativeStats {
-  /** Bytes of native memory held: tensors, packed weights, arenas and per-thread scratch. */
+  /** Bytes of native memory held by tensors, packed weights, plan arenas and op scratch. */
   bytesInUse: number;
   buffers: number;
+  /** Bytes of per-thread kernel scratch (grows to the largest shape each pool thread has run, then stays). */
+  scratchBytes: number;
   queued: number;
   running: number;
   completed: number;
