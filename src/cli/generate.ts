@@ -212,6 +212,7 @@ export function parseGenerateArgs(argv: readonly string[], output: { writeOut: (
 
   const out = opts.out as string | undefined;
   if (out !== undefined && out.trim() === '') throw argError('--out', `--out must be a file path; got ${JSON.stringify(out)}`);
+  if (out !== undefined && !/\.mp4$/i.test(out)) throw argError('--out', `--out must name an .mp4 file (the output is H.264 in MP4); got ${JSON.stringify(out)}`);
   const modelsDir = opts.modelsDir as string | undefined;
   if (modelsDir !== undefined && modelsDir.trim() === '') throw argError('--models-dir', `--models-dir must be a directory; got ${JSON.stringify(modelsDir)}`);
   return { kind: 'run', request, ...(out !== undefined ? { out } : {}), engineOptions: modelsDir !== undefined ? { modelsDir } : {} };

@@ -12,6 +12,20 @@ export async function loadEngine(options: CliEngineOptions = {}): Promise<Engine
   return Engine.create(options);
 }
 
+/** The package's version from its package.json (the CLI runs from src/ under tests and from dist/src/ built). */
+function packageVersion(): string {
+  for (const rel of ['../../package.json', '../../../package.json']) {
+    try {
+      // eslint-disable-next-line @typescript-eslint/no-require-imports
+      const v = (require(rel) as { version?: unknown }).version;
+      if (typeof v === 'string') return v;
+    } catch {
+      // try the next location
+    }
+  }
+  return 'unknown';
+}
+
 /**
  * Builds the `omnirx` program. Each subcommand takes its raw arguments and resolves to an exit code, stored in
  * `result.code` (commander actions cannot return values).
@@ -19,6 +33,7 @@ export async function loadEngine(options: CliEngineOptions = {}): Promise<Engine
 export function buildProgram(deps: GenerateDeps, result: { code: number }): Command {
   const program = new Command('omnirx')
     .description('Serve diffusion video models as RxJS streams.')
+    .version(packageVersion(), '-V, --version')
     .enablePositionalOptions()
     .exitOverride()
     .configureOutput({

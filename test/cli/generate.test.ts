@@ -286,9 +286,17 @@ describe('omnirx generate: argument errors exit 2 and name the flag', () => {
   });
 
   it('--out naming a directory', async () => {
-    const r = await run(['--out', dir], fakeEngine([]));
+    const d = path.join(dir, 'a-directory.mp4');
+    mkdirSync(d, { recursive: true });
+    const r = await run(['--out', d], fakeEngine([]));
     expect(r.code).toBe(2);
     expect(r.stderr.text).toMatch(/--out: .*it is a directory/);
+  });
+
+  it.each([['x.png'], ['x'], ['-'], ['clip.mp4.txt']])('--out %s without the .mp4 extension', async (name) => {
+    const r = await run(['--out', path.join(dir, name)], fakeEngine([]));
+    expect(r.code).toBe(2);
+    expect(r.stderr.text).toMatch(/--out must name an \.mp4 file/);
   });
 
   it('--help prints usage with ranges and exits 0 without creating the engine', async () => {

@@ -44,6 +44,12 @@ describe('omnirx generate (compiled CLI, real engine, real ffmpeg)', () => {
     expect(readFileSync(a).equals(readFileSync(b))).toBe(true);
   });
 
+  it('--version prints the package version', () => {
+    const r = omnirx(['--version']);
+    expect(r.status).toBe(0);
+    expect(r.stdout.trim()).toBe(JSON.parse(readFileSync(path.join(ROOT, 'package.json'), 'utf8')).version);
+  });
+
   it('exits 2 with the flag and its range on a bad argument, and writes nothing', () => {
     const file = path.join(out, 'never.mp4');
     const r = omnirx(['generate', '--width', 'abc', '--out', file]);
