@@ -9,6 +9,7 @@ export const ERROR_CATALOGUE = {
   OMNIRX_ERR_INVALID_PIPELINE: { status: 500, meaning: 'A pipeline spec failed validation at build (edge type mismatch, cycle, missing component, two policies in one slot); the message names the node or edge.' },
   OMNIRX_ERR_QUEUE_FULL: { status: 429, meaning: 'The engine queue is at its bound; the request was not admitted. Retry later.' },
   OMNIRX_ERR_MEMORY: { status: 400, meaning: 'The request can never fit the memory budget of its pool (resident + peak bytes); the message gives both figures.' },
+  OMNIRX_ERR_CACHE_EXHAUSTED: { status: 503, meaning: 'A KV cache pool (chunk slabs or token blocks) has no room for this session or sequence; only that owner fails. Retry later.' },
   OMNIRX_ERR_UNKNOWN_MODEL: { status: 404, meaning: 'No registered model has this id.' },
   OMNIRX_ERR_MODEL_LOAD: { status: 500, meaning: 'A model directory is missing a file, or its config or weights do not match the architecture.' },
   OMNIRX_ERR_SAFETENSORS: { status: 500, meaning: 'A safetensors file is malformed; the message names the tensor and the byte offset.' },

@@ -1,5 +1,6 @@
 import { randomUUID } from 'node:crypto';
 import { asyncScheduler, catchError, concat, defer, Observable, of, type SchedulerLike, type Subscription } from 'rxjs';
+import { FeatureCache } from '../cache/feature-cache';
 import { OmniError } from '../errors';
 import { loadNative, type NativeBinding } from '../native/binding';
 import { ModelRegistry, defaultModelsDir } from '../models/registry';
@@ -41,6 +42,8 @@ export interface EngineOptions {
   costSeed?: Record<string, number>;
   /** Time source of the step scheduler (virtual time in tests). */
   scheduler?: SchedulerLike;
+  /** Byte budget of the engine's feature cache (text embeddings reused across requests). Default 64 MiB; 0 caches nothing. */
+  featureCacheBytes?: number;
 }
 
 /** Lifecycle of a request in the engine (ordered; everything after `running` is final). */
@@ -84,6 +87,8 @@ export class Engine {
   private readonly waiting: Waiter[] = [];
   private readonly runningIds = new Set<string>();
   private closed = false;
+  /** Text embeddings shared by this engine's requests (DESIGN.md §8); one per engine. */
+  readonly featureCache: FeatureCache;
 
   private constructor(
     readonly native: NativeBinding,
@@ -95,7 +100,9 @@ export class Engine {
     scheduler: SchedulerLike,
     batchWindowMs: number,
     costSeed: Record<string, number>,
+    featureCacheBytes: number,
   ) {
+    this.featureCache = new FeatureCache(featureCacheBytes);
     this.schema = createOmniRequestSchema(limits);
     this.policies = policies;
     this.pipeline = buildPipeline(wanT2VPipelineSpec(policies), { tasks });
@@ -121,6 +128,7 @@ export class Engine {
       options.scheduler ?? asyncScheduler,
       options.batchWindowMs ?? 2,
       options.costSeed ?? {},
+      options.featureCacheBytes ?? 64 * 2 ** 20,
     );
   }
 
@@ -299,7 +307,7 @@ export class Engine {
     return new Observable<OmniEvent>((subscriber) => {
       const abort = new AbortController();
       const state = new WanT2VState();
-      const ctx: WanT2VContext = { requestId, model, params, nodeParams, native: this.native, signal: abort.signal };
+      const ctx: WanT2VContext = { requestId, model, params, nodeParams, native: this.native, signal: abort.signal, featureCache: this.featureCache };
       let current = '';
       const nodes = this.pipeline.activeNodes(params);
       const final$ = defer(() => of<OmniEvent>({ type: 'final', requestId, output: { requestId, artifacts: { ...state.artifacts }, seed: params.seed, ms: performance.now() - started } }));
@@ -320,6 +328,7 @@ export class Engine {
   /** Stops admitting requests and frees every loaded model. */
   async close(): Promise<void> {
     this.closed = true;
+    this.featureCache.dispose();
     await this.models.dispose();
   }
 }

@@ -12,6 +12,7 @@ export class RequestState {
   /** Loop steps completed so far (reported with errors and cancellations). */
   completedSteps = 0;
   private readonly owned = new Set<NativeTensor>();
+  private readonly releaseCallbacks: Array<() => void> = [];
   private readonly inflight = new Set<Promise<unknown>>();
   private releaseRequested = false;
 
@@ -23,6 +24,19 @@ export class RequestState {
     }
     this.owned.add(t);
     return t;
+  }
+
+  /**
+   * Registers `cb` to run when the request's resources are freed (with the owned tensors, after in-flight native
+   * work settles) — e.g. releasing a cache handle whose tensor the request borrows but does not own. When the
+   * state is already released, runs `cb` at once and throws, like `own`.
+   */
+  onRelease(cb: () => void): void {
+    if (this.releaseRequested) {
+      cb();
+      throw new Error('request state already released');
+    }
+    this.releaseCallbacks.push(cb);
   }
 
   /** Disposes `t` now and forgets it. */
@@ -57,5 +71,7 @@ export class RequestState {
   private disposeAll(): void {
     for (const t of this.owned) t.dispose();
     this.owned.clear();
+    const cbs = this.releaseCallbacks.splice(0);
+    for (const cb of cbs) cb();
   }
 }

@@ -190,6 +190,30 @@ describe('Engine.generate', () => {
     expect(good[good.length - 1].type).toBe('final');
   });
 
+  it('caches text embeddings: the same prompt again skips the text encoder and gives identical frames; another prompt misses', async () => {
+    const model = await engine.models.get('tiny');
+    const spy = jest.spyOn(model.textEncoder, 'encode');
+    try {
+      const prompt = { prompt: 'a green cube on a wooden table' };
+      const first = finalOf(await run(req({ seed: 11 }, { inputs: prompt }))).artifacts.video;
+      expect(spy.mock.calls.length).toBeGreaterThanOrEqual(1); // the prompt (and the negative prompt unless cached)
+      const hitsBefore = engine.featureCache.stats().hits;
+      spy.mockClear();
+      const second = finalOf(await run(req({ seed: 11 }, { inputs: prompt }))).artifacts.video;
+      expect(spy).not.toHaveBeenCalled();
+      expect(engine.featureCache.stats().hits - hitsBefore).toBe(2); // prompt + negative prompt
+      if (first.kind !== 'video' || second.kind !== 'video') throw new Error('expected videos');
+      expect(Buffer.from(second.frames).equals(Buffer.from(first.frames))).toBe(true);
+      spy.mockClear();
+      const other = finalOf(await run(req({ seed: 11 }, { inputs: { prompt: 'a yellow bird over the sea' } }))).artifacts.video;
+      expect(spy).toHaveBeenCalledTimes(1); // the new prompt only: the negative prompt is cached
+      if (other.kind !== 'video') throw new Error('expected a video');
+      expect(Buffer.from(other.frames).equals(Buffer.from(first.frames))).toBe(false);
+    } finally {
+      spy.mockRestore();
+    }
+  });
+
   it('unsubscribing cancels at the next step boundary and gives every native byte back', async () => {
     const shape = { numInferenceSteps: 40, seed: 3 };
     finalOf(await run(req(shape))); // warm: plans for this shape are compiled and cached by the model

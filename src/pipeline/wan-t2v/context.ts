@@ -1,3 +1,4 @@
+import type { FeatureCache } from '../../cache/feature-cache';
 import type { NativeBinding } from '../../native/binding';
 import type { WanT2VModel } from '../../models/wan/wan-t2v';
 import type { ResolvedParams } from '../params';
@@ -9,6 +10,8 @@ export interface WanT2VContext extends StageContext<WanT2VModel, ResolvedParams>
   readonly signal: AbortSignal;
   /** Validated `nodeParams`, keyed by node name. */
   readonly nodeParams: Readonly<Record<string, unknown>>;
+  /** The engine's feature cache (text embeddings); absent: every request runs its encoders. */
+  readonly featureCache?: FeatureCache;
 }
 
 /** Latent grid `[C, F, h, w]` for the resolved parameters. */
