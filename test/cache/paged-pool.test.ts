@@ -1,17 +1,7 @@
 import { PoolExhaustedError } from '../../src/cache/kv-handle';
 import { PagedBlockPool, type PagedSequence } from '../../src/cache/paged-pool';
+import { prng } from '../helpers/prng';
 
-/** mulberry32: a small seeded PRNG, so the fuzz run is reproducible. */
-function prng(seed: number): () => number {
-  let a = seed >>> 0;
-  return () => {
-    a = (a + 0x6d2b79f5) >>> 0;
-    let t = a;
-    t = Math.imul(t ^ (t >>> 15), t | 1);
-    t ^= t + Math.imul(t ^ (t >>> 7), t | 61);
-    return ((t ^ (t >>> 14)) >>> 0) / 4294967296;
-  };
-}
 
 /** No block owned twice, used + free = total, and every table exactly fits its length. */
 function checkInvariants(pool: PagedBlockPool, seqs: readonly PagedSequence[]): void {

@@ -10,21 +10,11 @@ import {
   writeSafetensors,
   type SafetensorsDtype,
 } from '../../src/models/weights/safetensors';
+import { prng } from '../helpers/prng';
 
 // ---------------------------------------------------------------------------
 // helpers
 
-/** Small seeded PRNG (mulberry32), so the fuzz loops are reproducible. */
-function mulberry32(seed: number): () => number {
-  let a = seed >>> 0;
-  return () => {
-    a = (a + 0x6d2b79f5) >>> 0;
-    let t = a;
-    t = Math.imul(t ^ (t >>> 15), t | 1);
-    t ^= t + Math.imul(t ^ (t >>> 7), t | 61);
-    return ((t ^ (t >>> 14)) >>> 0) / 4294967296;
-  };
-}
 
 /** Assemble a file by hand: u64 header length (or an explicit one), header, data. */
 function rawFile(header: unknown, data: Uint8Array | number = 0, headerLen?: bigint): Uint8Array {
@@ -219,7 +209,7 @@ describe('safetensors round trip', () => {
       const mag = e === 0 ? m * 2 ** -24 : e === 31 ? (m ? NaN : Infinity) : (1 + m / 1024) * 2 ** (e - 15);
       return h & 0x8000 ? -mag : mag;
     };
-    const rand = mulberry32(99);
+    const rand = prng(99);
     const bits = new Uint32Array(2000);
     const floats = new Float32Array(bits.buffer);
     for (let i = 0; i < bits.length; i++) {
@@ -801,7 +791,7 @@ describe('fuzz', () => {
   it('survives 300 seeded random byte mutations of a valid file', () => {
     const base = sampleFile();
     const headerLen = Number(new DataView(base.buffer, base.byteOffset).getBigUint64(0, true));
-    const rand = mulberry32(0x5afe7e45);
+    const rand = prng(0x5afe7e45);
     const int = (n: number) => Math.floor(rand() * n);
     const jsonish = Buffer.from('0123456789-.eE[]{}",: \\u');
     const counts = { ok: 0, error: 0 };
@@ -838,7 +828,7 @@ describe('fuzz', () => {
   });
 
   it('survives 300 seeded structural mutations of the header', () => {
-    const rand = mulberry32(1234567);
+    const rand = prng(1234567);
     const int = (n: number) => Math.floor(rand() * n);
     const hostile: unknown[] = [
       -1, 0, 1, 3, 4, 1.5, 2 ** 31, 2 ** 32, 2 ** 53 - 1, 2 ** 53, 2 ** 64, 1e308, -0, null, true, 'F32', 'BF16', 'I64',
@@ -874,7 +864,7 @@ describe('fuzz', () => {
   });
 
   it('survives random garbage', () => {
-    const rand = mulberry32(42);
+    const rand = prng(42);
     for (let iter = 0; iter < 100; iter++) {
       const bytes = Uint8Array.from({ length: Math.floor(rand() * 64) }, () => Math.floor(rand() * 256));
       if (bytes.length >= 8 && iter % 2 === 0) {
