@@ -2,6 +2,7 @@ import { OmniError } from '../../errors';
 import { createTensor, type NativeBinding, type NativeTensor } from '../../native/binding';
 import { CompiledPlan, PlanBuilder } from '../../native/plan-builder';
 import type { WeightStore } from '../weights/weight-store';
+import { writeChunkActions, type ChunkActions } from './actions';
 import type { WanDiTConfig } from './config';
 import { ditPlanOps, recordConditionEmbeddings, recordDiTBlock, recordDiTHead } from './dit-blocks';
 import { KVCache } from './kv-cache';
@@ -21,6 +22,8 @@ export interface CausalRolloutConfig {
   /** Rows of the text states (the prompt embeddings' padded length). */
   textLen: number;
 }
+
+export type { ChunkActions } from './actions';
 
 /** Latents or text states as a native tensor of the right size (bound directly) or host floats (copied into staging). */
 export type TensorInput = NativeTensor | Float32Array;
@@ -51,6 +54,12 @@ export type TensorInput = NativeTensor | Float32Array;
  * FFN) and the head's shift/scale are computed per latent frame and applied to that frame's tokens (`modulate` /
  * `gated_add` with groups = C).
  *
+ * Per-frame actions (models with `config.action`): `denoiseChunk(…, actions)` / `commitChunk(…, actions)` take one
+ * action per chunk frame (`ChunkActions`: C key ids, optional vectors `[C, vectorDim]`); frame f's action embedding
+ * is added to its time embedding before `time_proj` (see `recordConditionEmbeddings`), so it reaches every block's
+ * modulation and the head. Omitted actions are key 0 ("none") with zero vectors; `commitChunk` defaults to the
+ * actions of the last `denoiseChunk`, so the committed K/V see the action the chunk was generated with.
+ *
  * Execution: one fixed-shape plan for the chunk (segments `pre.i` = adaLN + q/k/v + RoPE of block i, `post.i` =
  * output projection, cross-attention, FFN, and `head`) plus one tiny attention-only plan per number of attended key
  * frames (≤ ⌈(S + W)/C⌉ + 1 distinct values, compiled on first use). Between `pre.i` and the attention, the chunk's
@@ -74,10 +83,13 @@ export class CausalWanDiT {
     v: NativeTensor;
     attn: NativeTensor;
     velocity: NativeTensor;
+    actionKeys?: NativeTensor;
+    actionVectors?: NativeTensor;
   };
   private ropeFrameStart = -1;
   private queue: Promise<unknown> = Promise.resolve();
   private lastContext?: TensorInput;
+  private lastActions?: ChunkActions;
   private disposed = false;
 
   constructor(
@@ -132,6 +144,8 @@ export class CausalWanDiT {
         v: tensor([1, Lc, d]),
         attn: tensor([1, Lc, d]),
         velocity: tensor([1, config.outChannels, r.chunkFrames, r.height, r.width]),
+        actionKeys: config.action === undefined ? undefined : tensor([r.chunkFrames]),
+        actionVectors: config.action !== undefined && config.action.vectorDim > 0 ? tensor([r.chunkFrames, config.action.vectorDim]) : undefined,
       };
       this.plan = this.build();
     } catch (e) {
@@ -195,12 +209,14 @@ export class CausalWanDiT {
     const context = g.input('context', [1, r.textLen, c.textDim]);
     const cos = g.input('rope_cos', [L, D / 2]);
     const sin = g.input('rope_sin', [L, D / 2]);
+    const a = c.action;
+    const action = a && { keys: g.input('action_keys', [C]), vectors: a.vectorDim > 0 ? g.input('action_vectors', [C, a.vectorDim]) : undefined, framesPerTimestep: 1 };
 
     // Patch embedding (Conv3d, kernel = stride = patch) as patchify + Linear; tokens in (f, h, w) order.
     const patches = g.permute(latents, [c.inChannels, C, Hp, ph, Wp, pw], [1, 2, 4, 0, 3, 5], 'patchify');
     let x = g.linear(g.reshape(patches, [1, L, patchFeat]), w('patch_embedding.weight', [d, patchFeat]), w('patch_embedding.bias', [d]), { label: 'patch_embedding' });
-    // Per-frame time embedding: temb [C, d], 6-way projection [C, 6·d] (one row per latent frame).
-    const { temb, tproj, ctx } = recordConditionEmbeddings(ops, c, tfreq, context);
+    // Per-frame time embedding (+ the frame's action embedding): temb [C, d], 6-way projection [C, 6·d].
+    const { temb, tproj, ctx } = recordConditionEmbeddings(ops, c, tfreq, context, action);
 
     const rope = { batch: 1, heads: c.numHeads, headDim: D };
     for (let i = 0; i < c.numLayers; i++) {
@@ -250,14 +266,18 @@ export class CausalWanDiT {
   /**
    * One forward of the current chunk (absolute frames `frameStart` …): writes the velocity `[1, C_out, C, h, w]`
    * into `out` when given and returns it as a Float32Array (a copy when `out` is omitted). `timesteps[f]` is frame
-   * f's σ·1000. The cache is left unchanged.
-   * @throws OmniError OMNIRX_ERR_UNSUPPORTED_VALUE for a wrong number of timesteps or wrongly sized inputs.
+   * f's σ·1000; `actions` frame f's action (model with an action module only; omitted → all "none"). The cache is
+   * left unchanged.
+   * @throws OmniError OMNIRX_ERR_UNSUPPORTED_VALUE for a wrong number of timesteps, wrongly sized inputs, or invalid
+   *   actions (see `writeChunkActions`: wrong length, non-integer or out-of-range key, non-finite vector, or actions
+   *   for a model without an action module; the message names the frame).
    */
-  denoiseChunk(latents: TensorInput, timesteps: readonly number[], context: TensorInput, out?: NativeTensor): Promise<Float32Array> {
+  denoiseChunk(latents: TensorInput, timesteps: readonly number[], context: TensorInput, out?: NativeTensor, actions?: ChunkActions): Promise<Float32Array> {
     return this.serial(async () => {
       this.checkTimesteps(timesteps);
+      const bind = this.bindings(latents, timesteps, context, out, actions, 'CausalWanDiT.denoiseChunk');
       this.lastContext = context;
-      const bind = this.bindings(latents, timesteps, context, out);
+      this.lastActions = actions && { keys: [...actions.keys], vectors: actions.vectors?.slice() }; // the caller may reuse its buffers
       const plan = this.plan;
       for (let i = 0; i < this.config.numLayers; i++) {
         await plan.run(bind, `pre.${i}`);
@@ -272,14 +292,16 @@ export class CausalWanDiT {
 
   /**
    * Commits the clean chunk `[1, C_in, C, h, w]`: runs it at t = 0 (same attention pattern as `denoiseChunk`) and
-   * appends every block's K/V of it to the cache; frames leaving the window drop out, the sink stays. `context`
-   * defaults to the text states of the last `denoiseChunk` call.
+   * appends every block's K/V of it to the cache; frames leaving the window drop out, the sink stays. `context` and
+   * `actions` default to those of the last `denoiseChunk` call.
+   * @throws OmniError OMNIRX_ERR_UNSUPPORTED_VALUE without a context to use, or for invalid inputs (as `denoiseChunk`).
    */
-  commitChunk(cleanLatents: TensorInput, context?: TensorInput): Promise<void> {
+  commitChunk(cleanLatents: TensorInput, context?: TensorInput, actions?: ChunkActions): Promise<void> {
     return this.serial(async () => {
       const ctx = context ?? this.lastContext;
       if (ctx === undefined) throw new OmniError('OMNIRX_ERR_UNSUPPORTED_VALUE', 'CausalWanDiT.commitChunk: no context given and no denoiseChunk call to take it from');
-      const bind = this.bindings(cleanLatents, new Array<number>(this.rollout.chunkFrames).fill(0), ctx, undefined);
+      const zeros = new Array<number>(this.rollout.chunkFrames).fill(0);
+      const bind = this.bindings(cleanLatents, zeros, ctx, undefined, actions ?? this.lastActions, 'CausalWanDiT.commitChunk');
       const plan = this.plan;
       const last = this.config.numLayers - 1;
       for (let i = 0; i <= last; i++) {
@@ -303,6 +325,7 @@ export class CausalWanDiT {
   reset(): void {
     this.cache.reset();
     this.lastContext = undefined;
+    this.lastActions = undefined;
   }
 
   /** Frees the cache, staging tensors and plans (weights belong to the WeightStore). Idempotent. */
@@ -315,6 +338,7 @@ export class CausalWanDiT {
     for (const p of this.attnPlans.values()) p.dispose();
     this.attnPlans.clear();
     this.lastContext = undefined;
+    this.lastActions = undefined;
   }
 
   private attend(layer: number): Promise<void> {
@@ -337,11 +361,15 @@ export class CausalWanDiT {
     }
   }
 
-  /** Fills the per-call inputs (latents, per-frame timestep features, RoPE at the absolute frame) and the slot map. */
-  private bindings(latents: TensorInput, timesteps: readonly number[], context: TensorInput, out: NativeTensor | undefined): Record<string, NativeTensor> {
+  /**
+   * Fills the per-call inputs (actions, latents, per-frame timestep features, RoPE at the absolute frame) and the
+   * slot map; actions are validated first, so an invalid call changes nothing.
+   */
+  private bindings(latents: TensorInput, timesteps: readonly number[], context: TensorInput, out: NativeTensor | undefined, actions: ChunkActions | undefined, who: string): Record<string, NativeTensor> {
     const c = this.config;
     const r = this.rollout;
     const st = this.st;
+    writeChunkActions(c.action, r.chunkFrames, actions, { keys: st.actionKeys?.data, vectors: st.actionVectors?.data }, who);
     const lat = this.input(latents, st.latents, 'latents');
     const ctx = this.input(context, st.context, 'context');
     if (out !== undefined && out.numel !== st.velocity.numel) throw new OmniError('OMNIRX_ERR_UNSUPPORTED_VALUE', `CausalWanDiT: out has ${out.numel} elements, expected ${st.velocity.numel}`);
@@ -354,6 +382,8 @@ export class CausalWanDiT {
       this.ropeFrameStart = this.frameStart;
     }
     const bind: Record<string, NativeTensor> = { latents: lat, timestep: st.timestep, context: ctx, rope_cos: st.cos, rope_sin: st.sin, velocity: out ?? st.velocity };
+    if (st.actionKeys !== undefined) bind.action_keys = st.actionKeys;
+    if (st.actionVectors !== undefined) bind.action_vectors = st.actionVectors;
     for (let i = 0; i < c.numLayers; i++) {
       bind[`q.${i}`] = st.q;
       bind[`k.${i}`] = st.k;

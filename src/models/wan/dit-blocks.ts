@@ -27,7 +27,10 @@ export function ditPlanOps(g: PlanBuilder, weights: WeightStore): DiTPlanOps {
 
 /** Outputs of `recordConditionEmbeddings`. */
 export interface DiTConditions {
-  /** Time embedding `[rows, dim]` (one row per timestep: per sample in `WanDiT`, per latent frame in `CausalWanDiT`). */
+  /**
+   * Time embedding `[rows, dim]` (one row per timestep: per sample in `WanDiT`, per latent frame in `CausalWanDiT`;
+   * per (sample, latent frame) in `WanDiT` when actions are given), action embedding included.
+   */
   temb: Value;
   /** 6-way modulation projection `[rows, 6·dim]` of silu(temb). */
   tproj: Value;
@@ -35,15 +38,55 @@ export interface DiTConditions {
   ctx: Value;
 }
 
+/** Plan inputs of the action module (`WanDiTConfig.action`), one action per latent frame. */
+export interface DiTActionInputs {
+  /** Key ids `[B·F]` (float32 integers in [0, numKeys)), frame-minor: row b·F + f is frame f of sample b. */
+  keys: Value;
+  /** Continuous action vectors `[B·F, vectorDim]` float32; required when vectorDim > 0. */
+  vectors?: Value;
+  /** F: latent frames per timestep row of `tfreq` (1 when every frame has its own timestep row). */
+  framesPerTimestep: number;
+}
+
+/**
+ * Records the action embedding `[B·F, dim]`: a_f = key_embedding[key_f] + vector_proj(v_f), with
+ * `condition_embedder.action_embedder.key_embedding.weight` `[numKeys, dim]` (nn.Embedding layout) and, when
+ * vectorDim > 0, `condition_embedder.action_embedder.vector_proj.{weight [dim, vectorDim], bias [dim]}`.
+ */
+export function recordActionEmbedding(ops: DiTPlanOps, c: WanDiTConfig, action: DiTActionInputs): Value {
+  const { g, w, lin } = ops;
+  const cfg = c.action;
+  if (cfg === undefined) throw new Error('recordActionEmbedding: the model has no action module');
+  const name = 'condition_embedder.action_embedder';
+  const a = g.embedding(action.keys, w(`${name}.key_embedding.weight`, [cfg.numKeys, c.dim]), `${name}.key_embedding`);
+  if (cfg.vectorDim === 0) return a;
+  if (action.vectors === undefined) throw new Error('recordActionEmbedding: the model takes action vectors but none were recorded');
+  return g.add(a, lin(action.vectors, `${name}.vector_proj`, c.dim, cfg.vectorDim), `${name}.sum`);
+}
+
 /**
  * Records the condition embedder: sinusoidal timestep features `tfreq` `[rows, freqDim]` → time embedding (Linear,
  * SiLU, Linear) and its 6·dim projection; text states `context` `[B, Lt, textDim]` → `[B, Lt, dim]` (Linear,
- * GELU-tanh, Linear).
+ * GELU-tanh, Linear). With `action` (models with an action module), the action embedding of each latent frame is
+ * added to the time embedding of that frame BEFORE the 6·dim projection (adaLN action conditioning): temb row r of
+ * `tfreq` is repeated for its `framesPerTimestep` frames, so `temb`/`tproj` get one row per (sample, frame).
  */
-export function recordConditionEmbeddings(ops: DiTPlanOps, c: WanDiTConfig, tfreq: Value, context: Value): DiTConditions {
+export function recordConditionEmbeddings(ops: DiTPlanOps, c: WanDiTConfig, tfreq: Value, context: Value, action?: DiTActionInputs): DiTConditions {
   const { g, lin } = ops;
   const d = c.dim;
-  const temb = lin(lin(tfreq, 'condition_embedder.time_embedder.linear_1', d, c.freqDim, 'silu'), 'condition_embedder.time_embedder.linear_2', d, d);
+  let temb = lin(lin(tfreq, 'condition_embedder.time_embedder.linear_1', d, c.freqDim, 'silu'), 'condition_embedder.time_embedder.linear_2', d, d);
+  if (action !== undefined) {
+    const a = recordActionEmbedding(ops, c, action);
+    const F = action.framesPerTimestep;
+    if (F === 1) {
+      temb = g.add(temb, a, 'condition_embedder.action_add');
+    } else {
+      // temb [B, d] repeated per frame: view a as [B, F, d], permute to [F, B, d] so `add` tiles temb over F, back.
+      const B = tfreq.shape[0];
+      const fb = g.add(g.permute(a, [B, F, d], [1, 0, 2], 'action.frame_major'), temb, 'condition_embedder.action_add');
+      temb = g.reshape(g.permute(fb, [F, B, d], [1, 0, 2], 'action.sample_major'), [B * F, d]);
+    }
+  }
   const tproj = lin(g.silu(temb), 'condition_embedder.time_proj', 6 * d, d);
   const ctx = lin(lin(context, 'condition_embedder.text_embedder.linear_1', d, c.textDim, 'gelu_tanh'), 'condition_embedder.text_embedder.linear_2', d, d);
   return { temb, tproj, ctx };
