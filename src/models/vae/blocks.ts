@@ -1,5 +1,6 @@
 import type { PlanBuilder, Value } from '../../native/plan-builder';
 import type { ParamSpec } from '../weights/weight-store';
+import type { ConvHistoryRecorder } from './conv-history';
 
 /**
  * Building blocks shared by `VaeDecoder` and `VaeEncoder`: parameter specs (diffusers `AutoencoderKLWan` naming) and
@@ -100,10 +101,13 @@ export function resampleParams(name: string, ch: number): ParamSpec[] {
 
 /**
  * Records a causal conv with weights `{name}.weight` `[cout, cin, ...k]` and `{name}.bias` `[cout]`:
- * `[F, H, W, cin]` → `[F, H, W, cout]` (same spatial size, kt − 1 zero frames of history).
+ * `[F, H, W, cin]` → `[F, H, W, cout]` (same spatial size). Without `history` the conv sees kt − 1 zero frames before
+ * frame 0; with it (and kt > 1) it reads them from a per-run history slot and outputs its input's tail (see
+ * `ConvHistoryRecorder`).
  */
-export function convOp(g: PlanBuilder, W: WeightLookup, x: Value, name: string, cout: number, cin: number, k: Kernel3, dims: FrameDims): Value {
-  return g.conv3d(x, W(`${name}.weight`, [cout, cin, ...k]), W(`${name}.bias`, [cout]), dims, { label: name });
+export function convOp(g: PlanBuilder, W: WeightLookup, x: Value, name: string, cout: number, cin: number, k: Kernel3, dims: FrameDims, history?: ConvHistoryRecorder): Value {
+  const h = history?.attach(x, name, k[0], cin, dims);
+  return g.conv3d(x, W(`${name}.weight`, [cout, cin, ...k]), W(`${name}.bias`, [cout]), dims, { history: h, label: name });
 }
 
 /** Records Wan's channel `RMS_norm` (L2 normalise over channels, eps 1e-12, scale `{name}.gamma` `[ch, 1, 1, 1]`). */
@@ -113,12 +117,12 @@ export function normOp(g: PlanBuilder, W: WeightLookup, x: Value, name: string, 
 
 /**
  * Records a Wan `ResidualBlock`: x + conv2(silu(norm2(conv1(silu(norm1(x)))))) with a 1×1×1 shortcut conv when
- * widths differ; `[F, H, W, cin]` → `[F, H, W, cout]`. `kt` is the temporal kernel.
+ * widths differ; `[F, H, W, cin]` → `[F, H, W, cout]`. `kt` is the temporal kernel; `history` as in `convOp`.
  */
-export function resBlockOp(g: PlanBuilder, W: WeightLookup, x: Value, b: ResBlock, kt: number, dims: FrameDims): Value {
+export function resBlockOp(g: PlanBuilder, W: WeightLookup, x: Value, b: ResBlock, kt: number, dims: FrameDims, history?: ConvHistoryRecorder): Value {
   const shortcut = b.cin !== b.cout ? convOp(g, W, x, `${b.name}.conv_shortcut`, b.cout, b.cin, [1, 1, 1], dims) : x;
-  let y = convOp(g, W, g.silu(normOp(g, W, x, `${b.name}.norm1`, b.cin)), `${b.name}.conv1`, b.cout, b.cin, [kt, 3, 3], dims);
-  y = convOp(g, W, g.silu(normOp(g, W, y, `${b.name}.norm2`, b.cout)), `${b.name}.conv2`, b.cout, b.cout, [kt, 3, 3], dims);
+  let y = convOp(g, W, g.silu(normOp(g, W, x, `${b.name}.norm1`, b.cin)), `${b.name}.conv1`, b.cout, b.cin, [kt, 3, 3], dims, history);
+  y = convOp(g, W, g.silu(normOp(g, W, y, `${b.name}.norm2`, b.cout)), `${b.name}.conv2`, b.cout, b.cout, [kt, 3, 3], dims, history);
   return g.add(y, shortcut, `${b.name}.residual`);
 }
 

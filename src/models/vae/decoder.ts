@@ -1,3 +1,4 @@
+import { OmniError } from '../../errors';
 import type { NativeBinding, NativeTensor } from '../../native/binding';
 import { createTensor } from '../../native/binding';
 import { LruCache } from '../../native/lru-cache';
@@ -5,6 +6,8 @@ import { CompiledPlan, PlanBuilder } from '../../native/plan-builder';
 import type { ParamSpec, WeightStore } from '../weights/weight-store';
 import { convOp, convParams, normOp, normParams, resampleConvOp, resampleParams, resBlockOp, resBlockParams, vaeLevels, type FrameDims, type VaeLevel, type WeightLookup } from './blocks';
 import { vaeScaleFactor, type VaeConfig } from './config';
+import { ConvHistoryRecorder } from './conv-history';
+import { VaeDecodeStream, type VaeStreamDims } from './decode-stream';
 
 /** Decoder levels from the latent resolution up (`decoder.up_blocks.{i}`), widths `channels[0]` … `channels[n−1]`. */
 function decoderLevels(c: VaeConfig): VaeLevel[] {
@@ -50,9 +53,18 @@ export class VaeDecoder {
   }
 
   private build(F: number, h: number, w: number): CompiledPlan {
+    const g = new PlanBuilder();
+    this.record(g, F, h, w);
+    return g.compile(this.native);
+  }
+
+  /**
+   * Records the decoder into `g`: input slot `latents` `[1, zDim, F, h, w]`, output slot `rgb` `[F, h·s, w·s, 3]`,
+   * plus the history slots of every causal conv when `history` is given (streaming plans).
+   */
+  private record(g: PlanBuilder, F: number, h: number, w: number, history?: ConvHistoryRecorder): void {
     const c = this.config;
     const kt = c.temporalKernel;
-    const g = new PlanBuilder();
     const W: WeightLookup = (name, shape) => g.constant(this.weights.get(name, shape));
     let H = h;
     let Wd = w;
@@ -62,10 +74,10 @@ export class VaeDecoder {
     let x = g.permute(latents, [c.zDim, F, h, w], [1, 2, 3, 0], 'to_channels_last');
     x = g.add(g.mul(x, g.constant(this.stats.std), 'latents_std'), g.constant(this.stats.mean), 'latents_mean');
     x = convOp(g, W, x, 'post_quant_conv', c.zDim, c.zDim, [1, 1, 1], dims());
-    x = convOp(g, W, x, 'decoder.conv_in', c.channels[0], c.zDim, [kt, 3, 3], dims());
-    x = resBlockOp(g, W, x, { name: 'decoder.mid_block.resnets.0', cin: c.channels[0], cout: c.channels[0] }, kt, dims());
+    x = convOp(g, W, x, 'decoder.conv_in', c.channels[0], c.zDim, [kt, 3, 3], dims(), history);
+    x = resBlockOp(g, W, x, { name: 'decoder.mid_block.resnets.0', cin: c.channels[0], cout: c.channels[0] }, kt, dims(), history);
     for (const level of decoderLevels(c)) {
-      for (const b of level.blocks) x = resBlockOp(g, W, x, b, kt, dims());
+      for (const b of level.blocks) x = resBlockOp(g, W, x, b, kt, dims(), history);
       if (level.resample) {
         x = g.upsample2x(x, { frames: F, height: H, width: Wd, channels: level.channels }, `${level.resample}.upsample`);
         H *= 2;
@@ -74,9 +86,8 @@ export class VaeDecoder {
       }
     }
     const last = c.channels[c.channels.length - 1];
-    x = convOp(g, W, g.silu(normOp(g, W, x, 'decoder.norm_out', last)), 'decoder.conv_out', 3, last, [kt, 3, 3], dims());
+    x = convOp(g, W, g.silu(normOp(g, W, x, 'decoder.norm_out', last)), 'decoder.conv_out', 3, last, [kt, 3, 3], dims(), history);
     g.output('rgb', x);
-    return g.compile(this.native);
   }
 
   /** Decodes `latents` [1, zDim, F, h, w] into `out` [F, h·s, w·s, 3] (values in about [−1, 1]). */
@@ -84,6 +95,25 @@ export class VaeDecoder {
     const key = `${dims.frames}x${dims.height}x${dims.width}`;
     const plan = this.plans.getOrCreate(key, () => this.build(dims.frames, dims.height, dims.width));
     await plan.run({ latents, rgb: out });
+  }
+
+  /**
+   * A stream that decodes one video chunk by chunk with the causal convs' temporal state carried across chunks, so
+   * the chunks join seamlessly (identical to a one-shot decode of the whole video; see `VaeDecodeStream`). `dims` is
+   * the chunk size in latent frames and the latent height/width; any frames ≥ 1 works. The stream shares this
+   * decoder's weights and compiles its own plan once; dispose it before or after the decoder.
+   * @throws OmniError OMNIRX_ERR_INVALID_REQUEST naming the field when a dimension is not an integer ≥ 1.
+   */
+  createStream(dims: { frames: number /* per chunk */; height: number; width: number /* latent */ }): VaeDecodeStream {
+    for (const field of ['frames', 'height', 'width'] as const) {
+      const v = dims[field];
+      if (!Number.isSafeInteger(v) || v < 1) throw new OmniError('OMNIRX_ERR_INVALID_REQUEST', `VaeDecoder.createStream: ${field} must be an integer ≥ 1, got ${v}`);
+    }
+    const stream: VaeStreamDims = { frames: dims.frames, height: dims.height, width: dims.width };
+    const g = new PlanBuilder();
+    const history = new ConvHistoryRecorder(g);
+    this.record(g, stream.frames, stream.height, stream.width, history);
+    return new VaeDecodeStream(this.native, g.compile(this.native), history.specs, stream, this.config.zDim, this.scaleFactor);
   }
 
   dispose(): void {
