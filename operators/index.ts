@@ -1,2 +1,6 @@
 /** The RxJS operators the planes are built from (DESIGN.md §5). One operator per file. */
 export { driveLoop, type DriveLoopOptions, type ReleaseReason, type StepOutcome } from './drive-loop';
+export { creditGate } from './credit-gate';
+export { concatMapWithLatest, type ConcatMapWithLatestOptions } from './concat-map-with-latest';
+export { restartOn } from './restart-on';
+export { muxFmp4, type Fmp4Chunk, type MuxFmp4Options } from './mux-fmp4';
