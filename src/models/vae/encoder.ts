@@ -143,11 +143,46 @@ export class VaeEncoder {
    */
   async encode(video: NativeTensor, out: NativeTensor, dims: { frames: number; height: number; width: number }): Promise<void> {
     const { frames: F, height: H, width: W } = dims;
-    const lat = vaeEncodedSize(this.config, H, W);
-    if (lat.height < 1 || lat.width < 1) throw new OmniError('OMNIRX_ERR_UNSUPPORTED_VALUE', `VaeEncoder: ${H}×${W} is too small for ${this.config.channels.length - 1} downsamplers`);
+    this.latentSize(H, W);
     const key = `${F}x${H}x${W}`;
     const plan = this.plans.getOrCreate(key, () => this.build(F, H, W));
     await plan.run({ video, latents: out });
+  }
+
+  /**
+   * Encodes one RGB24 image (the first frame of an image-to-world session) into its normalised latent mean
+   * `[zDim, 1, h, w]` (float32, channels-first: the layout of one frame of `[1, zDim, F, h, w]`, what the DiT and
+   * `VaeDecoder` take), h, w = `vaeEncodedSize(config, height, width)`. The image runs as a one-frame video, so the
+   * causal convs see zero history, as for the first frame of a video.
+   * @param rgb `height · width · 3` bytes, row-major RGB24; mapped to [−1, 1] by `fromRgb24`.
+   * @throws OmniError OMNIRX_ERR_INVALID_REQUEST naming `width`, `height` or `rgb` for a non-integer or non-positive
+   *   size or a buffer of the wrong length; OMNIRX_ERR_UNSUPPORTED_VALUE when the image is smaller than the scale factor.
+   */
+  async encodeImage(rgb: Uint8Array, width: number, height: number): Promise<Float32Array> {
+    for (const [field, v] of [['width', width], ['height', height]] as const) {
+      if (!Number.isSafeInteger(v) || v < 1) throw new OmniError('OMNIRX_ERR_INVALID_REQUEST', `VaeEncoder.encodeImage: ${field} must be an integer ≥ 1, got ${v}`);
+    }
+    if (rgb.length !== width * height * 3) throw new OmniError('OMNIRX_ERR_INVALID_REQUEST', `VaeEncoder.encodeImage: rgb has ${rgb.length} bytes, expected width · height · 3 = ${width * height * 3}`);
+    const lat = this.latentSize(height, width);
+    const video = createTensor(this.native, [1, height, width, 3], fromRgb24(rgb));
+    const out = createTensor(this.native, [1, this.config.zDim, 1, lat.height, lat.width]);
+    try {
+      await this.encode(video, out, { frames: 1, height, width });
+      return out.data.slice();
+    } finally {
+      video.dispose();
+      out.dispose();
+    }
+  }
+
+  /**
+   * `vaeEncodedSize` of a `height × width` video.
+   * @throws OmniError OMNIRX_ERR_UNSUPPORTED_VALUE when it is smaller than 1×1 (too small for the downsamplers).
+   */
+  private latentSize(height: number, width: number): { height: number; width: number } {
+    const lat = vaeEncodedSize(this.config, height, width);
+    if (lat.height < 1 || lat.width < 1) throw new OmniError('OMNIRX_ERR_UNSUPPORTED_VALUE', `VaeEncoder: ${height}×${width} is too small for ${this.config.channels.length - 1} downsamplers`);
+    return lat;
   }
 
   dispose(): void {
@@ -155,4 +190,11 @@ export class VaeEncoder {
     this.norm.negMean.dispose();
     this.norm.invStd.dispose();
   }
+}
+
+/** Converts RGB24 bytes to the encoder's input range: x / 127.5 − 1 in [−1, 1] (the inverse of `toRgb24`). */
+export function fromRgb24(rgb: Uint8Array): Float32Array {
+  const out = new Float32Array(rgb.length);
+  for (let i = 0; i < rgb.length; i++) out[i] = rgb[i] / 127.5 - 1;
+  return out;
 }
