@@ -1,6 +1,7 @@
 #!/usr/bin/env node
 import { Command, CommanderError } from 'commander';
 import { EXIT, runGenerate, type CliEngineOptions, type EngineLike, type GenerateDeps } from './generate';
+import { runServe } from './serve';
 
 /**
  * Creates the real engine. The engine module is imported lazily so `--help` or an argument error never loads the
@@ -49,6 +50,16 @@ export function buildProgram(deps: GenerateDeps, result: { code: number }): Comm
     .passThroughOptions()
     .action(async (_opts: unknown, cmd: Command) => {
       result.code = await runGenerate(cmd.args, deps);
+    });
+  program
+    .command('serve')
+    .description('serve an OpenAI-compatible HTTP API (see "omnirx serve --help")')
+    .helpOption(false)
+    .allowUnknownOption()
+    .allowExcessArguments()
+    .passThroughOptions()
+    .action(async (_opts: unknown, cmd: Command) => {
+      result.code = await runServe(cmd.args, deps);
     });
   return program;
 }

@@ -1,0 +1,96 @@
+import { Command, CommanderError } from 'commander';
+import { OmniError } from '../errors';
+import { EXIT, parseNumericFlag } from './generate';
+
+/** What {@link runServe} needs from the outside world; injected so tests can fake every part. */
+export interface ServeDeps {
+  stdout: NodeJS.WritableStream;
+  stderr: NodeJS.WritableStream;
+  /** Aborted on SIGINT (wired by `main.ts`): drains like SIGTERM. */
+  signal?: AbortSignal;
+  /** Registers the SIGTERM handler and returns its remover. Default: `process.once('SIGTERM', ...)`. */
+  onSigterm?: (handler: () => void) => () => void;
+}
+
+/** Parsed `omnirx serve` options. */
+export interface ServeArgs {
+  host: string;
+  port: number;
+  modelsDir?: string;
+  apiKey?: string;
+  /** Longest wait for in-flight jobs on SIGTERM before they are failed, ms. */
+  drainTimeoutMs: number;
+}
+
+/**
+ * Parses `omnirx serve` arguments. `--api-key` falls back to `env.OMNIRX_API_KEY`.
+ * @returns the options, or `help` when help was printed.
+ * @throws OmniError `OMNIRX_ERR_CLI_ARGUMENT` naming the flag.
+ */
+export function parseServeArgs(argv: string[], env: NodeJS.ProcessEnv, writeOut: (s: string) => void): ServeArgs | 'help' {
+  const cmd = new Command('omnirx serve')
+    .description('Serve the engine over an OpenAI-compatible HTTP API (see docs/http.md).')
+    .exitOverride()
+    .configureOutput({ writeOut, writeErr: writeOut })
+    .option('--host <host>', 'address to bind (keep 127.0.0.1 unless the port is protected)', '127.0.0.1')
+    .option('--port <port>', 'TCP port (0 picks a free one)', '8000')
+    .option('--models-dir <dir>', 'folder of model directories')
+    .option('--api-key <key>', 'bearer token required on /v1 routes (default: $OMNIRX_API_KEY)')
+    .option('--drain-timeout-ms <ms>', 'wait for in-flight jobs on SIGTERM before failing them', '30000');
+  try {
+    cmd.parse(argv, { from: 'user' });
+  } catch (err) {
+    if (err instanceof CommanderError && err.code === 'commander.helpDisplayed') return 'help';
+    throw new OmniError('OMNIRX_ERR_CLI_ARGUMENT', err instanceof Error ? err.message.replace(/^error:\s*/, '') : String(err));
+  }
+  const o = cmd.opts<{ host: string; port: string; modelsDir?: string; apiKey?: string; drainTimeoutMs: string }>();
+  const apiKey = o.apiKey ?? (env.OMNIRX_API_KEY || undefined);
+  return {
+    host: o.host,
+    port: parseNumericFlag({ flag: '--port', integer: true, min: 0, max: 65535 }, o.port),
+    drainTimeoutMs: parseNumericFlag({ flag: '--drain-timeout-ms', integer: true, min: 0, max: 3_600_000 }, o.drainTimeoutMs),
+    ...(o.modelsDir === undefined ? {} : { modelsDir: o.modelsDir }),
+    ...(apiKey === undefined ? {} : { apiKey }),
+  };
+}
+
+/**
+ * Runs `omnirx serve`: starts the HTTP server, prints `listening on http://HOST:PORT`, and on SIGTERM (or the
+ * injected abort signal) drains — stops admitting, waits up to `--drain-timeout-ms` for in-flight jobs, fails the
+ * rest, closes the engine — and resolves 0. Resolves 2 for a bad flag, 1 when the server cannot start. Never throws.
+ */
+export async function runServe(argv: string[], deps: ServeDeps): Promise<number> {
+  let args: ServeArgs | 'help';
+  try {
+    args = parseServeArgs(argv, process.env, (s) => void deps.stdout.write(s));
+  } catch (err) {
+    deps.stderr.write(`error: ${(err as Error).message}\n(see "omnirx serve --help")\n`);
+    return EXIT.USAGE;
+  }
+  if (args === 'help') return EXIT.OK;
+  const { createServer } = await import('../../transports/http/server');
+  const app = await createServer({ ...(args.modelsDir === undefined ? {} : { modelsDir: args.modelsDir }), ...(args.apiKey === undefined ? {} : { apiKey: args.apiKey }) });
+  try {
+    await app.omnirx.engineReady;
+    const address = await app.listen({ host: args.host, port: args.port });
+    deps.stdout.write(`omnirx serve: listening on ${address}\n`);
+  } catch (err) {
+    deps.stderr.write(`error: the server could not start: ${(err as Error).message}\n`);
+    await app.close().catch(() => undefined);
+    return EXIT.FAILED;
+  }
+  const drainTimeoutMs = args.drainTimeoutMs;
+  await new Promise<void>((resolve) => {
+    const stop = () => resolve();
+    const off = (deps.onSigterm ?? ((h) => (process.once('SIGTERM', h), () => process.off('SIGTERM', h))))(stop);
+    deps.signal?.addEventListener('abort', stop, { once: true });
+    app.server.once('close', () => {
+      off();
+      resolve();
+    });
+  });
+  deps.stdout.write('omnirx serve: draining\n');
+  const r = await app.omnirx.drain(drainTimeoutMs);
+  deps.stdout.write(`omnirx serve: stopped (${r.finished} jobs finished, ${r.failed} failed by the drain)\n`);
+  return EXIT.OK;
+}

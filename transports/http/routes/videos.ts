@@ -1,0 +1,100 @@
+import { randomUUID } from 'node:crypto';
+import { createReadStream } from 'node:fs';
+import type { FastifyInstance, FastifyRequest } from 'fastify';
+import { z } from 'zod';
+import type { ServerContext } from '../context';
+import { fromErrorEvent, HttpError } from '../errors';
+import { VideoJob } from '../jobs';
+import { streamSse } from '../sse';
+import { coerceFormFields, httpFieldOf, parseBody, toVideoRequest, VideoCreateBodySchema } from '../video-request';
+import { admitting, loadModel } from './shared';
+
+const ListQuerySchema = z.strictObject({
+  limit: z.coerce.number().int().min(1).max(100).optional(),
+  after: z.string().max(128).optional(),
+  order: z.enum(['asc', 'desc']).optional(),
+});
+const ContentQuerySchema = z.strictObject({ variant: z.literal('video').optional() });
+
+/**
+ * Reads a multipart/form-data body into plain fields. A file part is accepted only as `input_reference` (read to
+ * its end within the upload limits, so it can be rejected by name later).
+ * @throws HttpError 400 for a duplicate field or a file under another name; the multipart plugin's 413 for limits.
+ */
+async function readForm(req: FastifyRequest): Promise<Record<string, unknown>> {
+  const fields: Record<string, string> = {};
+  let reference: { filename: string; bytes: number } | undefined;
+  for await (const part of req.parts()) {
+    if (Object.prototype.hasOwnProperty.call(fields, part.fieldname) || (part.fieldname === 'input_reference' && reference !== undefined)) {
+      throw HttpError.of('invalid_body', `field '${part.fieldname}' is given twice`, part.fieldname);
+    }
+    if (part.type === 'file') {
+      const buf = await part.toBuffer();
+      if (part.fieldname !== 'input_reference') throw HttpError.of('invalid_body', `unknown file field '${part.fieldname}'`, part.fieldname);
+      reference = { filename: part.filename, bytes: buf.length };
+    } else {
+      fields[part.fieldname] = String(part.value);
+    }
+  }
+  const out = coerceFormFields(fields);
+  if (reference !== undefined) out.input_reference = reference;
+  return out;
+}
+
+/** Registers the video job routes: create, list, retrieve, content, events (SSE) and delete. */
+export function registerVideoRoutes(app: FastifyInstance, ctx: ServerContext): void {
+  const jobOr404 = (id: string) => {
+    const job = ctx.jobs.get(id);
+    if (job === undefined) throw HttpError.of('not_found', `no video job '${id.slice(0, 128)}'`, 'id');
+    return job;
+  };
+
+  app.post('/v1/videos', async (req, reply) => {
+    admitting(ctx);
+    const raw = req.isMultipart() ? await readForm(req) : req.body;
+    const body = parseBody(VideoCreateBodySchema, raw);
+    const model = await loadModel(ctx, body.model);
+    const id = `video_${randomUUID().replace(/-/g, '')}`;
+    const { request, framesFrom } = toVideoRequest(body, id, model.spec.id, model.spec.defaults.fps);
+    const job = new VideoJob(id, model.spec.id, body.prompt);
+    const outcome = await ctx.jobs.start(job, ctx.engine().generate(request), ctx.admitWaitMs);
+    if (outcome.kind === 'rejected') throw fromErrorEvent(outcome.error, (p) => httpFieldOf(p, framesFrom));
+    return reply.send(job.toJSON());
+  });
+
+  app.get('/v1/videos', async (req) => {
+    const q = parseBody(ListQuerySchema, req.query);
+    let all = ctx.jobs.list();
+    if (q.order === 'asc') all = all.reverse();
+    if (q.after !== undefined) {
+      const i = all.findIndex((j) => j.id === q.after);
+      if (i < 0) throw HttpError.of('not_found', `no video job '${q.after}' to list after`, 'after');
+      all = all.slice(i + 1);
+    }
+    const limit = q.limit ?? 20;
+    const data = all.slice(0, limit).map((j) => j.toJSON());
+    return { object: 'list', data, first_id: data[0]?.id ?? null, last_id: data.at(-1)?.id ?? null, has_more: all.length > limit };
+  });
+
+  app.get<{ Params: { id: string } }>('/v1/videos/:id', async (req) => jobOr404(req.params.id).toJSON());
+
+  app.get<{ Params: { id: string } }>('/v1/videos/:id/content', async (req, reply) => {
+    parseBody(ContentQuerySchema, req.query);
+    const job = jobOr404(req.params.id);
+    const file = ctx.jobs.store.get(job.id);
+    if (job.status !== 'completed' || file === undefined) {
+      throw HttpError.of('not_ready', `video '${job.id}' is ${job.status}; its content exists once it is completed`, 'id');
+    }
+    return reply.type('video/mp4').header('content-length', file.bytes).send(createReadStream(file.path));
+  });
+
+  app.get<{ Params: { id: string } }>('/v1/videos/:id/events', async (req, reply) => {
+    streamSse(reply, jobOr404(req.params.id).events);
+  });
+
+  app.delete<{ Params: { id: string } }>('/v1/videos/:id', async (req) => {
+    const id = req.params.id;
+    if (!(await ctx.jobs.cancel(id))) throw HttpError.of('not_found', `no video job '${id.slice(0, 128)}'`, 'id');
+    return { id, object: 'video.deleted', deleted: true };
+  });
+}

@@ -1,0 +1,189 @@
+import { createHash, timingSafeEqual } from 'node:crypto';
+import multipart from '@fastify/multipart';
+import Fastify, { type FastifyInstance } from 'fastify';
+import { resolveFfmpeg } from '../../src/media/ffmpeg';
+import type { ServerContext } from './context';
+import { HttpError, toHttpError } from './errors';
+import { JobTable } from './jobs';
+import { ServerMetrics } from './metrics';
+import { registerHealthRoutes } from './routes/health';
+import { registerImageRoutes } from './routes/images';
+import { registerModelRoutes } from './routes/models';
+import { registerVideoRoutes } from './routes/videos';
+import type { ServedEngine } from './served-engine';
+
+/** Options of {@link createServer}. */
+export interface ServerOptions {
+  /** The engine to serve (the server closes it when it closes). Default: `Engine.create({ modelsDir, defaultModel })`. */
+  engine?: ServedEngine | Promise<ServedEngine>;
+  /** Models folder of the engine the server creates (ignored when `engine` is given). */
+  modelsDir?: string;
+  /** Default model of the engine the server creates. */
+  defaultModel?: string;
+  /** Bearer token required on every `/v1` route when set; `/health`, `/ready` and `/metrics` stay open. */
+  apiKey?: string;
+  /** Largest JSON body, bytes. Default 1 MiB. */
+  bodyLimitBytes?: number;
+  /** Largest uploaded file (`input_reference`) in a multipart body, bytes. Default 8 MiB. */
+  maxUploadBytes?: number;
+  /** Finished job records kept (completed or failed; oldest forgotten first). Default 256. */
+  maxFinishedJobs?: number;
+  /** Finished MP4 files kept on disk. Default 64. */
+  maxStoredVideos?: number;
+  /** Bytes of finished MP4 files kept on disk. Default 512 MiB. */
+  maxStoredVideoBytes?: number;
+  /** Longest wait of `POST /v1/videos` for admission (or rejection) before it answers `queued`, ms. Default 2000. */
+  admitWaitMs?: number;
+  /** ffmpeg binary; resolved once with `resolveFfmpeg()` when absent. */
+  ffmpegPath?: string;
+  /** Fastify's logger (pino); off by default. */
+  logger?: boolean;
+}
+
+/** What a drain did. */
+export interface DrainResult {
+  /** Jobs in flight when the drain began that finished (completed or failed on their own). */
+  finished: number;
+  /** Jobs still in flight when the wait ran out, failed with `OMNIRX_ERR_UNAVAILABLE`. */
+  failed: number;
+}
+
+/** The omnirx handle decorated onto the Fastify instance. */
+export interface OmnirxHandle {
+  /** Resolves once the engine is up (`/ready` answers 200 from then on); rejects when it failed to start. */
+  readonly engineReady: Promise<void>;
+  readonly jobs: JobTable;
+  readonly metrics: ServerMetrics;
+  /**
+   * Graceful drain: stops admitting (`/ready` and new work answer 503), waits up to `timeoutMs` for the jobs in
+   * flight, fails the rest with `OMNIRX_ERR_UNAVAILABLE`, then closes the server (and with it the engine and the
+   * stored MP4s). Calling it again returns the same promise.
+   */
+  drain(timeoutMs: number): Promise<DrainResult>;
+}
+
+declare module 'fastify' {
+  interface FastifyInstance {
+    omnirx: OmnirxHandle;
+  }
+}
+
+function sameSecret(given: string, expected: string): boolean {
+  const a = createHash('sha256').update(given).digest();
+  const b = createHash('sha256').update(expected).digest();
+  return timingSafeEqual(a, b);
+}
+
+/**
+ * Builds the OpenAI-compatible HTTP server over an omnirx engine (routes in docs/http.md). Returns the Fastify
+ * instance, not yet listening (`await app.listen({ host: '127.0.0.1', port })`); the engine comes up in the
+ * background (`app.omnirx.engineReady`). Every error response is `{"error": {type, message, param, code}}`.
+ */
+export async function createServer(options: ServerOptions = {}): Promise<FastifyInstance> {
+  const bodyLimit = options.bodyLimitBytes ?? 2 ** 20;
+  const app = Fastify({ logger: options.logger ?? false, bodyLimit, requestTimeout: 60_000, connectionTimeout: 60_000, return503OnClosing: true });
+  app.removeContentTypeParser('text/plain');
+  await app.register(multipart, {
+    limits: { fileSize: options.maxUploadBytes ?? 8 * 2 ** 20, files: 1, fields: 32, fieldSize: 64 * 2 ** 10, parts: 40, fieldNameSize: 100 },
+  });
+
+  let engine: ServedEngine | undefined;
+  let startError: string | undefined;
+  const state: ServerContext['state'] = { phase: 'starting' };
+  let ffmpeg: Promise<string> | undefined;
+  const ffmpegPath = () => {
+    ffmpeg ??= options.ffmpegPath !== undefined ? Promise.resolve(options.ffmpegPath) : resolveFfmpeg().then((f) => f.path);
+    return ffmpeg;
+  };
+  let jobs: JobTable | undefined;
+  const metrics = new ServerMetrics({
+    engineStats: () => engine?.stats() ?? { queued: 0, running: 0 },
+    waitingJobs: () => jobs?.active().filter((j) => j.status === 'queued').length ?? 0,
+    storedVideos: () => jobs?.store.usage() ?? { files: 0, bytes: 0 },
+  });
+  jobs = new JobTable({
+    store: { maxFiles: options.maxStoredVideos ?? 64, maxBytes: options.maxStoredVideoBytes ?? 512 * 2 ** 20 },
+    maxFinishedJobs: options.maxFinishedJobs ?? 256,
+    ffmpegPath,
+    metrics,
+  });
+  const table = jobs;
+  const ctx: ServerContext = {
+    engine: () => {
+      if (engine === undefined) throw HttpError.engine('OMNIRX_ERR_UNAVAILABLE', startError === undefined ? 'the engine is not up yet' : `the engine failed to start: ${startError}`);
+      return engine;
+    },
+    jobs: table,
+    metrics,
+    state,
+    admitWaitMs: options.admitWaitMs ?? 2000,
+  };
+
+  const engineReady = (async () => {
+    const e = options.engine ?? (await import('../../src/engine/engine')).Engine.create({ modelsDir: options.modelsDir, defaultModel: options.defaultModel });
+    engine = await e;
+    if (state.phase === 'starting') state.phase = 'ready';
+  })();
+  engineReady.catch((err: unknown) => {
+    startError = err instanceof Error ? err.message : String(err);
+  });
+
+  let draining: Promise<DrainResult> | undefined;
+  const drain = (timeoutMs: number): Promise<DrainResult> => {
+    draining ??= (async () => {
+      state.phase = 'draining';
+      const inFlight = table.active();
+      let timer: NodeJS.Timeout | undefined;
+      const timedOut = await Promise.race([
+        Promise.all(inFlight.map((j) => j.done)).then(() => false),
+        new Promise<boolean>((resolve) => (timer = setTimeout(() => resolve(true), timeoutMs))),
+      ]);
+      clearTimeout(timer);
+      const failed = timedOut ? table.failActive('OMNIRX_ERR_UNAVAILABLE', 'the server shut down before the job finished') : 0;
+      await app.close();
+      return { finished: inFlight.length - failed, failed };
+    })();
+    return draining;
+  };
+  app.decorate('omnirx', { engineReady, jobs: table, metrics, drain });
+
+  app.addHook('onClose', async () => {
+    state.phase = 'draining';
+    table.failActive('OMNIRX_ERR_UNAVAILABLE', 'the server closed before the job finished');
+    table.dispose();
+    await engineReady.catch(() => undefined);
+    await engine?.close();
+  });
+
+  if (options.apiKey !== undefined && options.apiKey !== '') {
+    const key = options.apiKey;
+    app.addHook('onRequest', async (req) => {
+      if (!req.url.startsWith('/v1')) return;
+      const h = req.headers.authorization;
+      const m = typeof h === 'string' ? /^Bearer\s+(.+)$/i.exec(h.trim()) : null;
+      if (m === null) throw HttpError.of('unauthorized', 'missing bearer token: send "Authorization: Bearer <api key>"');
+      if (!sameSecret(m[1]!, key)) throw HttpError.of('unauthorized', 'invalid api key');
+    });
+  }
+
+  app.addHook('onResponse', async (req, reply) => {
+    metrics.requestSeconds.observe({ method: req.method, route: req.routeOptions.url ?? 'unmatched', status: String(reply.statusCode) }, reply.elapsedTime / 1000);
+  });
+  app.setErrorHandler(async (err, req, reply) => {
+    const h = toHttpError(err);
+    metrics.failures.inc({ code: h.code });
+    if (h.status >= 500) req.log.error(err);
+    return reply.status(h.status).send(h.body());
+  });
+  app.setNotFoundHandler(async (req, reply) => {
+    const h = HttpError.of('not_found', `no route ${req.method} ${req.url.slice(0, 200)}`);
+    metrics.failures.inc({ code: h.code });
+    return reply.status(404).send(h.body());
+  });
+
+  registerHealthRoutes(app, ctx);
+  registerModelRoutes(app, ctx);
+  registerVideoRoutes(app, ctx);
+  registerImageRoutes(app, ctx);
+  return app;
+}

@@ -1,0 +1,156 @@
+import { z } from 'zod';
+import type { OmniRequestInput } from '../../src/request/omni-request';
+import { HttpError } from './errors';
+
+const int = z.number().int();
+/** `seconds` as OpenAI sends it (a numeric string) or as a number. */
+const seconds = z.union([z.number(), z.string().regex(/^\s*\d+(\.\d+)?\s*$/, 'seconds must be a number of seconds, e.g. "4"').transform(Number)]).pipe(z.number().positive('seconds must be positive').max(3600));
+/** `size` as "WxH" in pixels. */
+const size = z
+  .string()
+  .regex(/^[1-9]\d{0,4}x[1-9]\d{0,4}$/, 'size must be "WIDTHxHEIGHT" in pixels, e.g. "64x64"')
+  .transform((s) => {
+    const [w, h] = s.split('x').map(Number);
+    return { width: w!, height: h! };
+  });
+
+/** Fields of `POST /v1/videos` (JSON, or multipart form fields after {@link coerceFormFields}). Unknown fields are rejected. */
+export const VideoCreateBodySchema = z.strictObject({
+  model: z.string().min(1).max(128).optional(),
+  prompt: z.string().max(100_000),
+  seconds: seconds.optional(),
+  size: size.optional(),
+  /** Accepted so that it is rejected with a clear message: no served model does image-to-video. */
+  input_reference: z.unknown().optional(),
+  num_frames: int.optional(),
+  fps: int.optional(),
+  num_inference_steps: int.optional(),
+  guidance_scale: z.number().optional(),
+  negative_prompt: z.string().max(100_000).optional(),
+  seed: int.optional(),
+});
+export type VideoCreateBody = z.infer<typeof VideoCreateBodySchema>;
+
+/** Fields of `POST /v1/images/generations` (OpenAI's images API plus the diffusion knobs). */
+export const ImageGenerateBodySchema = z.strictObject({
+  model: z.string().min(1).max(128).optional(),
+  prompt: z.string().max(100_000),
+  n: int.optional(),
+  size: size.optional(),
+  response_format: z.string().optional(),
+  num_inference_steps: int.optional(),
+  guidance_scale: z.number().optional(),
+  negative_prompt: z.string().max(100_000).optional(),
+  seed: int.optional(),
+});
+export type ImageGenerateBody = z.infer<typeof ImageGenerateBodySchema>;
+
+/** Form fields that carry numbers (multipart sends every value as text). */
+const NUMERIC_FIELDS = new Set(['num_frames', 'fps', 'num_inference_steps', 'guidance_scale', 'seed']);
+
+/**
+ * Converts the numeric multipart fields from text to numbers when the whole text is a decimal number; anything
+ * else stays a string so the schema rejects it naming the field (never a silent `NaN` or truncation).
+ */
+export function coerceFormFields(fields: Record<string, string>): Record<string, unknown> {
+  const out: Record<string, unknown> = {};
+  for (const [k, v] of Object.entries(fields)) {
+    out[k] = NUMERIC_FIELDS.has(k) && /^\s*-?\d+(\.\d+)?([eE][-+]?\d+)?\s*$/.test(v) ? Number(v) : v;
+  }
+  return out;
+}
+
+/**
+ * Parses a body with `schema`. @throws HttpError 400 `invalid_body` naming the first offending field (an unknown
+ * field by its own name).
+ */
+export function parseBody<T extends z.ZodType>(schema: T, body: unknown): z.infer<T> {
+  if (body === null || typeof body !== 'object' || Array.isArray(body)) throw HttpError.of('invalid_body', 'the request body must be a JSON object');
+  const r = schema.safeParse(body);
+  if (r.success) return r.data;
+  const issue = r.error.issues[0]!;
+  const field = issue.code === 'unrecognized_keys' ? issue.keys[0] : issue.path.map(String).join('.');
+  const what = issue.code === 'unrecognized_keys' ? `unknown field '${field}'` : `${field || '(body)'}: ${issue.message}`;
+  throw HttpError.of('invalid_body', what, field || null);
+}
+
+/** Request paths of the engine's validation errors → the HTTP field that set them. */
+const FIELD_OF_PATH: Record<string, string> = {
+  model: 'model',
+  'inputs.prompt': 'prompt',
+  'inputs.negativePrompt': 'negative_prompt',
+  'diffusion.width': 'size',
+  'diffusion.height': 'size',
+  'diffusion.numFrames': 'num_frames',
+  'diffusion.fps': 'fps',
+  'diffusion.numInferenceSteps': 'num_inference_steps',
+  'diffusion.guidanceScale': 'guidance_scale',
+  'diffusion.seed': 'seed',
+  diffusion: 'size',
+};
+
+/**
+ * Maps an engine error's `param` (a request path) to the HTTP field name. `framesFrom` names the field the frame
+ * count came from (`num_frames`, or `seconds` when it was derived from seconds × fps).
+ */
+export function httpFieldOf(path: string | undefined, framesFrom: 'num_frames' | 'seconds' = 'num_frames'): string | null {
+  if (path === undefined) return null;
+  const f = FIELD_OF_PATH[path] ?? path;
+  return f === 'num_frames' ? framesFrom : f;
+}
+
+/** An OmniRequest built from a video body, and where its frame count came from. */
+export interface MappedVideoRequest {
+  request: OmniRequestInput;
+  framesFrom: 'num_frames' | 'seconds';
+}
+
+/**
+ * Maps a parsed `POST /v1/videos` body to a T2V OmniRequest. An explicit `num_frames` wins over `seconds × fps`;
+ * `seconds` alone gives `seconds × fps` frames (fps: the body's, else `defaultFps`, the model's).
+ * @throws HttpError 400 when `input_reference` is present (no served model does I2V) or `seconds × fps` is not a
+ *   whole number of frames — never rounded.
+ */
+export function toVideoRequest(body: VideoCreateBody, requestId: string, modelId: string, defaultFps: number): MappedVideoRequest {
+  if (body.input_reference !== undefined) {
+    throw HttpError.engine('OMNIRX_ERR_UNSUPPORTED_VALUE', `model '${modelId}' cannot do image-to-video (I2V): input_reference is not supported by any model this server runs`, 'input_reference');
+  }
+  let numFrames = body.num_frames;
+  let framesFrom: MappedVideoRequest['framesFrom'] = 'num_frames';
+  if (numFrames === undefined && body.seconds !== undefined) {
+    const fps = body.fps ?? defaultFps;
+    const frames = body.seconds * fps;
+    if (!Number.isInteger(frames)) {
+      throw HttpError.engine('OMNIRX_ERR_UNSUPPORTED_VALUE', `seconds ${body.seconds} × fps ${fps} = ${frames} frames is not a whole number of frames; pass num_frames or another seconds`, 'seconds');
+    }
+    numFrames = frames;
+    framesFrom = 'seconds';
+  }
+  const diffusion: NonNullable<OmniRequestInput['diffusion']> = {};
+  if (body.size !== undefined) Object.assign(diffusion, body.size);
+  if (numFrames !== undefined) diffusion.numFrames = numFrames;
+  if (body.fps !== undefined) diffusion.fps = body.fps;
+  if (body.num_inference_steps !== undefined) diffusion.numInferenceSteps = body.num_inference_steps;
+  if (body.guidance_scale !== undefined) diffusion.guidanceScale = body.guidance_scale;
+  if (body.seed !== undefined) diffusion.seed = body.seed;
+  const inputs = body.negative_prompt === undefined ? { prompt: body.prompt } : { prompt: body.prompt, negativePrompt: body.negative_prompt };
+  return { request: { requestId, model: modelId, task: 'T2V', inputs, diffusion }, framesFrom };
+}
+
+/**
+ * Maps a parsed `POST /v1/images/generations` body to a T2I OmniRequest.
+ * @throws HttpError 400 for `n` other than 1 or a `response_format` other than `b64_json`.
+ */
+export function toImageRequest(body: ImageGenerateBody, requestId: string): OmniRequestInput {
+  if (body.n !== undefined && body.n !== 1) throw HttpError.engine('OMNIRX_ERR_UNSUPPORTED_VALUE', `n must be 1 (one image per request); got ${body.n}`, 'n');
+  if (body.response_format !== undefined && body.response_format !== 'b64_json') {
+    throw HttpError.engine('OMNIRX_ERR_UNSUPPORTED_VALUE', `response_format must be "b64_json" (this server hosts no image URLs); got "${body.response_format.slice(0, 40)}"`, 'response_format');
+  }
+  const diffusion: NonNullable<OmniRequestInput['diffusion']> = { numFrames: 1 };
+  if (body.size !== undefined) Object.assign(diffusion, body.size);
+  if (body.num_inference_steps !== undefined) diffusion.numInferenceSteps = body.num_inference_steps;
+  if (body.guidance_scale !== undefined) diffusion.guidanceScale = body.guidance_scale;
+  if (body.seed !== undefined) diffusion.seed = body.seed;
+  const inputs = body.negative_prompt === undefined ? { prompt: body.prompt } : { prompt: body.prompt, negativePrompt: body.negative_prompt };
+  return { requestId, ...(body.model === undefined ? {} : { model: body.model }), task: 'T2I', inputs, diffusion };
+}
