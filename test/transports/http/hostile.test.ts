@@ -1,0 +1,156 @@
+import { connect } from 'node:net';
+import { startServer, type TestServer } from './helpers';
+
+const KEY = 'k-hostile';
+let server: TestServer;
+
+beforeAll(async () => {
+  server = await startServer({ apiKey: KEY, bodyLimitBytes: 4096, maxUploadBytes: 1024 });
+});
+
+afterAll(async () => {
+  await server.app.close();
+});
+
+const auth = { authorization: `Bearer ${KEY}` };
+
+async function post(pathname: string, body: string | FormData, headers: Record<string, string> = { 'content-type': 'application/json' }): Promise<{ status: number; json: Record<string, any> }> {
+  const res = await fetch(`${server.origin}${pathname}`, { method: 'POST', body, headers: { ...auth, ...headers } });
+  return { status: res.status, json: (await res.json()) as Record<string, any> };
+}
+
+const postJson = (body: unknown) => post('/v1/videos', JSON.stringify(body));
+
+describe('hostile input gets a clear 4xx in the error shape, and the server keeps serving', () => {
+  it('malformed JSON → 400 invalid_json', async () => {
+    const r = await post('/v1/videos', '{"prompt": "a",');
+    expect(r.status).toBe(400);
+    expect(r.json).toEqual({ error: { type: 'invalid_request_error', code: 'invalid_json', message: expect.any(String), param: null } });
+  });
+
+  it('a body over the limit → 413 body_too_large', async () => {
+    const r = await postJson({ prompt: 'x'.repeat(10_000) });
+    expect(r.status).toBe(413);
+    expect(r.json.error).toMatchObject({ type: 'invalid_request_error', code: 'body_too_large' });
+  });
+
+  it('an upload over the multipart file limit → 413', async () => {
+    const form = new FormData();
+    form.append('prompt', 'a');
+    form.append('input_reference', new Blob([new Uint8Array(2048)]), 'ref.png');
+    const r = await post('/v1/videos', form, {});
+    expect(r.status).toBe(413);
+    expect(r.json.error.code).toBe('body_too_large');
+  });
+
+  it('an unsupported media type → 415', async () => {
+    const r = await post('/v1/videos', 'prompt=a', { 'content-type': 'text/plain' });
+    expect(r.status).toBe(415);
+    expect(r.json.error).toMatchObject({ code: 'unsupported_media_type' });
+  });
+
+  it('unknown fields, wrong types, a bad size, negative or fractional-frame seconds → 400 naming the field', async () => {
+    const cases: Array<[unknown, string]> = [
+      [{ prompt: 'a', frobnicate: 1 }, 'frobnicate'],
+      [{ prompt: 42 }, 'prompt'],
+      [{ prompt: 'a', num_frames: '3' }, 'num_frames'],
+      [{ prompt: 'a', num_frames: 2.5 }, 'num_frames'],
+      [{ prompt: 'a', seed: -1 }, 'seed'],
+      [{ prompt: 'a', size: 'abc' }, 'size'],
+      [{ prompt: 'a', size: '16x' }, 'size'],
+      [{ prompt: 'a', seconds: -2 }, 'seconds'],
+      [{ prompt: 'a', seconds: '-2' }, 'seconds'],
+      // 0.1 s × 6 fps = 0.6 frames: rejected, never rounded
+      [{ prompt: 'a', seconds: '0.1', fps: 6 }, 'seconds'],
+      // past the engine's ceiling of 200 steps
+      [{ prompt: 'a', num_inference_steps: 1000 }, 'num_inference_steps'],
+      [{}, 'prompt'],
+    ];
+    for (const [body, param] of cases) {
+      const r = await postJson(body);
+      expect({ body, status: r.status, param: r.json.error?.param, type: r.json.error?.type }).toEqual({ body, status: 400, param, type: 'invalid_request_error' });
+      expect(typeof r.json.error.message).toBe('string');
+    }
+    const notObject = await post('/v1/videos', '[1,2]');
+    expect(notObject.status).toBe(400);
+    const proto = await post('/v1/videos', '{"prompt":"a","__proto__":{"x":1}}');
+    expect(proto.status).toBe(400);
+  });
+
+  it('multipart fields are validated the same way (numbers as text, strictly)', async () => {
+    const form = new FormData();
+    form.append('prompt', 'a');
+    form.append('num_frames', '3abc');
+    const r = await post('/v1/videos', form, {});
+    expect(r.status).toBe(400);
+    expect(r.json.error.param).toBe('num_frames');
+  });
+
+  it('input_reference is rejected (no model does I2V), JSON or multipart, never ignored', async () => {
+    const j = await postJson({ prompt: 'a', input_reference: { image_url: 'data:image/png;base64,AAAA' } });
+    expect(j.status).toBe(400);
+    expect(j.json.error).toMatchObject({ param: 'input_reference', code: 'OMNIRX_ERR_UNSUPPORTED_VALUE' });
+    expect(j.json.error.message).toMatch(/I2V/);
+    const form = new FormData();
+    form.append('prompt', 'a');
+    form.append('input_reference', new Blob([new Uint8Array(16)]), 'ref.png');
+    const m = await post('/v1/videos', form, {});
+    expect(m.status).toBe(400);
+    expect(m.json.error.param).toBe('input_reference');
+  });
+
+  it('an unknown model → 404 naming model; an unknown job → 404; a job not finished → content 409', async () => {
+    const r = await postJson({ prompt: 'a', model: 'nope' });
+    expect(r.status).toBe(404);
+    expect(r.json.error).toMatchObject({ param: 'model', code: 'OMNIRX_ERR_UNKNOWN_MODEL', type: 'not_found_error' });
+    const missing = await fetch(`${server.origin}/v1/videos/video_missing`, { headers: auth });
+    expect(missing.status).toBe(404);
+    expect(((await missing.json()) as any).error.code).toBe('not_found');
+    const noRoute = await fetch(`${server.origin}/v2/whatever`, { headers: auth });
+    expect(noRoute.status).toBe(404);
+    // A long job: its content is not there yet (409) until it completes; then it is cancelled.
+    const job = await postJson({ prompt: 'a', size: '40x40', num_frames: 40, num_inference_steps: 50, guidance_scale: 1 });
+    expect(job.status).toBe(200);
+    const content = await fetch(`${server.origin}/v1/videos/${job.json.id}/content`, { headers: auth });
+    expect(content.status).toBe(409);
+    expect(((await content.json()) as any).error).toMatchObject({ code: 'not_ready', type: 'conflict_error' });
+    const del = await fetch(`${server.origin}/v1/videos/${job.json.id}`, { method: 'DELETE', headers: auth });
+    expect(del.status).toBe(200);
+  });
+
+  it('images: n other than 1 and a url response_format → 400 naming the field', async () => {
+    const n = await post('/v1/images/generations', JSON.stringify({ prompt: 'a', n: 2 }));
+    expect([n.status, n.json.error.param]).toEqual([400, 'n']);
+    const fmt = await post('/v1/images/generations', JSON.stringify({ prompt: 'a', response_format: 'url' }));
+    expect([fmt.status, fmt.json.error.param]).toEqual([400, 'response_format']);
+  });
+
+  it('auth: a missing or wrong bearer token → 401 on /v1; health, ready and metrics stay open', async () => {
+    for (const headers of [{}, { authorization: 'Bearer wrong' }, { authorization: KEY }] as Array<Record<string, string>>) {
+      const r = await fetch(`${server.origin}/v1/models`, { headers });
+      expect(r.status).toBe(401);
+      expect(((await r.json()) as any).error).toMatchObject({ type: 'authentication_error', code: 'unauthorized' });
+    }
+    for (const p of ['/health', '/ready', '/metrics']) expect((await fetch(`${server.origin}${p}`)).status).toBe(200);
+  });
+
+  it('100 rapid connects and disconnects (some with half a request or garbage), then a normal request succeeds', async () => {
+    const garbage = ['', 'GET /v1/mod', 'POST /v1/videos HTTP/1.1\r\nContent-Length: 100000\r\n\r\n{"pro', '\x00\x01\x02binary\xff'];
+    await Promise.all(
+      Array.from({ length: 100 }, (_, i) =>
+        new Promise<void>((resolve) => {
+          const s = connect(server.port, '127.0.0.1', () => {
+            const g = garbage[i % garbage.length]!;
+            if (g !== '') s.write(g);
+            s.destroy();
+          });
+          s.on('close', () => resolve());
+          s.on('error', () => resolve());
+        }),
+      ),
+    );
+    const r = await fetch(`${server.origin}/v1/models`, { headers: auth });
+    expect(r.status).toBe(200);
+    expect(((await r.json()) as any).data.map((m: { id: string }) => m.id)).toEqual(['tiny']);
+  });
+});
