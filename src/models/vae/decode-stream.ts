@@ -23,20 +23,20 @@ function checkSize(field: string, t: NativeTensor, shape: readonly number[]): vo
  * Chunk-by-chunk decoding of one video with the causal VAE decoder (made by `VaeDecoder.createStream`): every causal
  * conv (kt > 1) reads the previous chunk's last kt − 1 input frames instead of zero padding, so decoding a video in
  * chunks of F latent frames gives the same frames as decoding it in one call (the first chunk sees zeros, exactly
- * like the one-shot decode). Any F ≥ 1 works: when F < kt − 1 the new history is the old one shifted by F frames
- * with this chunk's F frames appended (a host-side copy after the run); when F ≥ kt − 1 the plan writes the new
- * history directly.
+ * like the one-shot decode). Any F ≥ 1 works. When F ≥ kt − 1 the plan writes the new history (the last kt − 1
+ * input frames) into a second buffer per conv, swapped with the current one after the run (double buffering, no
+ * per-chunk allocation). When F < kt − 1 the plan writes this chunk's F input frames into a tail buffer and, after
+ * the run, the history is shifted by F frames in place with the tail appended (a host-side copy of kt − 1 frames).
  *
- * State: two history buffers per conv (current and next, swapped after each chunk, so no per-chunk allocation) plus,
- * when F < kt − 1, one F-frame tail buffer per conv. A chunk changes the state only once its run has succeeded: a
+ * State per causal conv: the current history `[kt − 1, H, W, Ci]` plus the next one (F ≥ kt − 1) or an F-frame tail
+ * (F < kt − 1), all float32. A chunk changes the state only once its run has succeeded: a
  * decode that throws (wrong sizes, a kernel failure) leaves the history as it was. One chunk at a time: `decode`
  * and `reset` reject while a decode is in flight. Weights are shared with the decoder; the plan is the stream's own.
  */
 export class VaeDecodeStream {
-  private cur: NativeTensor[];
-  private next: NativeTensor[];
-  /** F-frame tail buffers for convs whose history is longer than a chunk (F < kt − 1); undefined otherwise. */
-  private readonly tails: Array<NativeTensor | undefined>;
+  private readonly cur: NativeTensor[];
+  /** Per conv: the next history (F ≥ kt − 1, swapped with `cur` after a run) or the F-frame tail (F < kt − 1). */
+  private readonly out: NativeTensor[];
   private busy = false;
   private disposed = false;
   /** Latent input shape `[1, zDim, F, h, w]`. */
@@ -55,18 +55,16 @@ export class VaeDecodeStream {
     const { frames: F, height: h, width: w } = dims;
     this.latentShape = [1, zDim, F, h, w];
     this.outputShape = [F, h * scaleFactor, w * scaleFactor, 3];
-    const history = (s: ConvHistorySpec): NativeTensor => createTensor(native, [s.frames, s.frameFloats]);
-    this.cur = specs.map(history);
-    this.next = specs.map(history);
-    this.tails = specs.map((s) => (s.tailFrames < s.frames ? createTensor(native, [s.tailFrames, s.frameFloats]) : undefined));
+    this.cur = specs.map((s) => createTensor(native, [s.frames, s.frameFloats]));
+    this.out = specs.map((s) => createTensor(native, [s.tailFrames, s.frameFloats]));
     this.reset();
   }
 
-  /** Native bytes held by the stream: history (and tail) buffers plus the plan's arena; 0 after `dispose`. */
+  /** Native bytes held by the stream: history and next/tail buffers plus the plan's arena; 0 after `dispose`. */
   get bytes(): number {
     if (this.disposed) return 0;
     let n = this.plan.arenaBytes;
-    for (const t of [...this.cur, ...this.next, ...this.tails]) if (t !== undefined) n += t.numel * 4;
+    for (const t of [...this.cur, ...this.out]) n += t.numel * 4;
     return n;
   }
 
@@ -85,7 +83,7 @@ export class VaeDecodeStream {
     const bindings: Record<string, NativeTensor> = { latents, rgb: out };
     this.specs.forEach((s, i) => {
       bindings[s.input] = this.cur[i];
-      bindings[s.output] = this.tails[i] ?? this.next[i];
+      bindings[s.output] = this.out[i];
     });
     this.busy = true;
     try {
@@ -95,13 +93,14 @@ export class VaeDecodeStream {
     }
     if (this.disposed) return;
     this.specs.forEach((s, i) => {
-      const tail = this.tails[i];
-      if (tail === undefined) return;
-      const next = this.next[i].data;
-      next.set(this.cur[i].data.subarray(s.tailFrames * s.frameFloats), 0);
-      next.set(tail.data, (s.frames - s.tailFrames) * s.frameFloats);
+      if (s.tailFrames === s.frames) {
+        [this.cur[i], this.out[i]] = [this.out[i], this.cur[i]];
+        return;
+      }
+      const history = this.cur[i].data;
+      history.copyWithin(0, s.tailFrames * s.frameFloats);
+      history.set(this.out[i].data, (s.frames - s.tailFrames) * s.frameFloats);
     });
-    [this.cur, this.next] = [this.next, this.cur];
   }
 
   /**
@@ -118,7 +117,7 @@ export class VaeDecodeStream {
     if (this.disposed) return;
     this.disposed = true;
     this.plan.dispose();
-    for (const t of [...this.cur, ...this.next, ...this.tails]) t?.dispose();
+    for (const t of [...this.cur, ...this.out]) t.dispose();
   }
 
   private checkIdle(what: string): void {
