@@ -1,0 +1,148 @@
+import { startServer, readSse, type TestServer } from './helpers';
+import { makeModelsDir, poisonWithNaN, tinySpec } from '../../helpers/tiny-model';
+import { createServer } from '../../../transports/http/server';
+import { parseServeArgs } from '../../../src/cli/serve';
+
+let modelsDir: string;
+
+beforeAll(async () => {
+  modelsDir = await makeModelsDir();
+});
+
+async function createJob(s: TestServer, body: Record<string, unknown>): Promise<Record<string, any>> {
+  const res = await fetch(`${s.origin}/v1/videos`, { method: 'POST', headers: { 'content-type': 'application/json' }, body: JSON.stringify(body) });
+  expect(res.status).toBe(200);
+  return (await res.json()) as Record<string, any>;
+}
+
+/** The value of a metric line `name{labels} value` in Prometheus text, or undefined. */
+function metric(text: string, series: string): number | undefined {
+  const line = text.split('\n').find((l) => l.startsWith(`${series} `));
+  return line === undefined ? undefined : Number(line.slice(series.length + 1));
+}
+
+describe('SSE job events', () => {
+  let s: TestServer;
+  beforeAll(async () => {
+    const dir = await makeModelsDir([{ spec: tinySpec('tiny-nan'), seed: 1 }]);
+    poisonWithNaN(dir, 'tiny-nan');
+    s = await startServer({ modelsDir: dir });
+  });
+  afterAll(async () => {
+    await s.app.close();
+  });
+
+  it('streams step progress and ends with final once the MP4 is ready; a late subscriber gets the same history replayed', async () => {
+    const job = await createJob(s, { prompt: 'a red ball', size: '16x16', num_frames: 3, fps: 6, num_inference_steps: 4, seed: 3 });
+    const live = await readSse(`${s.origin}/v1/videos/${job.id}/events`);
+    expect(live.status).toBe(200);
+    expect(live.contentType).toMatch(/^text\/event-stream/);
+    const types = live.events.map((e) => e.event);
+    expect(types.at(-1)).toBe('final');
+    const steps = live.events.filter((e) => e.event === 'step').map((e) => [e.data.index, e.data.total]);
+    expect(steps).toEqual([[0, 4], [1, 4], [2, 4], [3, 4]]);
+    const final = live.events.at(-1)!.data;
+    // Artifacts are summarised (shape only), never base64 frames.
+    expect(final).toEqual({ type: 'final', requestId: job.id, seed: 3, ms: expect.any(Number), artifacts: { video: { kind: 'video', width: 16, height: 16, numFrames: 3, fps: 6 } } });
+    expect(JSON.stringify(live.events).length).toBeLessThan(10_000);
+    // `final` on the stream means the content is downloadable.
+    const content = await fetch(`${s.origin}/v1/videos/${job.id}/content`);
+    expect(content.status).toBe(200);
+    expect(content.headers.get('content-type')).toBe('video/mp4');
+    const late = await readSse(`${s.origin}/v1/videos/${job.id}/events`);
+    expect(late.events).toEqual(live.events);
+  });
+
+  it('a job that fails while running streams an error event and reports it in the job object', async () => {
+    // Model tiny-nan has a NaN in its DiT output bias: its first denoise step yields non-finite values.
+    const job = await createJob(s, { prompt: 'a', model: 'tiny-nan', size: '8x8', num_frames: 1, num_inference_steps: 2 });
+    const sse = await readSse(`${s.origin}/v1/videos/${job.id}/events`);
+    const last = sse.events.at(-1)!;
+    expect(last.event).toBe('error');
+    expect(last.data).toMatchObject({ code: 'OMNIRX_ERR_NON_FINITE', node: 'denoise' });
+    const got = (await (await fetch(`${s.origin}/v1/videos/${job.id}`)).json()) as Record<string, any>;
+    expect(got).toMatchObject({ status: 'failed', error: { code: 'OMNIRX_ERR_NON_FINITE', message: expect.any(String) } });
+    expect((await fetch(`${s.origin}/v1/videos/${job.id}/content`)).status).toBe(409);
+  });
+});
+
+describe('metrics', () => {
+  it('queue, step-time, latency and failure metrics change after a job and a rejected request', async () => {
+    const s = await startServer({ modelsDir });
+    try {
+      const before = await (await fetch(`${s.origin}/metrics`)).text();
+      expect(metric(before, 'omnirx_step_duration_seconds_count')).toBe(0);
+      expect(before).toContain('# TYPE omnirx_queue_depth gauge');
+      expect(metric(before, 'omnirx_running')).toBe(0);
+      const job = await createJob(s, { prompt: 'a', size: '8x8', num_frames: 2, num_inference_steps: 3 });
+      await readSse(`${s.origin}/v1/videos/${job.id}/events`);
+      await fetch(`${s.origin}/v1/videos`, { method: 'POST', headers: { 'content-type': 'application/json' }, body: '{' });
+      const after = await (await fetch(`${s.origin}/metrics`)).text();
+      expect(metric(after, 'omnirx_step_duration_seconds_count')).toBe(3);
+      expect(metric(after, 'omnirx_jobs_total{status="completed"}')).toBe(1);
+      expect(metric(after, 'omnirx_failures_total{code="invalid_json"}')).toBe(1);
+      expect(metric(after, 'omnirx_stored_videos')).toBe(1);
+      expect(metric(after, 'omnirx_running')).toBe(0);
+      expect(metric(after, 'omnirx_http_request_duration_seconds_count{method="POST",route="/v1/videos",status="200"}')).toBe(1);
+      // A second server has its own registry: nothing leaks between them.
+      const other = await createServer({ engine: { generate: () => { throw new Error('unused'); }, listModels: () => [], stats: () => ({ queued: 0, running: 0 }), models: { get: () => Promise.reject(new Error('unused')), defaultModel: 'x' }, close: async () => undefined } });
+      expect(metric(await other.omnirx.metrics.registry.metrics(), 'omnirx_jobs_total{status="completed"}')).toBeUndefined();
+      await other.close();
+    } finally {
+      await s.app.close();
+    }
+  });
+});
+
+describe('drain', () => {
+  it('stops admitting (503, /ready 503), lets the in-flight job finish, then closes', async () => {
+    const s = await startServer({ modelsDir });
+    expect((await fetch(`${s.origin}/ready`)).status).toBe(200);
+    const job = await createJob(s, { prompt: 'a', size: '32x32', num_frames: 16, num_inference_steps: 20, guidance_scale: 1 });
+    const jobs = s.app.omnirx.jobs;
+    const draining = s.app.omnirx.drain(600_000);
+    const ready = await fetch(`${s.origin}/ready`);
+    expect(ready.status).toBe(503);
+    expect(((await ready.json()) as any).error.code).toBe('OMNIRX_ERR_UNAVAILABLE');
+    const refused = await fetch(`${s.origin}/v1/videos`, { method: 'POST', headers: { 'content-type': 'application/json', connection: 'close' }, body: JSON.stringify({ prompt: 'late' }) });
+    expect(refused.status).toBe(503);
+    expect(((await refused.json()) as any).error).toMatchObject({ code: 'OMNIRX_ERR_UNAVAILABLE', type: 'service_unavailable_error' });
+    expect(await draining).toEqual({ finished: 1, failed: 0 });
+    expect(jobs.get(job.id)?.status).toBe('completed');
+    expect(s.app.server.listening).toBe(false);
+  });
+
+  it('fails the jobs still running when the wait runs out', async () => {
+    const s = await startServer({ modelsDir });
+    const job = await createJob(s, { prompt: 'a', size: '40x40', num_frames: 40, num_inference_steps: 50, guidance_scale: 1 });
+    const jobs = s.app.omnirx.jobs;
+    const record = jobs.get(job.id)!;
+    expect(await s.app.omnirx.drain(0)).toEqual({ finished: 0, failed: 1 });
+    expect(record.status).toBe('failed');
+    expect(record.error).toEqual({ code: 'OMNIRX_ERR_UNAVAILABLE', message: 'the server shut down before the job finished' });
+  });
+
+  it('answers 503 on /ready and new work while the engine is not up', async () => {
+    let up!: (e: never) => void;
+    const app = await createServer({ engine: new Promise((resolve) => (up = resolve as never)) });
+    const origin = await app.listen({ host: '127.0.0.1', port: 0 });
+    const ready = await fetch(`${origin}/ready`);
+    expect(ready.status).toBe(503);
+    const create = await fetch(`${origin}/v1/videos`, { method: 'POST', headers: { 'content-type': 'application/json' }, body: JSON.stringify({ prompt: 'a' }) });
+    expect(create.status).toBe(503);
+    expect(((await create.json()) as any).error.code).toBe('OMNIRX_ERR_UNAVAILABLE');
+    expect((await fetch(`${origin}/health`)).status).toBe(200);
+    up({ generate: () => { throw new Error('unused'); }, listModels: () => ['m'], stats: () => ({ queued: 0, running: 0 }), models: { get: () => Promise.reject(new Error('unused')), defaultModel: 'm' }, close: async () => undefined } as never);
+    await app.omnirx.engineReady;
+    expect((await fetch(`${origin}/ready`)).status).toBe(200);
+    await app.close();
+  });
+});
+
+describe('omnirx serve arguments', () => {
+  it('binds 127.0.0.1:8000 by default, takes the api key from OMNIRX_API_KEY, and rejects a bad port', () => {
+    expect(parseServeArgs([], { OMNIRX_API_KEY: 'sekret' }, () => undefined)).toEqual({ host: '127.0.0.1', port: 8000, drainTimeoutMs: 30000, apiKey: 'sekret' });
+    expect(parseServeArgs(['--port', '0', '--host', '0.0.0.0', '--api-key', 'a', '--models-dir', '/m'], {}, () => undefined)).toEqual({ host: '0.0.0.0', port: 0, drainTimeoutMs: 30000, apiKey: 'a', modelsDir: '/m' });
+    expect(() => parseServeArgs(['--port', '70000'], {}, () => undefined)).toThrow(/--port must be an integer in \[0, 65535\]/);
+  });
+});
