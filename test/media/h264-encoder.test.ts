@@ -169,6 +169,11 @@ describe('encodeH264 with the real ffmpeg', () => {
     expect(err.message).toMatch(/could not start ffmpeg at .*no-such-ffmpeg: ENOENT/);
   });
 
+  it('completes with no units when the source completes with no frames', async () => {
+    const units = await lastValueFrom(from([] as Uint8Array[]).pipe(encodeH264({ width: W, height: H, fps: FPS, ffmpegPath: ffmpeg }), toArray()));
+    expect(units).toEqual([]);
+  });
+
   it('rejects bad options when the operator is made', () => {
     expect(() => encodeH264({ width: 63, height: H, fps: FPS })).toThrow(/width must be an even integer in \[2, 16384\]; got 63/);
     expect(() => encodeH264({ width: W, height: H, fps: 0 })).toThrow(/fps must be a number in \(0, 1000\]; got 0/);
