@@ -1,5 +1,6 @@
 import type { TokenizerFile } from './t5/tokenizer';
 import type { ModelSpec } from './model-spec';
+import { ACTION_KEYS } from './wan/actions';
 
 /** Words of the embedded default's tokenizer: the prompt grammar of simple top-down scenes, plus glue words. */
 export const DEFAULT_WORDS: readonly string[] = [
@@ -17,15 +18,16 @@ export const DEFAULT_TOKENIZER: TokenizerFile = Object.freeze({ type: 'word-byte
 
 /**
  * Architecture and defaults of the embedded default model (`omnirx-default`): a 64×64 Wan-style text-to-video
- * model small enough to run on a 2-core CPU. Until trained weights ship, its weights are seeded random values
- * (`weights: 'seeded'`), so its videos are structured noise.
+ * model small enough to run on a 2-core CPU, with a per-frame action module (`ACTION_KEYS` none, up, down, left,
+ * right and a 2-vector; see src/models/wan/actions.ts) so world-model sessions can drive it. Until trained weights
+ * ship, its weights are seeded random values (`weights: 'seeded'`), so its videos are structured noise.
  */
 export function defaultModelSpec(): ModelSpec {
   const dim = 256;
   return {
     id: 'omnirx-default',
     family: 'wan-t2v',
-    description: 'Embedded default: Wan-2.1-style DiT (dim 256, 8 layers), T5-style text encoder (4 layers), causal conv VAE decoder (4x spatial, 16 latent channels). Seeded random weights.',
+    description: 'Embedded default: Wan-2.1-style DiT (dim 256, 8 layers, 5-key + 2-vector per-frame action module), T5-style text encoder (4 layers), causal conv VAE decoder (4x spatial, 16 latent channels). Seeded random weights.',
     weights: 'seeded',
     textEncoder: {
       vocabSize: 259 + DEFAULT_WORDS.length,
@@ -39,7 +41,7 @@ export function defaultModelSpec(): ModelSpec {
       eps: 1e-6,
       maxLength: 32,
     },
-    transformer: { patchSize: [1, 2, 2], inChannels: 16, outChannels: 16, dim, ffnDim: 1024, numHeads: 4, numLayers: 8, textDim: dim, freqDim: 256, eps: 1e-6, ropeTheta: 10000 },
+    transformer: { patchSize: [1, 2, 2], inChannels: 16, outChannels: 16, dim, ffnDim: 1024, numHeads: 4, numLayers: 8, textDim: dim, freqDim: 256, eps: 1e-6, ropeTheta: 10000, action: { numKeys: ACTION_KEYS.length, vectorDim: 2 } },
     vae: { zDim: 16, channels: [64, 32, 16], numResBlocks: 1, temporalKernel: 3, latentsMean: new Array(16).fill(0), latentsStd: new Array(16).fill(1) },
     defaults: { width: 64, height: 64, numFrames: 16, fps: 8, numInferenceSteps: 20, guidanceScale: 5, flowShift: 3 },
   };

@@ -1,5 +1,10 @@
+import { mkdtempSync, rmSync } from 'node:fs';
+import { tmpdir } from 'node:os';
 import * as path from 'node:path';
 import { OmniError } from '../../src/errors';
+import { defaultModelSpec } from '../../src/models/default-spec';
+import { ModelSpecSchema } from '../../src/models/model-spec';
+import { writeSeededModel } from '../../src/models/seeded-model';
 import { writeChunkActions } from '../../src/models/wan/actions';
 import { CausalWanDiT, type ChunkActions } from '../../src/models/wan/causal-dit';
 import { WanDiTConfigSchema, type WanDiTConfig } from '../../src/models/wan/config';
@@ -7,6 +12,7 @@ import { WanDiT, wanDiTParams } from '../../src/models/wan/dit';
 import { WeightStore } from '../../src/models/weights/weight-store';
 import { loadNative, type NativeBinding } from '../../src/native/binding';
 import { readJson, REFERENCE_DIR, TensorPool } from '../helpers/fixtures';
+import { TINY_TOKENIZER, tinySpec } from '../helpers/tiny-model';
 
 const ACTION_MODEL = path.join(REFERENCE_DIR, 'action-model');
 const PLAIN_MODEL = path.join(REFERENCE_DIR, 'model');
@@ -47,6 +53,38 @@ describe('action module config and parameters', () => {
       { name: 'condition_embedder.action_embedder.vector_proj.bias', shape: [plain.dim], init: 'zeros' },
     ]);
     expect(noVec.slice(base.length).map((p) => [p.name, p.shape])).toEqual([['condition_embedder.action_embedder.key_embedding.weight', [7, plain.dim]]]);
+  });
+});
+
+describe('embedded default and seeded models with an action module', () => {
+  it('the embedded default has 5 keys (none, up, down, left, right) and a 2-vector', () => {
+    expect(ModelSpecSchema.parse(defaultModelSpec()).transformer.action).toEqual({ numKeys: 5, vectorDim: 2 });
+  });
+
+  it('writeSeededModel writes the action parameters, and the other transformer weights do not change', async () => {
+    const dir = mkdtempSync(path.join(tmpdir(), 'omnirx-action-'));
+    const native = loadNative();
+    try {
+      const plain = tinySpec('plain');
+      const spec = { ...plain, id: 'action', transformer: { ...plain.transformer, action: { numKeys: 5, vectorDim: 2 } } };
+      await writeSeededModel(path.join(dir, 'plain'), plain, TINY_TOKENIZER, 3);
+      await writeSeededModel(path.join(dir, 'action'), spec, TINY_TOKENIZER, 3);
+      const a = await WeightStore.open(native, path.join(dir, 'action', 'transformer.safetensors'), wanDiTParams(spec.transformer));
+      const p = await WeightStore.open(native, path.join(dir, 'plain', 'transformer.safetensors'), wanDiTParams(plain.transformer));
+      try {
+        const table = a.get('condition_embedder.action_embedder.key_embedding.weight', [5, 32]).data;
+        const std = Math.sqrt(table.reduce((s, x) => s + x * x, 0) / table.length);
+        expect(std).toBeGreaterThan(0.015);
+        expect(std).toBeLessThan(0.025);
+        expect(Array.from(a.get('condition_embedder.action_embedder.vector_proj.bias', [32]).data)).toEqual(new Array(32).fill(0));
+        for (const { name, shape } of wanDiTParams(plain.transformer)) expect(Array.from(a.get(name, shape).data)).toEqual(Array.from(p.get(name, shape).data));
+      } finally {
+        a.dispose();
+        p.dispose();
+      }
+    } finally {
+      rmSync(dir, { recursive: true, force: true });
+    }
   });
 });
 
