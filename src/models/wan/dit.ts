@@ -205,11 +205,12 @@ export class WanDiT {
    * `[B, freqDim]` scratch tensor the sinusoidal embeddings are written into. For a model with an action module,
    * `actions[b]` are sample b's per-latent-frame actions (omitted → all "none"), written into `io.actionKeys`
    * `[B·F]` / `io.actionVectors` `[B·F, vectorDim]`.
-   * @throws RangeError for a wrong number of timesteps; OmniError OMNIRX_ERR_UNSUPPORTED_VALUE for invalid actions
+   * @throws RangeError for a wrong number of timesteps or action rows, or missing action scratch tensors; OmniError OMNIRX_ERR_UNSUPPORTED_VALUE for invalid actions
    *   (see `writeChunkActions`) or actions given to a model without an action module.
    */
   async forward(s: DiTShape, io: DiTForwardIO, t: readonly number[], actions?: ReadonlyArray<ChunkActions | undefined>): Promise<void> {
     if (t.length !== s.batch) throw new RangeError(`WanDiT.forward: ${t.length} timesteps for a batch of ${s.batch}`);
+    if (actions !== undefined && actions.length !== s.batch) throw new RangeError(`WanDiT.forward: ${actions.length} action rows for a batch of ${s.batch}`);
     const f = this.config.freqDim;
     t.forEach((tb, b) => io.timestep.data.set(timestepEmbedding(tb, f), b * f));
     const bind: Record<string, NativeTensor> = { latents: io.latents, timestep: io.timestep, context: io.context, velocity: io.out };
