@@ -2,6 +2,7 @@ import { startServer, readSse, type TestServer } from './helpers';
 import { makeModelsDir, poisonWithNaN, tinySpec } from '../../helpers/tiny-model';
 import { createServer } from '../../../transports/http/server';
 import { parseServeArgs } from '../../../src/cli/serve';
+import { Engine } from '../../../src/engine/engine';
 
 let modelsDir: string;
 
@@ -136,6 +137,24 @@ describe('drain', () => {
     await app.omnirx.engineReady;
     expect((await fetch(`${origin}/ready`)).status).toBe(200);
     await app.close();
+  });
+});
+
+describe('queue full', () => {
+  it('answers 429 OMNIRX_ERR_QUEUE_FULL when the engine queue is at its bound, and the job is not listed', async () => {
+    const engine = await Engine.create({ modelsDir, defaultModel: 'tiny', maxRunning: 1, maxQueued: 0 });
+    const s = await startServer({ engine });
+    try {
+      const long = await createJob(s, { prompt: 'a', size: '40x40', num_frames: 40, num_inference_steps: 50, guidance_scale: 1 });
+      expect(long.status).toBe('in_progress');
+      const res = await fetch(`${s.origin}/v1/videos`, { method: 'POST', headers: { 'content-type': 'application/json' }, body: JSON.stringify({ prompt: 'b' }) });
+      expect(res.status).toBe(429);
+      expect(((await res.json()) as any).error).toMatchObject({ type: 'rate_limit_error', code: 'OMNIRX_ERR_QUEUE_FULL' });
+      const list = (await (await fetch(`${s.origin}/v1/videos`)).json()) as { data: Array<{ id: string }> };
+      expect(list.data.map((v) => v.id)).toEqual([long.id]);
+    } finally {
+      await s.app.close();
+    }
   });
 });
 
