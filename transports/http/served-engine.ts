@@ -12,7 +12,7 @@ export interface ServedEngine {
   /** Requests waiting for admission, and running. */
   stats(): { queued: number; running: number };
   /** The model registry: `get(id)` loads (once) and returns a model, or rejects with OMNIRX_ERR_UNKNOWN_MODEL. */
-  readonly models: { get(id: string | undefined): Promise<WanT2VModel>; readonly defaultModel: string };
+  readonly models: { get(id: string | undefined): Promise<WanT2VModel> };
   /** Stops admitting and frees every model. */
   close(): Promise<void>;
 }

@@ -147,9 +147,12 @@ export async function createServer(options: ServerOptions = {}): Promise<Fastify
   };
   app.decorate('omnirx', { engineReady, jobs: table, metrics, drain });
 
-  app.addHook('onClose', async () => {
+  // Before the listener closes: ending the active jobs also ends their SSE responses, which would hold it open.
+  app.addHook('preClose', async () => {
     state.phase = 'draining';
     table.failActive('OMNIRX_ERR_UNAVAILABLE', 'the server closed before the job finished');
+  });
+  app.addHook('onClose', async () => {
     table.dispose();
     await engineReady.catch(() => undefined);
     await engine?.close();

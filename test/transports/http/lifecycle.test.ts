@@ -86,7 +86,7 @@ describe('metrics', () => {
       expect(metric(after, 'omnirx_running')).toBe(0);
       expect(metric(after, 'omnirx_http_request_duration_seconds_count{method="POST",route="/v1/videos",status="200"}')).toBe(1);
       // A second server has its own registry: nothing leaks between them.
-      const other = await createServer({ engine: { generate: () => { throw new Error('unused'); }, listModels: () => [], stats: () => ({ queued: 0, running: 0 }), models: { get: () => Promise.reject(new Error('unused')), defaultModel: 'x' }, close: async () => undefined } });
+      const other = await createServer({ engine: { generate: () => { throw new Error('unused'); }, listModels: () => [], stats: () => ({ queued: 0, running: 0 }), models: { get: () => Promise.reject(new Error('unused')) }, close: async () => undefined } });
       expect(metric(await other.omnirx.metrics.registry.metrics(), 'omnirx_jobs_total{status="completed"}')).toBeUndefined();
       await other.close();
     } finally {
@@ -123,6 +123,19 @@ describe('drain', () => {
     expect(record.error).toEqual({ code: 'OMNIRX_ERR_UNAVAILABLE', message: 'the server shut down before the job finished' });
   });
 
+  it('closing the server ends the open event streams of running jobs with an error event', async () => {
+    const s = await startServer({ modelsDir });
+    const job = await createJob(s, { prompt: 'a', size: '40x40', num_frames: 40, num_inference_steps: 50, guidance_scale: 1 });
+    let firstStep!: () => void;
+    const stepped = new Promise<void>((resolve) => (firstStep = resolve));
+    const sse = readSse(`${s.origin}/v1/videos/${job.id}/events`, { onEvent: (e) => (e.event === 'step' ? firstStep() : undefined) });
+    await stepped;
+    await s.app.close();
+    const last = (await sse).events.at(-1)!;
+    expect(last.event).toBe('error');
+    expect(last.data).toMatchObject({ code: 'OMNIRX_ERR_UNAVAILABLE', message: 'the server closed before the job finished' });
+  });
+
   it('answers 503 on /ready and new work while the engine is not up', async () => {
     let up!: (e: never) => void;
     const app = await createServer({ engine: new Promise((resolve) => (up = resolve as never)) });
@@ -133,7 +146,7 @@ describe('drain', () => {
     expect(create.status).toBe(503);
     expect(((await create.json()) as any).error.code).toBe('OMNIRX_ERR_UNAVAILABLE');
     expect((await fetch(`${origin}/health`)).status).toBe(200);
-    up({ generate: () => { throw new Error('unused'); }, listModels: () => ['m'], stats: () => ({ queued: 0, running: 0 }), models: { get: () => Promise.reject(new Error('unused')), defaultModel: 'm' }, close: async () => undefined } as never);
+    up({ generate: () => { throw new Error('unused'); }, listModels: () => ['m'], stats: () => ({ queued: 0, running: 0 }), models: { get: () => Promise.reject(new Error('unused')) }, close: async () => undefined } as never);
     await app.omnirx.engineReady;
     expect((await fetch(`${origin}/ready`)).status).toBe(200);
     await app.close();
