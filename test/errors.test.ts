@@ -79,7 +79,7 @@ describe('ERROR_CATALOGUE', () => {
   it('has well-formed codes, HTTP statuses and meanings', () => {
     for (const [code, e] of Object.entries(ERROR_CATALOGUE)) {
       expect(code).toMatch(/^OMNIRX_ERR_[A-Z0-9_]+$/);
-      expect([400, 404, 409, 413, 422, 429, 500, 503]).toContain(e.status);
+      expect([400, 404, 409, 410, 413, 422, 429, 500, 503]).toContain(e.status);
       expect(e.meaning.length).toBeGreaterThan(10);
     }
   });

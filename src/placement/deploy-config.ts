@@ -1,0 +1,104 @@
+import { readFile } from 'node:fs/promises';
+import { z } from 'zod';
+import { OmniError } from '../errors';
+import { TaskSchema } from '../request/omni-request';
+
+const MiB = 2 ** 20;
+const bytes = (max: number) => z.number().int().nonnegative().max(max);
+
+/**
+ * Budgets of the cache classes (DESIGN.md §8), in bytes. A pool is created only when a deployed pipeline needs
+ * it (see `CacheManager`); a budget of 0 disables the class.
+ */
+export const CacheBudgetsSchema = z.strictObject({
+  /** Feature cache (encoder outputs such as text embeddings). Default 64 MiB. */
+  featureCacheBytes: bytes(2 ** 40).default(64 * MiB),
+  /** Chunk-KV slab pool of causal video rollouts (world sessions). Default 256 MiB. */
+  chunkKvBytes: bytes(2 ** 40).default(256 * MiB),
+  /** Paged token-KV pool of autoregressive loops (used once an AR family is deployed). Default 64 MiB. */
+  tokenKvBytes: bytes(2 ** 40).default(64 * MiB),
+  /** Tokens per block of the token-KV pool. Default 16. */
+  tokenKvBlockTokens: z.number().int().min(1).max(4096).default(16),
+});
+export type CacheBudgets = z.infer<typeof CacheBudgetsSchema>;
+
+/** Rollout shape and limits of interactive world sessions (`Engine.session`). */
+export const SessionConfigSchema = z
+  .strictObject({
+    /** Latent frames per chunk (one chunk = one rollout step of the session). Default 1. */
+    chunkFrames: z.number().int().min(1).max(16).default(1),
+    /** Latent frames pinned as the attention sink. Default 1 (the first frame). */
+    sinkFrames: z.number().int().min(0).max(64).default(1),
+    /** Most recent committed frames kept attendable (local window). Default 6. */
+    localWindowFrames: z.number().int().min(0).max(256).default(6),
+    /** Denoise steps per chunk (few-step schedule). Default 2. */
+    steps: z.number().int().min(1).max(50).default(2),
+    /** Sessions open at once; opening one more fails with OMNIRX_ERR_QUEUE_FULL. Default 4. */
+    maxSessions: z.number().int().min(1).max(1024).default(4),
+    /** A session that receives no action, credit or flush for this long is closed and freed (ms). Default 60 000. */
+    idleTimeoutMs: z.number().int().min(1).max(24 * 3600 * 1000).default(60_000),
+  })
+  .refine((s) => s.sinkFrames % s.chunkFrames === 0 && s.localWindowFrames % s.chunkFrames === 0, {
+    message: 'sinkFrames and localWindowFrames must be multiples of chunkFrames (the KV cache recycles whole chunks)',
+    path: ['localWindowFrames'],
+  });
+export type SessionConfig = z.infer<typeof SessionConfigSchema>;
+
+/** What a deployment serves: the request tasks (`OmniRequest.task`) and `WORLD` (interactive sessions, `Engine.session`). */
+export const DeployTaskSchema = z.union([TaskSchema, z.literal('WORLD')]);
+export type DeployTask = z.infer<typeof DeployTaskSchema>;
+
+/**
+ * A deployment (DESIGN.md §9): which tasks this process serves, its cache budgets and its session settings.
+ * Versioned so a file written for a later omnirx is refused rather than half-read.
+ */
+export const DeployConfigSchema = z.strictObject({
+  schemaVersion: z.literal(1),
+  /** Folder of model directories. Default: the package's `models/` (or OMNIRX_MODELS_DIR). */
+  modelsDir: z.string().min(1).max(4096).optional(),
+  /** Model used when a request names none. */
+  defaultModel: z.string().min(1).max(128).optional(),
+  /** Tasks served; components and pools no deployed task needs are never loaded or created. Default T2V, T2I, WORLD. */
+  tasks: z.array(DeployTaskSchema).min(1).max(16).default(['T2V', 'T2I', 'WORLD']),
+  caches: CacheBudgetsSchema.default(CacheBudgetsSchema.parse({})),
+  sessions: SessionConfigSchema.default(SessionConfigSchema.parse({})),
+});
+export type DeployConfig = z.infer<typeof DeployConfigSchema>;
+export type DeployConfigInput = z.input<typeof DeployConfigSchema>;
+
+/**
+ * Validates a deploy config object.
+ * @throws OmniError OMNIRX_ERR_CONFIG naming the first offending field as a dotted path (`caches.chunkKvBytes`).
+ */
+export function parseDeployConfig(input: unknown, source = 'deploy config'): DeployConfig {
+  const r = DeployConfigSchema.safeParse(input);
+  if (!r.success) {
+    const issue = r.error.issues[0];
+    const field = issue.path.map(String).join('.');
+    throw new OmniError('OMNIRX_ERR_CONFIG', `${source}: ${field || '(root)'}: ${issue.message}`, { param: field || undefined });
+  }
+  return r.data;
+}
+
+/**
+ * Reads and validates a deploy config file (JSON, at most 1 MiB).
+ * @throws OmniError OMNIRX_ERR_CONFIG for an unreadable or oversized file, invalid JSON (with the parser's
+ *   position) or an invalid field.
+ */
+export async function loadDeployConfig(file: string): Promise<DeployConfig> {
+  let text: string;
+  try {
+    const buf = await readFile(file);
+    if (buf.length > MiB) throw new Error(`${buf.length} bytes, more than the 1 MiB limit`);
+    text = buf.toString('utf8');
+  } catch (e) {
+    throw new OmniError('OMNIRX_ERR_CONFIG', `${file}: ${(e as Error).message}`);
+  }
+  let json: unknown;
+  try {
+    json = JSON.parse(text);
+  } catch (e) {
+    throw new OmniError('OMNIRX_ERR_CONFIG', `${file}: not valid JSON (${(e as Error).message})`);
+  }
+  return parseDeployConfig(json, file);
+}
