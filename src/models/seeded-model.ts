@@ -5,6 +5,7 @@ import type { ModelSpec } from './model-spec';
 import { t5Params } from './t5/encoder';
 import type { TokenizerFile } from './t5/tokenizer';
 import { vaeDecoderParams } from './vae/decoder';
+import { vaeEncoderParams } from './vae/encoder';
 import { wanDiTParams } from './wan/dit';
 import { writeSafetensors } from './weights/safetensors';
 import type { ParamSpec } from './weights/weight-store';
@@ -34,7 +35,8 @@ export async function writeSeededModel(dir: string, spec: ModelSpec, tokenizer: 
   if (spec.transformer_2 !== undefined) {
     await writeSafetensors(path.join(dir, 'transformer_2.safetensors'), materialise(wanDiTParams(spec.transformer_2), rng), meta);
   }
-  await writeSafetensors(path.join(dir, 'vae.safetensors'), materialise(vaeDecoderParams(spec.vae), rng), meta);
+  // Decoder then encoder in one file, as diffusers' AutoencoderKLWan checkpoints hold both.
+  await writeSafetensors(path.join(dir, 'vae.safetensors'), materialise([...vaeDecoderParams(spec.vae), ...vaeEncoderParams(spec.vae)], rng), meta);
   await writeFile(path.join(dir, 'tokenizer.json'), JSON.stringify(tokenizer, null, 1));
   await writeFile(path.join(dir, 'model.json'), JSON.stringify(spec, null, 2));
 }

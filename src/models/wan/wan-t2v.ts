@@ -6,7 +6,9 @@ import { ModelSpecSchema, type ModelSpec } from '../model-spec';
 import { T5Encoder, t5Params } from '../t5/encoder';
 import { TokenizerFileSchema, WordByteTokenizer } from '../t5/tokenizer';
 import { VaeDecoder, vaeDecoderParams } from '../vae/decoder';
+import { VaeEncoder, vaeEncoderParams } from '../vae/encoder';
 import { WeightStore } from '../weights/weight-store';
+import { CausalWanDiT, type CausalRolloutConfig } from './causal-dit';
 import { WanDiT, wanDiTParams } from './dit';
 
 async function readJson(file: string): Promise<unknown> {
@@ -35,7 +37,7 @@ export async function readModelSpec(dir: string): Promise<ModelSpec> {
 }
 
 /** Component names of the Wan T2V family (the pipeline spec declares which tasks need each). */
-export const WAN_COMPONENTS = ['tokenizer', 'text_encoder', 'transformer', 'transformer_2', 'vae'] as const;
+export const WAN_COMPONENTS = ['tokenizer', 'text_encoder', 'transformer', 'transformer_2', 'vae', 'vae_encoder'] as const;
 export type WanComponent = (typeof WAN_COMPONENTS)[number];
 
 /**
@@ -49,9 +51,11 @@ export class WanT2VModel {
     private readonly parts: {
       tokenizer?: WordByteTokenizer;
       textEncoder?: T5Encoder;
-      transformers: Map<string, WanDiT>;
+      transformers: Map<string, { dit: WanDiT; weights: WeightStore }>;
       vae?: VaeDecoder;
+      vaeEncoder?: VaeEncoder;
     },
+    private readonly native: NativeBinding,
     private readonly stores: WeightStore[],
     /** Native bytes of the loaded weights per component. */
     readonly weightBytes: Readonly<Record<string, number>>,
@@ -64,7 +68,7 @@ export class WanT2VModel {
    */
   static async load(native: NativeBinding, dir: string, components?: ReadonlySet<string>): Promise<WanT2VModel> {
     const spec = await readModelSpec(dir);
-    const want = (c: WanComponent) => (components === undefined ? c !== 'transformer_2' || spec.transformer_2 !== undefined : components.has(c));
+    const want = (c: WanComponent) => (components === undefined ? (c !== 'transformer_2' || spec.transformer_2 !== undefined) && c !== 'vae_encoder' : components.has(c));
     let tokenizer: WordByteTokenizer | undefined;
     if (want('tokenizer') || want('text_encoder')) {
       const tokFile = path.join(dir, 'tokenizer.json');
@@ -95,13 +99,13 @@ export class WanT2VModel {
         textEncoder = new T5Encoder(native, spec.textEncoder, st);
         bytes.text_encoder = st.bytes;
       }
-      const transformers = new Map<string, WanDiT>();
+      const transformers = new Map<string, { dit: WanDiT; weights: WeightStore }>();
       for (const name of ['transformer', 'transformer_2'] as const) {
         if (!want(name)) continue;
         const config = name === 'transformer' ? spec.transformer : spec.transformer_2;
         if (config === undefined) throw new OmniError('OMNIRX_ERR_MODEL_LOAD', `${dir}/model.json: the deployment needs '${name}' but the model has no ${name} config`);
         const st = await open(`${name}.safetensors`, wanDiTParams(config));
-        transformers.set(name, new WanDiT(native, config, st));
+        transformers.set(name, { dit: new WanDiT(native, config, st), weights: st });
         bytes[name] = st.bytes;
       }
       let vae: VaeDecoder | undefined;
@@ -110,7 +114,13 @@ export class WanT2VModel {
         vae = new VaeDecoder(native, spec.vae, st);
         bytes.vae = st.bytes;
       }
-      return new WanT2VModel(spec, { tokenizer, textEncoder, transformers, vae }, stores, bytes);
+      let vaeEncoder: VaeEncoder | undefined;
+      if (want('vae_encoder')) {
+        const st = await open('vae.safetensors', vaeEncoderParams(spec.vae));
+        vaeEncoder = new VaeEncoder(native, spec.vae, st);
+        bytes.vae_encoder = st.bytes;
+      }
+      return new WanT2VModel(spec, { tokenizer, textEncoder, transformers, vae, vaeEncoder }, native, stores, bytes);
     } catch (e) {
       for (const s of stores) s.dispose();
       throw e;
@@ -133,15 +143,30 @@ export class WanT2VModel {
     return this.parts.vae ?? this.missing('vae');
   }
 
+  /** The VAE encoder (image-to-world: the first frame's latents); loaded only when a deployed task needs it. */
+  get vaeEncoder(): VaeEncoder {
+    return this.parts.vaeEncoder ?? this.missing('vae_encoder');
+  }
+
   /** The DiT named `name` ('transformer' or 'transformer_2'). */
   transformer(name = 'transformer'): WanDiT {
-    return this.parts.transformers.get(name) ?? this.missing(name);
+    return (this.parts.transformers.get(name) ?? this.missing(name)).dit;
+  }
+
+  /**
+   * A new block-causal rollout over the weights of DiT `name` (shared, not copied): its own KV cache, staging
+   * tensors and plans, for one session. The caller disposes it.
+   * @throws OmniError OMNIRX_ERR_UNSUPPORTED_VALUE for a rollout geometry the DiT cannot run (see `CausalWanDiT`).
+   */
+  causalTransformer(rollout: CausalRolloutConfig, name = 'transformer'): CausalWanDiT {
+    const t = this.parts.transformers.get(name) ?? this.missing(name);
+    return new CausalWanDiT(this.native, t.dit.config, t.weights, rollout);
   }
 
   /** Names of the loaded components. */
   get loadedComponents(): string[] {
     const p = this.parts;
-    return [...(p.tokenizer ? ['tokenizer'] : []), ...(p.textEncoder ? ['text_encoder'] : []), ...p.transformers.keys(), ...(p.vae ? ['vae'] : [])];
+    return [...(p.tokenizer ? ['tokenizer'] : []), ...(p.textEncoder ? ['text_encoder'] : []), ...p.transformers.keys(), ...(p.vae ? ['vae'] : []), ...(p.vaeEncoder ? ['vae_encoder'] : [])];
   }
 
   /** Pixels per latent cell times the DiT's spatial patch: width and height must be multiples of it. */
@@ -152,8 +177,9 @@ export class WanT2VModel {
 
   dispose(): void {
     this.parts.textEncoder?.dispose();
-    for (const t of this.parts.transformers.values()) t.dispose();
+    for (const t of this.parts.transformers.values()) t.dit.dispose();
     this.parts.vae?.dispose();
+    this.parts.vaeEncoder?.dispose();
     for (const s of this.stores) s.dispose();
   }
 }
