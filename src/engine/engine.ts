@@ -1,6 +1,8 @@
-import { randomUUID } from 'node:crypto';
+import { randomInt, randomUUID } from 'node:crypto';
 import { asyncScheduler, catchError, concat, defer, Observable, of, type SchedulerLike, type Subscription } from 'rxjs';
-import { FeatureCache } from '../cache/feature-cache';
+import { CacheManager } from '../cache/cache-manager';
+import { PoolExhaustedError } from '../cache/kv-handle';
+import type { FeatureCache } from '../cache/feature-cache';
 import { OmniError } from '../errors';
 import { loadNative, type NativeBinding } from '../native/binding';
 import { ModelRegistry, defaultModelsDir } from '../models/registry';
@@ -11,6 +13,9 @@ import type { WanT2VContext } from '../pipeline/wan-t2v/context';
 import { defaultWanT2VPolicies, wanT2VPipelineSpec, type WanT2VPolicies } from '../pipeline/wan-t2v/pipeline';
 import { WanT2VState } from '../pipeline/wan-t2v/state';
 import type { DenoiseNodeParams } from '../pipeline/wan-t2v/denoise-loop';
+import { actionAdaLNInjector, type ConditioningInjector } from '../pipeline/policies/conditioning-injector';
+import { CacheBudgetsSchema, SessionConfigSchema, type CacheBudgets, type DeployTask, type SessionConfig } from '../placement/deploy-config';
+import { createSessionRequestSchema, type SessionRequestInput } from '../request/session-request';
 import { DEFAULT_LIMITS, type RequestLimits } from '../request/limits';
 import type { OmniEvent } from '../request/omni-event';
 import { createOmniRequestSchema, type OmniRequest, type OmniRequestInput, type Task } from '../request/omni-request';
@@ -18,6 +23,8 @@ import { estimateMemory, resolveParams } from './admission';
 import { failureEvent, validationErrorEvent } from './events';
 import { runGraph } from './graph-runner';
 import { AdmissionPlanner, CostModel, StepScheduler } from './scheduler';
+import { WorldSession } from './session';
+import { ChunkRollout } from '../pipeline/world/chunk-rollout';
 
 export interface EngineOptions {
   /** Folder of model directories (default: `models/` in the package, or OMNIRX_MODELS_DIR). */
@@ -26,8 +33,11 @@ export interface EngineOptions {
   defaultModel?: string;
   limits?: RequestLimits;
   native?: NativeBinding;
-  /** Tasks this deployment serves; components no deployed task needs are never loaded. Default T2V and T2I. */
-  tasks?: Task[];
+  /**
+   * Tasks this deployment serves: request tasks (T2V, T2I) and WORLD (interactive sessions, `session`). Components
+   * and cache pools no deployed task needs are never loaded or created. Default T2V, T2I and WORLD.
+   */
+  tasks?: DeployTask[];
   /** Policies bound to the pipeline at build (default: classic CFG, one transformer, the model's flow shift). */
   policies?: Partial<WanT2VPolicies>;
   /** Requests waiting for admission before new ones are refused with OMNIRX_ERR_QUEUE_FULL. Default 64. */
@@ -44,7 +54,16 @@ export interface EngineOptions {
   scheduler?: SchedulerLike;
   /** Byte budget of the engine's feature cache (text embeddings reused across requests). Default 64 MiB; 0 caches nothing. */
   featureCacheBytes?: number;
+  /** Cache budgets (deploy config `caches`); `featureCacheBytes` above wins for the feature cache. */
+  caches?: Partial<CacheBudgets>;
+  /** World-session settings (deploy config `sessions`). */
+  sessions?: Partial<SessionConfig>;
+  /** How session actions reach the model (default: adaLN action injection). */
+  injector?: ConditioningInjector;
 }
+
+/** Components a WORLD deployment loads besides the generation pipeline's: the VAE encoder (image-to-world). */
+const WORLD_COMPONENTS = ['tokenizer', 'text_encoder', 'transformer', 'vae', 'vae_encoder'] as const;
 
 /** Lifecycle of a request in the engine (ordered; everything after `running` is final). */
 export enum RequestStatus {
@@ -87,8 +106,12 @@ export class Engine {
   private readonly waiting: Waiter[] = [];
   private readonly runningIds = new Set<string>();
   private closed = false;
-  /** Text embeddings shared by this engine's requests (DESIGN.md §8); one per engine. */
-  readonly featureCache: FeatureCache;
+  /** The engine's cache pools (DESIGN.md §8): feature cache, chunk-KV slabs; only those the deployment needs. */
+  readonly caches: CacheManager;
+  private readonly sessionSchema;
+  private readonly worldSessions = new Map<string, WorldSession>();
+  /** Chunk-KV slabs each open session may hold at most (reserved at open, so no session fails mid-rollout). */
+  private readonly slabReservations = new Map<string, number>();
 
   private constructor(
     readonly native: NativeBinding,
@@ -100,10 +123,15 @@ export class Engine {
     scheduler: SchedulerLike,
     batchWindowMs: number,
     costSeed: Record<string, number>,
-    featureCacheBytes: number,
+    budgets: CacheBudgets,
+    private readonly deployTasks: readonly DeployTask[],
+    private readonly sessionConfig: SessionConfig,
+    private readonly injector: ConditioningInjector,
+    private readonly timers: SchedulerLike,
   ) {
-    this.featureCache = new FeatureCache(featureCacheBytes);
+    this.caches = new CacheManager(budgets, { features: true, chunkKv: deployTasks.includes('WORLD'), tokenKv: false });
     this.schema = createOmniRequestSchema(limits);
+    this.sessionSchema = createSessionRequestSchema(limits);
     this.policies = policies;
     this.pipeline = buildPipeline(wanT2VPipelineSpec(policies), { tasks });
     this.costModel = new CostModel({ seed: costSeed });
@@ -115,9 +143,13 @@ export class Engine {
   static async create(options: EngineOptions = {}): Promise<Engine> {
     const native = options.native ?? loadNative();
     const policies = { ...defaultWanT2VPolicies(), ...options.policies };
-    const tasks = options.tasks ?? ['T2V', 'T2I'];
-    const components = buildPipeline(wanT2VPipelineSpec(policies), { tasks }).components;
+    const deployTasks = options.tasks ?? ['T2V', 'T2I', 'WORLD'];
+    const tasks = deployTasks.filter((t): t is Task => t !== 'WORLD');
+    const components = new Set(buildPipeline(wanT2VPipelineSpec(policies), { tasks }).components);
+    if (deployTasks.includes('WORLD')) for (const c of WORLD_COMPONENTS) components.add(c);
     const registry = new ModelRegistry(native, options.modelsDir ?? defaultModelsDir(), options.defaultModel ?? 'omnirx-default', components);
+    const budgets = CacheBudgetsSchema.parse({ ...options.caches, ...(options.featureCacheBytes !== undefined ? { featureCacheBytes: options.featureCacheBytes } : {}) });
+    const scheduler = options.scheduler ?? asyncScheduler;
     return new Engine(
       native,
       registry,
@@ -125,11 +157,20 @@ export class Engine {
       { maxQueued: options.maxQueued ?? 64, maxRunning: options.maxRunning ?? 8, memoryBudgetBytes: options.memoryBudgetBytes ?? 8 * 2 ** 30 },
       policies,
       tasks,
-      options.scheduler ?? asyncScheduler,
+      scheduler,
       options.batchWindowMs ?? 2,
       options.costSeed ?? {},
-      options.featureCacheBytes ?? 64 * 2 ** 20,
+      budgets,
+      deployTasks,
+      SessionConfigSchema.parse(options.sessions ?? {}),
+      options.injector ?? actionAdaLNInjector,
+      scheduler,
     );
+  }
+
+  /** The feature cache (text embeddings shared by requests and sessions); undefined when its budget is 0. */
+  get featureCache(): FeatureCache | undefined {
+    return this.caches.features;
   }
 
   /** Ids of the models this engine can serve. */
@@ -138,8 +179,82 @@ export class Engine {
   }
 
   /** Requests waiting for admission, and requests running. */
-  stats(): { queued: number; running: number; memoryBytes: number } {
-    return { queued: this.waiting.length, running: this.runningIds.size, memoryBytes: this.admission.usedBytes };
+  stats(): { queued: number; running: number; memoryBytes: number; sessions: number } {
+    return { queued: this.waiting.length, running: this.runningIds.size, memoryBytes: this.admission.usedBytes, sessions: this.worldSessions.size };
+  }
+
+  /**
+   * Opens an interactive world session (DESIGN.md §8; see `WorldSession`): validates the input, loads the model,
+   * applies its defaults and reserves the session's chunk-KV slabs (sink + window + the chunk in flight, per layer),
+   * so an open session never fails for lack of KV room mid-rollout. The rollout starts when `events$` is subscribed.
+   * @throws OmniError OMNIRX_ERR_INVALID_REQUEST (`param` names the field) for invalid input or a duplicate id;
+   *   OMNIRX_ERR_UNSUPPORTED_VALUE when the deployment does not serve WORLD or the size is not a multiple of the
+   *   model's stride; OMNIRX_ERR_QUEUE_FULL at `sessions.maxSessions`; OMNIRX_ERR_CACHE_EXHAUSTED when the chunk-KV
+   *   budget cannot hold the session; OMNIRX_ERR_UNKNOWN_MODEL / MODEL_LOAD from the registry; OMNIRX_ERR_UNAVAILABLE
+   *   once the engine is closed.
+   */
+  async session(input: SessionRequestInput): Promise<WorldSession> {
+    if (this.closed) throw new OmniError('OMNIRX_ERR_UNAVAILABLE', 'the engine is closed');
+    if (!this.deployTasks.includes('WORLD')) throw new OmniError('OMNIRX_ERR_UNSUPPORTED_VALUE', 'this deployment does not serve world sessions (add WORLD to its tasks)', { param: 'task' });
+    const parsed = this.sessionSchema.safeParse(input);
+    if (!parsed.success) {
+      const issue = parsed.error.issues[0];
+      const field = issue.path.map(String).join('.');
+      throw new OmniError('OMNIRX_ERR_INVALID_REQUEST', `${field || '(root)'}: ${issue.message}`, { param: field || undefined });
+    }
+    const req = parsed.data;
+    const model = await this.models.get(req.model);
+    const cfg = this.sessionConfig;
+    const width = req.width ?? req.image?.width ?? model.spec.defaults.width;
+    const height = req.height ?? req.image?.height ?? model.spec.defaults.height;
+    const stride = model.pixelStride;
+    for (const [field, v] of [['width', width], ['height', height]] as const) {
+      if (v % stride !== 0) throw new OmniError('OMNIRX_ERR_UNSUPPORTED_VALUE', `${field} ${v} is not a multiple of ${stride} (VAE scale × patch size of '${model.spec.id}')`, { param: field });
+    }
+    // Checked after the model load so that concurrent opens cannot both pass.
+    if (this.closed) throw new OmniError('OMNIRX_ERR_UNAVAILABLE', 'the engine is closed');
+    const sessionId = req.sessionId ?? randomUUID();
+    if (this.worldSessions.has(sessionId) || this.runningIds.has(sessionId) || this.waiting.some((w) => w.requestId === sessionId)) {
+      throw new OmniError('OMNIRX_ERR_INVALID_REQUEST', `sessionId '${sessionId}' is already in use`, { param: 'sessionId' });
+    }
+    if (this.worldSessions.size >= cfg.maxSessions) throw new OmniError('OMNIRX_ERR_QUEUE_FULL', `${this.worldSessions.size} world sessions are open, the deployment's bound (sessions.maxSessions); retry later`);
+    const pool = this.caches.chunkKv(ChunkRollout.slabBytes(model, cfg.chunkFrames, width, height));
+    const need = model.spec.transformer.numLayers * ((cfg.sinkFrames + cfg.localWindowFrames) / cfg.chunkFrames + 1);
+    let reserved = 0;
+    for (const n of this.slabReservations.values()) reserved += n;
+    if (reserved + need > pool.totalSlabs) {
+      throw new PoolExhaustedError(pool.name, sessionId, need, pool.totalSlabs - reserved, 'slabs', pool.slabBytes, pool.totalSlabs);
+    }
+    this.slabReservations.set(sessionId, need);
+    const session = new WorldSession(
+      {
+        sessionId,
+        prompt: req.prompt,
+        image: req.image,
+        width,
+        height,
+        fps: req.fps,
+        seed: req.seed ?? randomInt(0, 2 ** 32),
+        flowShift: req.flowShift ?? model.spec.defaults.flowShift,
+        initialAction: req.initialAction,
+        priority: req.priority,
+      },
+      {
+        native: this.native,
+        model,
+        config: cfg,
+        steps: this.steps,
+        timers: this.timers,
+        caches: this.caches,
+        injector: this.injector,
+        onClosed: (id) => {
+          this.worldSessions.delete(id);
+          this.slabReservations.delete(id);
+        },
+      },
+    );
+    this.worldSessions.set(sessionId, session);
+    return session;
   }
 
   /** Runs one request as a cold event stream (see the class docs). */
@@ -307,7 +422,7 @@ export class Engine {
     return new Observable<OmniEvent>((subscriber) => {
       const abort = new AbortController();
       const state = new WanT2VState();
-      const ctx: WanT2VContext = { requestId, model, params, nodeParams, native: this.native, signal: abort.signal, featureCache: this.featureCache };
+      const ctx: WanT2VContext = { requestId, model, params, nodeParams, native: this.native, signal: abort.signal, featureCache: this.caches.features };
       let current = '';
       const nodes = this.pipeline.activeNodes(params);
       const final$ = defer(() => of<OmniEvent>({ type: 'final', requestId, output: { requestId, artifacts: { ...state.artifacts }, seed: params.seed, ms: performance.now() - started } }));
@@ -328,7 +443,10 @@ export class Engine {
   /** Stops admitting requests and frees every loaded model. */
   async close(): Promise<void> {
     this.closed = true;
-    this.featureCache.dispose();
+    const sessions = [...this.worldSessions.values()];
+    for (const s of sessions) s.close();
+    await Promise.all(sessions.map((s) => s.whenReleased()));
+    this.caches.dispose();
     await this.models.dispose();
   }
 }

@@ -33,8 +33,20 @@ export const StepEventSchema = z.strictObject({
   ms: z.number().nonnegative(),
 });
 
-/** A streamed piece of output (preview frames, a decoded chunk). */
-export const ChunkEventSchema = z.strictObject({ type: z.literal('chunk'), ...base, node: z.string(), artifact: ArtifactSchema });
+/** Where a world session's chunk sits in the stream, and the action it was generated with. */
+export const RolloutInfoSchema = z.strictObject({
+  /** Chunk index in the session (0, 1, …). */
+  chunk: z.number().int().nonnegative(),
+  /** Index of the chunk's first frame in the session. */
+  firstFrame: z.number().int().nonnegative(),
+  /** Presentation time of the chunk's first frame, ms from the session start (firstFrame / fps · 1000). */
+  ptsMs: z.number().nonnegative(),
+  /** The action sampled at the chunk's start (with the caller's id, when it gave one). */
+  action: z.strictObject({ key: z.string(), vector: z.tuple([z.number(), z.number()]).optional(), id: z.string().optional() }),
+});
+
+/** A streamed piece of output (preview frames, a decoded chunk). `rollout` is set for world-session chunks. */
+export const ChunkEventSchema = z.strictObject({ type: z.literal('chunk'), ...base, node: z.string(), artifact: ArtifactSchema, rollout: RolloutInfoSchema.optional() });
 /** A named output finished before the request did. */
 export const ArtifactEventSchema = z.strictObject({ type: z.literal('artifact'), ...base, name: z.string(), artifact: ArtifactSchema });
 
@@ -87,5 +99,7 @@ export const OmniEventSchema = z.discriminatedUnion('type', [
 export type OmniEvent = z.infer<typeof OmniEventSchema>;
 export type OmniOutput = z.infer<typeof OmniOutputSchema>;
 export type StepEvent = z.infer<typeof StepEventSchema>;
+export type ChunkEvent = z.infer<typeof ChunkEventSchema>;
+export type RolloutInfo = z.infer<typeof RolloutInfoSchema>;
 export type ErrorEvent = z.infer<typeof ErrorEventSchema>;
 export type ErrorIssue = z.infer<typeof ErrorIssueSchema>;

@@ -197,11 +197,11 @@ describe('Engine.generate', () => {
       const prompt = { prompt: 'a green cube on a wooden table' };
       const first = finalOf(await run(req({ seed: 11 }, { inputs: prompt }))).artifacts.video;
       expect(spy.mock.calls.length).toBeGreaterThanOrEqual(1); // the prompt (and the negative prompt unless cached)
-      const hitsBefore = engine.featureCache.stats().hits;
+      const hitsBefore = engine.featureCache!.stats().hits;
       spy.mockClear();
       const second = finalOf(await run(req({ seed: 11 }, { inputs: prompt }))).artifacts.video;
       expect(spy).not.toHaveBeenCalled();
-      expect(engine.featureCache.stats().hits - hitsBefore).toBe(2); // prompt + negative prompt
+      expect(engine.featureCache!.stats().hits - hitsBefore).toBe(2); // prompt + negative prompt
       if (first.kind !== 'video' || second.kind !== 'video') throw new Error('expected videos');
       expect(Buffer.from(second.frames).equals(Buffer.from(first.frames))).toBe(true);
       spy.mockClear();

@@ -285,7 +285,8 @@ describe('expert routing', () => {
     finalOf(await collect(single, req({}, { model: 'tiny2' })));
     const loaded = (await single.models.get('tiny2')).loadedComponents;
     expect(loaded).not.toContain('transformer_2');
-    expect([...loaded].sort()).toEqual(['text_encoder', 'tokenizer', 'transformer', 'vae']);
+    // vae_encoder: the default deployment also serves WORLD sessions (image-to-world).
+    expect([...loaded].sort()).toEqual(['text_encoder', 'tokenizer', 'transformer', 'vae', 'vae_encoder']);
   });
 
   it('boundary routing on a model without transformer_2 fails that request with a model-load error', async () => {
@@ -337,6 +338,6 @@ describe('nodeParams', () => {
     expect(events[1]).toMatchObject({ code: 'OMNIRX_ERR_INVALID_REQUEST', param: 'nodeParams.upscale' });
     const noParams = await collect(e, req({}, { nodeParams: { decode_video: {} } }));
     expect(noParams[noParams.length - 1]).toMatchObject({ type: 'error', param: 'nodeParams.decode_video' });
-    expect(e.stats()).toEqual({ queued: 0, running: 0, memoryBytes: 0 });
+    expect(e.stats()).toEqual({ queued: 0, running: 0, memoryBytes: 0, sessions: 0 });
   });
 });

@@ -92,7 +92,7 @@ function recordDecisions(engine: Engine): { decisions: ScheduleDecision[]; stop:
 const tick = (ms = 0) => new Promise((r) => setTimeout(r, ms));
 
 function expectIdle(engine: Engine): void {
-  expect(engine.stats()).toEqual({ queued: 0, running: 0, memoryBytes: 0 });
+  expect(engine.stats()).toEqual({ queued: 0, running: 0, memoryBytes: 0, sessions: 0 });
   expect(engine.steps.stats()).toMatchObject({ ready: 0, inFlight: 0 });
 }
 
@@ -233,7 +233,7 @@ describe('memory admission', () => {
     const [ea, eb] = await Promise.all([a.done, b.done]);
     expect(last(ea).type).toBe('final');
     expect(last(eb).type).toBe('final');
-    expect(seenWhileA).toEqual({ queued: 1, running: 1, memoryBytes: residentBytes + peakBytes });
+    expect(seenWhileA).toEqual({ queued: 1, running: 1, memoryBytes: residentBytes + peakBytes, sessions: 0 });
     expect(at(log, 'b', isType('admitted'))).toBeGreaterThan(at(log, 'a', isType('final')));
     // With room for both, the same two requests overlap.
     const roomy = await engineWith({ memoryBudgetBytes: 2 * residentBytes + peakBytes });
