@@ -11,6 +11,7 @@ import { registerImageRoutes } from './routes/images';
 import { registerModelRoutes } from './routes/models';
 import { registerVideoRoutes } from './routes/videos';
 import type { ServedEngine } from './served-engine';
+import { WebSocketRouter } from './websocket-router';
 
 /** Options of {@link createServer}. */
 export interface ServerOptions {
@@ -54,6 +55,8 @@ export interface OmnirxHandle {
   readonly engineReady: Promise<void>;
   readonly jobs: JobTable;
   readonly metrics: ServerMetrics;
+  /** WebSocket endpoints of this server (fMP4 streams, WebRTC signaling): `websockets.route(path, handler)`. */
+  readonly websockets: WebSocketRouter;
   /**
    * Graceful drain: stops admitting (`/ready` and new work answer 503), waits up to `timeoutMs` for the jobs in
    * flight, fails the rest with `OMNIRX_ERR_UNAVAILABLE`, then closes the server (and with it the engine and the
@@ -145,11 +148,22 @@ export async function createServer(options: ServerOptions = {}): Promise<Fastify
     })();
     return draining;
   };
-  app.decorate('omnirx', { engineReady, jobs: table, metrics, drain });
+  const websockets = new WebSocketRouter({
+    authorize: (req, url) => {
+      if (options.apiKey === undefined || options.apiKey === '') return undefined;
+      const h = req.headers.authorization;
+      const m = typeof h === 'string' ? /^Bearer\s+(.+)$/i.exec(h.trim()) : null;
+      const given = m?.[1] ?? url.searchParams.get('token') ?? undefined;
+      return given !== undefined && sameSecret(given, options.apiKey) ? undefined : 'invalid or missing api key';
+    },
+  });
+  app.server.on('upgrade', websockets.onUpgrade);
+  app.decorate('omnirx', { engineReady, jobs: table, metrics, websockets, drain });
 
   // Before the listener closes: ending the active jobs also ends their SSE responses, which would hold it open.
   app.addHook('preClose', async () => {
     state.phase = 'draining';
+    websockets.close();
     table.failActive('OMNIRX_ERR_UNAVAILABLE', 'the server closed before the job finished');
   });
   app.addHook('onClose', async () => {

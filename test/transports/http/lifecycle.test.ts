@@ -86,7 +86,7 @@ describe('metrics', () => {
       expect(metric(after, 'omnirx_running')).toBe(0);
       expect(metric(after, 'omnirx_http_request_duration_seconds_count{method="POST",route="/v1/videos",status="200"}')).toBe(1);
       // A second server has its own registry: nothing leaks between them.
-      const other = await createServer({ engine: { generate: () => { throw new Error('unused'); }, listModels: () => [], stats: () => ({ queued: 0, running: 0 }), models: { get: () => Promise.reject(new Error('unused')) }, close: async () => undefined } });
+      const other = await createServer({ engine: { generate: () => { throw new Error('unused'); }, listModels: () => [], stats: () => ({ queued: 0, running: 0 }), models: { get: () => Promise.reject(new Error('unused')) }, session: () => Promise.reject(new Error('unused')), close: async () => undefined } });
       expect(metric(await other.omnirx.metrics.registry.metrics(), 'omnirx_jobs_total{status="completed"}')).toBeUndefined();
       await other.close();
     } finally {
