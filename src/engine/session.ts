@@ -1,4 +1,4 @@
-import { concat, concatMap, defer, from, ignoreElements, map, Observable, of, range, Subject, switchMap, type Observer, type SchedulerLike, type Subscription } from 'rxjs';
+import { concat, concatMap, defer, from, ignoreElements, map, Observable, of, range, Subject, switchMap, tap, type Observer, type SchedulerLike, type Subscription } from 'rxjs';
 import { concatMapWithLatest, creditGate } from '../../operators';
 import type { CacheManager } from '../cache/cache-manager';
 import type { SlabSession } from '../cache/slab-pool';
@@ -78,6 +78,8 @@ type Phase = 'idle' | 'denoise' | 'decode';
  *    integer throws OMNIRX_ERR_INVALID_REQUEST.
  *  - `flush()`: on a direction change, drop the chunk being denoised (not yet sent) and generate it again from the
  *    last committed state with the latest action. A chunk already decoding is sent (its successor uses the new action).
+ *    Call it right after an action that changes direction: the new action then reaches the frames within about one
+ *    chunk instead of up to two.
  *  - `close()`: ends the session and frees its KV cache, decoder state and slabs once in-flight native work settles.
  *
  * Every denoise step, commit and decode is one grant of the pool's `StepScheduler`, so sessions and generation
@@ -257,6 +259,11 @@ export class WorldSession {
     );
   }
 
+  /**
+   * One chunk: its denoise steps (restartable by a flush), then decode → `chunk` event, then the commit of its clean
+   * K/V to the cache — after the frames have left, so the commit never delays them; the next chunk starts (and samples
+   * the latest action) once the commit is done.
+   */
   private chunk$(action: SessionAction): Observable<OmniEvent> {
     const rollout = this.rollout!;
     const model = this.deps.model;
@@ -267,7 +274,6 @@ export class WorldSession {
     const shape = rollout.latentShape.join('x');
     const dit = { model: `${model.spec.id}/transformer`, shape, guidance: 'single' };
     let attempt: ChunkAttempt | undefined;
-    const commit$ = defer(() => (rollout.needsCommit ? this.step('world-commit', dit, () => rollout.commitPending()) : of(undefined)));
     const steps$ = range(0, c.steps).pipe(
       concatMap(() =>
         this.step('world-denoise', dit, () => {
@@ -283,29 +289,40 @@ export class WorldSession {
       this.phase = 'decode';
       return this.step('world-decode', { model: `${model.spec.id}/vae`, shape, guidance: 'single' }, () => rollout.decode(attempt!));
     }).pipe(map(({ value }) => this.chunkEvent(value.firstFrame, value.frames, value.chunk, action)));
-    return concat(commit$.pipe(ignoreElements()), steps$, decode$);
+    return concat(steps$, decode$, this.commit$());
   }
 
-  /** Image-to-world: chunk 0 is the encoded image (repeated over the chunk's C frames), committed without denoising. */
+  /** Commits the chunk just emitted (one scheduler step), then marks the session idle between chunks. */
+  private commit$(): Observable<never> {
+    const rollout = this.rollout!;
+    const model = this.deps.model;
+    const key = { model: `${model.spec.id}/transformer`, shape: rollout.latentShape.join('x'), guidance: 'single' };
+    return defer(() => this.step('world-commit', key, () => rollout.commitPending())).pipe(
+      ignoreElements(),
+      tap({ complete: () => (this.phase = 'idle') }),
+    );
+  }
+
+  /** Image-to-world: chunk 0 is the encoded image (repeated over the chunk's C frames), decoded and committed without denoising. */
   private imageChunk$(image: { width: number; height: number; data: Uint8Array }): Observable<OmniEvent> {
     const rollout = this.rollout!;
     const model = this.deps.model;
     const C = this.deps.config.chunkFrames;
     this.phase = 'decode';
     const shape = rollout.latentShape.join('x');
-    return this.step('world-encode', { model: `${model.spec.id}/vae_encoder`, shape, guidance: 'single' }, async () => {
+    const chunk$ = this.step('world-encode', { model: `${model.spec.id}/vae_encoder`, shape, guidance: 'single' }, async () => {
       const frame = await this.state.track(model.vaeEncoder.encodeImage(image.data, image.width, image.height));
       const [z, , h, w] = rollout.latentShape;
       const latents = new Float32Array(z * C * h * w);
       for (let ch = 0; ch < z; ch++) for (let f = 0; f < C; f++) latents.set(frame.subarray(ch * h * w, (ch + 1) * h * w), (ch * C + f) * h * w);
       return rollout.decode(rollout.startCleanChunk(latents));
     }).pipe(map(({ value }) => this.chunkEvent(value.firstFrame, value.frames, value.chunk, { key: 'none' })));
+    return concat(chunk$, this.commit$());
   }
 
   private chunkEvent(firstFrame: number, frames: Uint8Array<ArrayBuffer>, chunk: number, action: SessionAction): OmniEvent {
     const p = this.params;
     const C = this.deps.config.chunkFrames;
-    this.phase = 'idle';
     this.emitted++;
     this.balance -= C;
     const rollout: RolloutInfo = { chunk, firstFrame, ptsMs: (firstFrame / p.fps) * 1000, action: { key: action.key, ...(action.vector ? { vector: action.vector } : {}), ...(action.id ? { id: action.id } : {}) } };

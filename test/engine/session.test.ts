@@ -80,6 +80,7 @@ async function scripted(s: WorldSession, actions: Array<{ key: 'none' | 'up' | '
   }
   s.close();
   await rec.done;
+  await s.whenReleased();
   return rec.chunks();
 }
 
@@ -259,6 +260,7 @@ describe('Engine.session: hostile input', () => {
     expect(c0.rollout?.action).toEqual({ key: 'none' });
     s.close();
     await rec.done;
+    await s.whenReleased();
   });
 
   it('a model without an action module refuses actions but runs sessions', async () => {
@@ -269,6 +271,7 @@ describe('Engine.session: hostile input', () => {
     await rec.wait(isChunk(0));
     s.close();
     await rec.done;
+    await s.whenReleased();
   });
 
   it('events$ has one consumer; maxSessions and the chunk-KV budget are enforced per session', async () => {

@@ -68,10 +68,10 @@ export function chunkSeed(seed: number, chunk: number): number {
  * own chunk KV cache, a streaming VAE decoder that carries its temporal state across chunks, and the session's
  * claim on the chunk-KV slab pool. The session drives it one scheduler step at a time:
  *
- *   commitPending() → denoiseStep(attempt) × steps → decode(attempt) → (emit) → next chunk: commitPending() …
+ *   denoiseStep(attempt) × steps → decode(attempt) → (emit) → commitPending() → next chunk …
  *
- * Chunk k's clean latents are committed to the KV cache (the t = 0 forward of CausVid / Self-Forcing) at the start of
- * chunk k + 1, after chunk k has been decoded and emitted, so a frame leaves as soon as it is decoded. An attempt
+ * Chunk k's clean latents are committed to the KV cache (the t = 0 forward of CausVid / Self-Forcing) after chunk k
+ * has been decoded and emitted, so a frame leaves as soon as it is decoded. An attempt
  * holds only its own latents: a flush drops it and starts a new attempt for the same chunk (same noise, new actions)
  * — nothing committed changes until `decode` succeeds, which marks the attempt as the chunk to commit next.
  *
