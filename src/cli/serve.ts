@@ -1,5 +1,6 @@
 import { Command, CommanderError } from 'commander';
 import { OmniError } from '../errors';
+import { loadDeployConfig, type DeployConfig } from '../placement/deploy-config';
 import { EXIT, parseNumericFlag } from './generate';
 
 /** What {@link runServe} needs from the outside world; injected so tests can fake every part. */
@@ -17,6 +18,8 @@ export interface ServeArgs {
   host: string;
   port: number;
   modelsDir?: string;
+  /** Deploy config file (tasks, cache budgets, session settings; see docs/deploy.md). */
+  config?: string;
   apiKey?: string;
   /** Longest wait for in-flight jobs on SIGTERM before they are failed, ms. */
   drainTimeoutMs: number;
@@ -35,6 +38,7 @@ export function parseServeArgs(argv: string[], env: NodeJS.ProcessEnv, writeOut:
     .option('--host <host>', 'address to bind (keep 127.0.0.1 unless the port is protected)', '127.0.0.1')
     .option('--port <port>', 'TCP port (0 picks a free one)', '8000')
     .option('--models-dir <dir>', 'folder of model directories')
+    .option('--config <file>', 'deploy config (JSON): tasks, cache budgets, session settings')
     .option('--api-key <key>', 'bearer token required on /v1 routes (default: $OMNIRX_API_KEY)')
     .option('--drain-timeout-ms <ms>', 'wait for in-flight jobs on SIGTERM before failing them', '30000');
   try {
@@ -43,13 +47,14 @@ export function parseServeArgs(argv: string[], env: NodeJS.ProcessEnv, writeOut:
     if (err instanceof CommanderError && err.code === 'commander.helpDisplayed') return 'help';
     throw new OmniError('OMNIRX_ERR_CLI_ARGUMENT', err instanceof Error ? err.message.replace(/^error:\s*/, '') : String(err));
   }
-  const o = cmd.opts<{ host: string; port: string; modelsDir?: string; apiKey?: string; drainTimeoutMs: string }>();
+  const o = cmd.opts<{ host: string; port: string; modelsDir?: string; config?: string; apiKey?: string; drainTimeoutMs: string }>();
   const apiKey = o.apiKey ?? (env.OMNIRX_API_KEY || undefined);
   return {
     host: o.host,
     port: parseNumericFlag({ flag: '--port', integer: true, min: 0, max: 65535 }, o.port),
     drainTimeoutMs: parseNumericFlag({ flag: '--drain-timeout-ms', integer: true, min: 0, max: 3_600_000 }, o.drainTimeoutMs),
     ...(o.modelsDir === undefined ? {} : { modelsDir: o.modelsDir }),
+    ...(o.config === undefined ? {} : { config: o.config }),
     ...(apiKey === undefined ? {} : { apiKey }),
   };
 }
@@ -68,8 +73,15 @@ export async function runServe(argv: string[], deps: ServeDeps): Promise<number>
     return EXIT.USAGE;
   }
   if (args === 'help') return EXIT.OK;
+  let deploy: DeployConfig | undefined;
+  try {
+    deploy = args.config === undefined ? undefined : await loadDeployConfig(args.config);
+  } catch (err) {
+    deps.stderr.write(`error: ${(err as Error).message}\n`);
+    return EXIT.USAGE;
+  }
   const { createServer } = await import('../../transports/http/server');
-  const app = await createServer({ ...(args.modelsDir === undefined ? {} : { modelsDir: args.modelsDir }), ...(args.apiKey === undefined ? {} : { apiKey: args.apiKey }) });
+  const app = await createServer({ ...(args.modelsDir === undefined ? {} : { modelsDir: args.modelsDir }), ...(deploy === undefined ? {} : { deploy }), ...(args.apiKey === undefined ? {} : { apiKey: args.apiKey }) });
   try {
     await app.omnirx.engineReady;
     const address = await app.listen({ host: args.host, port: args.port });

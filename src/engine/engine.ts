@@ -14,7 +14,7 @@ import { defaultWanT2VPolicies, wanT2VPipelineSpec, type WanT2VPolicies } from '
 import { WanT2VState } from '../pipeline/wan-t2v/state';
 import type { DenoiseNodeParams } from '../pipeline/wan-t2v/denoise-loop';
 import { actionAdaLNInjector, type ConditioningInjector } from '../pipeline/policies/conditioning-injector';
-import { CacheBudgetsSchema, SessionConfigSchema, type CacheBudgets, type DeployTask, type SessionConfig } from '../placement/deploy-config';
+import { CacheBudgetsSchema, SessionConfigSchema, type CacheBudgets, type DeployConfig, type DeployTask, type SessionConfig } from '../placement/deploy-config';
 import { createSessionRequestSchema, type SessionRequestInput } from '../request/session-request';
 import { DEFAULT_LIMITS, type RequestLimits } from '../request/limits';
 import type { OmniEvent } from '../request/omni-event';
@@ -166,6 +166,21 @@ export class Engine {
       options.injector ?? actionAdaLNInjector,
       scheduler,
     );
+  }
+
+  /**
+   * Creates an engine for a validated deploy config (`loadDeployConfig`): its models folder, default model, tasks,
+   * cache budgets and session settings; `extra` adds options the config does not carry (limits, policies, scheduler).
+   */
+  static fromDeployConfig(config: DeployConfig, extra: EngineOptions = {}): Promise<Engine> {
+    return Engine.create({
+      ...extra,
+      ...(config.modelsDir === undefined ? {} : { modelsDir: config.modelsDir }),
+      ...(config.defaultModel === undefined ? {} : { defaultModel: config.defaultModel }),
+      tasks: config.tasks,
+      caches: config.caches,
+      sessions: config.sessions,
+    });
   }
 
   /** The feature cache (text embeddings shared by requests and sessions); undefined when its budget is 0. */

@@ -10,7 +10,10 @@ import { registerHealthRoutes } from './routes/health';
 import { registerImageRoutes } from './routes/images';
 import { registerModelRoutes } from './routes/models';
 import { registerVideoRoutes } from './routes/videos';
+import { registerRtcRoutes } from '../webrtc/routes';
 import type { ServedEngine } from './served-engine';
+import type { DeployConfig } from '../../src/placement/deploy-config';
+import { registerStreamRoutes } from '../ws/stream-routes';
 import { WebSocketRouter } from './websocket-router';
 
 /** Options of {@link createServer}. */
@@ -21,6 +24,8 @@ export interface ServerOptions {
   modelsDir?: string;
   /** Default model of the engine the server creates. */
   defaultModel?: string;
+  /** Deploy config of the engine the server creates (tasks, cache budgets, sessions); `modelsDir`/`defaultModel` above win. */
+  deploy?: DeployConfig;
   /** Bearer token required on every `/v1` route when set; `/health`, `/ready` and `/metrics` stay open. */
   apiKey?: string;
   /** Largest JSON body, bytes. Default 1 MiB. */
@@ -123,7 +128,9 @@ export async function createServer(options: ServerOptions = {}): Promise<Fastify
   };
 
   const engineReady = (async () => {
-    const e = options.engine ?? (await import('../../src/engine/engine')).Engine.create({ modelsDir: options.modelsDir, defaultModel: options.defaultModel });
+    const { Engine } = await import('../../src/engine/engine');
+    const overrides = { ...(options.modelsDir === undefined ? {} : { modelsDir: options.modelsDir }), ...(options.defaultModel === undefined ? {} : { defaultModel: options.defaultModel }) };
+    const e = options.engine ?? (options.deploy === undefined ? Engine.create(overrides) : Engine.fromDeployConfig({ ...options.deploy, ...overrides }));
     engine = await e;
     if (state.phase === 'starting') state.phase = 'ready';
   })();
@@ -202,5 +209,7 @@ export async function createServer(options: ServerOptions = {}): Promise<Fastify
   registerModelRoutes(app, ctx);
   registerVideoRoutes(app, ctx);
   registerImageRoutes(app, ctx);
+  registerRtcRoutes(app, ctx);
+  registerStreamRoutes(app, ctx);
   return app;
 }

@@ -1,0 +1,51 @@
+import { mkdtempSync, writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import * as path from 'node:path';
+import { PassThrough } from 'node:stream';
+import { parseServeArgs, runServe } from '../../src/cli/serve';
+import { makeModelsDir } from '../helpers/tiny-model';
+
+function sink(): { stream: PassThrough; text: () => string } {
+  const stream = new PassThrough();
+  let text = '';
+  stream.on('data', (d: Buffer) => (text += d.toString()));
+  return { stream, text: () => text };
+}
+
+function configFile(content: unknown): string {
+  const f = path.join(mkdtempSync(path.join(tmpdir(), 'omnirx-serve-')), 'deploy.json');
+  writeFileSync(f, typeof content === 'string' ? content : JSON.stringify(content));
+  return f;
+}
+
+describe('omnirx serve --config', () => {
+  it('parses the flag', () => {
+    expect(parseServeArgs(['--config', '/etc/omnirx.json'], {}, () => undefined)).toMatchObject({ config: '/etc/omnirx.json' });
+  });
+
+  it('a bad deploy config exits 2 with the field named, before anything starts', async () => {
+    const out = sink();
+    const err = sink();
+    const code = await runServe(['--port', '0', '--config', configFile({ schemaVersion: 1, sessions: { steps: 0 } })], { stdout: out.stream, stderr: err.stream });
+    expect(code).toBe(2);
+    expect(err.text()).toMatch(/sessions\.steps/);
+    expect(out.text()).not.toMatch(/listening/);
+    expect(await runServe(['--config', configFile('{oops')], { stdout: out.stream, stderr: err.stream })).toBe(2);
+    expect(err.text()).toMatch(/not valid JSON/);
+  });
+
+  it('serves the deployment the config describes (its models folder, default model and tasks)', async () => {
+    const modelsDir = await makeModelsDir();
+    const out = sink();
+    const err = sink();
+    const abort = new AbortController();
+    const running = runServe(['--port', '0', '--config', configFile({ schemaVersion: 1, modelsDir, defaultModel: 'tiny', tasks: ['T2V'] })], { stdout: out.stream, stderr: err.stream, signal: abort.signal, onSigterm: () => () => undefined });
+    while (!/listening on (\S+)/.test(out.text())) await new Promise((r) => setTimeout(r, 20));
+    const base = /listening on (\S+)/.exec(out.text())![1];
+    const models = (await (await fetch(`${base}/v1/models`)).json()) as { data: Array<{ id: string }> };
+    expect(models.data.map((m) => m.id)).toContain('tiny');
+    abort.abort();
+    expect(await running).toBe(0);
+    expect(err.text()).toBe('');
+  });
+});
