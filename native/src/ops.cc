@@ -62,7 +62,7 @@ void PrepareLinear(OpInstance& op, const PrepareCtx& c) {
   op.ip = {CheckedInt(M, "M"), CheckedInt(N, "N"), CheckedInt(K, "K"), act};
   if (auto s = c.WholeConst(op, 1)) {
     std::lock_guard<std::mutex> lock(s->pack_mutex);
-    if (!s->packed || s->packed->N != N || s->packed->K != K)
+    if (!s->packed || s->packed->N != N || s->packed->K != K || s->packed->conv_order)
       s->packed = PackB(s->data, static_cast<int>(N), static_cast<int>(K), static_cast<int>(K), BLayout::kNK);
     op.packed = s->packed;
   }
@@ -339,11 +339,10 @@ void PrepareConv3d(OpInstance& op, const PrepareCtx& c) {
   op.ip = {F, H, W, Ci, Co, kt, kh, kw};
   if (auto s = c.WholeConst(op, 1)) {
     std::lock_guard<std::mutex> lock(s->pack_mutex);
-    if (!s->packed || s->packed->N != Co || s->packed->K != kfeat)
-      s->packed = PackB(s->data, static_cast<int>(Co), static_cast<int>(kfeat), static_cast<int>(kfeat), BLayout::kNK);
+    if (!s->packed || s->packed->N != Co || s->packed->K != kfeat || !s->packed->conv_order)
+      s->packed = PackConvWeight(s->data, Co, Ci, static_cast<int>(kt), static_cast<int>(kh), static_cast<int>(kw));
     op.packed = s->packed;
   }
-  op.scratch_floats = static_cast<size_t>(H * W * kfeat);
 }
 std::string RunConv3d(const OpInstance& op, const float* const* in, float* const* out) {
   Conv3dArgs a;
@@ -359,13 +358,10 @@ std::string RunConv3d(const OpInstance& op, const float* const* in, float* const
   a.bias = in[2];
   a.history = in[3];
   a.y = out[0];
-  a.im2col = op.Scratch();
-  const int K = static_cast<int>(a.Ci * a.kt * a.kh * a.kw);
   if (op.packed) {
     Conv3dCausal(a, *op.packed);
   } else {
-    std::shared_ptr<PackedB> p = PackB(in[1], static_cast<int>(a.Co), K, K, BLayout::kNK);
-    Conv3dCausal(a, *p);
+    Conv3dCausal(a, *PackConvWeight(in[1], a.Co, a.Ci, a.kt, a.kh, a.kw));
   }
   return "";
 }

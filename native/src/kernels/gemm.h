@@ -18,6 +18,8 @@ struct PackedB {
   int K = 0;
   float* data = nullptr;
   size_t bytes = 0;
+  // K is in conv order (kt, kh, kw, Ci) rather than the weight's own (Ci, kt, kh, kw): see PackConvWeight.
+  bool conv_order = false;
   ~PackedB();
 };
 

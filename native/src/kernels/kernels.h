@@ -86,8 +86,12 @@ struct Conv3dArgs {
   const float* history = nullptr;
   const float* bias = nullptr;
   float* y = nullptr;
-  float* im2col = nullptr;
 };
+// Causal conv3d, channels-last: y [F, H, W, Co] = conv(x [F, H, W, Ci]) with kt − 1 frames of history (or zeros)
+// before the first frame and zero spatial padding (kh − 1)/2, (kw − 1)/2. `w` must come from PackConvWeight.
+// im2col + GEMM per pixel tile (per thread, cache-sized), parallel over the compute pool.
 void Conv3dCausal(const Conv3dArgs& a, const PackedB& w);
+// Packs a conv weight [Co, Ci, kt, kh, kw] for Conv3dCausal (features reordered to (kt, kh, kw, Ci)).
+std::shared_ptr<PackedB> PackConvWeight(const float* w, int64_t Co, int64_t Ci, int kt, int kh, int kw);
 
 }  // namespace omnirx
