@@ -1,0 +1,104 @@
+import { z } from 'zod';
+import { ActionSchema } from '../../src/models/wan/actions';
+import { VideoCreateBodySchema } from '../http/video-request';
+
+/** Video formats of a stream: fMP4 (init segment + one moof+mdat per frame) or raw H.264 (Annex-B access units). */
+export const StreamFormatSchema = z.enum(['fmp4', 'h264']);
+export type StreamFormat = z.infer<typeof StreamFormatSchema>;
+
+/** `size` as "WxH" in pixels (as in `POST /v1/videos`). */
+const SizeSchema = z
+  .string()
+  .regex(/^[1-9]\d{0,4}x[1-9]\d{0,4}$/, 'size must be "WIDTHxHEIGHT" in pixels, e.g. "64x64"')
+  .transform((s) => {
+    const [width, height] = s.split('x').map(Number);
+    return { width: width!, height: height! };
+  });
+
+/** Largest initial frame of a session sent inline: 1024×1024 RGB24 is 3 MiB, more than a message may carry anyway. */
+const MAX_IMAGE_BASE64_CHARS = 1_400_000;
+
+/** Starts a generation: `request` takes the fields of `POST /v1/videos` (docs/http.md). */
+export const GenerateMessageSchema = z.strictObject({
+  type: z.literal('generate'),
+  format: StreamFormatSchema.default('fmp4'),
+  request: VideoCreateBodySchema,
+});
+
+/** Starts a world session (`Engine.session`). `image` is the first frame, RGB24 at the session size, base64. */
+export const SessionMessageSchema = z.strictObject({
+  type: z.literal('session'),
+  format: StreamFormatSchema.default('fmp4'),
+  model: z.string().min(1).max(128).optional(),
+  prompt: z.string().max(100_000),
+  size: SizeSchema.optional(),
+  fps: z.number().int().optional(),
+  seed: z.number().int().optional(),
+  image: z
+    .strictObject({
+      width: z.number().int(),
+      height: z.number().int(),
+      data: z.base64().max(MAX_IMAGE_BASE64_CHARS),
+    })
+    .optional(),
+});
+
+/** An action for the world session (key, optional 2-vector, optional id echoed in `frame` messages). */
+export const ActionMessageSchema = ActionSchema.extend({ type: z.literal('action'), id: z.string().min(1).max(64).optional() });
+
+/** Grants credits: the client can take `frames` more frames (one per frame appended to its buffer or decoded). */
+export const CreditMessageSchema = z.strictObject({ type: z.literal('credit'), frames: z.number().int().min(1).max(1_000_000) });
+
+export const FlushMessageSchema = z.strictObject({ type: z.literal('flush') });
+export const CloseMessageSchema = z.strictObject({ type: z.literal('close') });
+
+/** Every message a client may send on `/v1/stream`, by `type`. */
+export const ClientMessageSchema = z.discriminatedUnion('type', [
+  GenerateMessageSchema,
+  SessionMessageSchema,
+  ActionMessageSchema,
+  CreditMessageSchema,
+  FlushMessageSchema,
+  CloseMessageSchema,
+]);
+export type ClientMessage = z.infer<typeof ClientMessageSchema>;
+export type GenerateMessage = z.infer<typeof GenerateMessageSchema>;
+export type SessionMessage = z.infer<typeof SessionMessageSchema>;
+
+const TYPES = ClientMessageSchema.options.map((o) => o.shape.type.value);
+
+/** Why a client message was refused: a transport code, a message, and the offending field as a dotted path. */
+export interface MessageProblem {
+  code: 'invalid_json' | 'invalid_message';
+  message: string;
+  param: string | null;
+}
+
+/**
+ * Parses one client message (the text of a WebSocket text message). Binary messages never reach here: the
+ * connection refuses them by kind.
+ * @returns the message, or the problem naming the field (`type`, `request.num_frames`, an unknown field by name).
+ */
+export function parseClientMessage(text: string): { ok: true; message: ClientMessage } | { ok: false; problem: MessageProblem } {
+  let raw: unknown;
+  try {
+    raw = JSON.parse(text);
+  } catch (err) {
+    return { ok: false, problem: { code: 'invalid_json', message: `the message is not valid JSON: ${(err as Error).message}`, param: null } };
+  }
+  if (raw === null || typeof raw !== 'object' || Array.isArray(raw)) {
+    return { ok: false, problem: { code: 'invalid_message', message: 'a message must be a JSON object with a "type"', param: null } };
+  }
+  const type = (raw as { type?: unknown }).type;
+  if (typeof type !== 'string' || !(TYPES as string[]).includes(type)) {
+    const got = typeof type === 'string' ? `"${type.slice(0, 40)}"` : String(type === undefined ? 'nothing' : typeof type);
+    return { ok: false, problem: { code: 'invalid_message', message: `type must be one of ${TYPES.join(', ')}; got ${got}`, param: 'type' } };
+  }
+  const r = ClientMessageSchema.safeParse(raw);
+  if (r.success) return { ok: true, message: r.data };
+  const issue = r.error.issues[0]!;
+  const prefix = issue.path.map(String).join('.');
+  const field = issue.code === 'unrecognized_keys' ? [prefix, issue.keys[0]].filter((s) => s !== '').join('.') : prefix;
+  const what = issue.code === 'unrecognized_keys' ? `unknown field '${field}'` : `${field}: ${issue.message}`;
+  return { ok: false, problem: { code: 'invalid_message', message: `${type}: ${what}`, param: field === '' ? null : field } };
+}
