@@ -1,0 +1,108 @@
+/**
+ * World sessions over `/v1/stream`: credits pass through to the session so the rollout itself stalls without them,
+ * an action changes the `frame` metadata of the frames generated after it, flush and close work, and closing the
+ * socket (or sending `close`) frees the session in the engine.
+ */
+import { execFileSync } from 'node:child_process';
+import { mkdtempSync, writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import * as path from 'node:path';
+import { Engine } from '../../../src/engine/engine';
+import type { ModelSpec } from '../../../src/models/model-spec';
+import { makeModelsDir, tinySpec } from '../../helpers/tiny-model';
+import { startServer, type TestServer } from '../http/helpers';
+import { StreamClient } from './stream-client';
+
+/** The tiny model with an action module (keys none/up/down/left/right, 2-vectors). */
+function actionSpec(): ModelSpec {
+  const s = tinySpec('tiny-world');
+  return { ...s, transformer: { ...s.transformer, action: { numKeys: 5, vectorDim: 2 } } };
+}
+
+let engine: Engine;
+let server: TestServer;
+
+beforeAll(async () => {
+  const modelsDir = await makeModelsDir([{ spec: actionSpec(), seed: 3 }]);
+  engine = await Engine.create({ modelsDir, defaultModel: 'tiny-world', sessions: { chunkFrames: 1, sinkFrames: 1, localWindowFrames: 2, steps: 2, maxSessions: 2 } });
+  server = await startServer({ engine, modelsDir });
+});
+
+afterAll(async () => {
+  await server.app.close();
+});
+
+/** Resolves once the engine holds no session (sessions are freed once their in-flight native work settles). */
+async function sessionsFreed(): Promise<number> {
+  while (engine.stats().sessions > 0) await new Promise((r) => setImmediate(r));
+  return engine.stats().sessions;
+}
+
+describe('world sessions over /v1/stream', () => {
+  it('frames only as credited; an action sent while the rollout is stalled applies to the next frame; close ends and frees it', async () => {
+    const c = await StreamClient.connect(server.origin);
+    c.send({ type: 'session', prompt: 'a red ball', seed: 5, fps: 10 });
+    c.send({ type: 'credit', frames: 2 });
+    await c.waitJson('frame', (f) => f.pts === 1);
+    expect(engine.stats().sessions).toBe(1);
+    // Stalled: no credit left, so chunk 2 has not started. An action now is sampled when it does.
+    c.send({ type: 'action', key: 'up', id: 'a1' });
+    c.send({ type: 'credit', frames: 1 });
+    await c.waitJson('frame', (f) => f.pts === 2);
+    c.send({ type: 'action', key: 'left', vector: [0.5, -0.5] });
+    c.send({ type: 'credit', frames: 2 });
+    await c.waitJson('frame', (f) => f.pts === 4);
+    c.send({ type: 'close' });
+    const end = await c.waitJson('end');
+    expect(end).toEqual({ type: 'end', frames: 5, reason: 'closed' });
+    const frames = c.json('frame');
+    expect(frames.map((f) => [f.pts, f.chunk, f.ptsMs])).toEqual([[0, 0, 0], [1, 1, 100], [2, 2, 200], [3, 3, 300], [4, 4, 400]]);
+    expect(frames.map((f) => f.action)).toEqual([{ key: 'none' }, { key: 'none' }, { key: 'up', id: 'a1' }, { key: 'left', vector: [0.5, -0.5] }, { key: 'left', vector: [0.5, -0.5] }]);
+    expect(c.json('init')[0]).toMatchObject({ format: 'fmp4', width: 16, height: 16, fps: 10 });
+    expect(c.json('admitted')[0]).toMatchObject({ model: 'tiny-world', params: { task: 'WORLD', seed: 5 } });
+    expect(c.json('progress').length).toBe(5 * 2);
+    // Exactly one fragment per credit: init + 5.
+    const dir = mkdtempSync(path.join(tmpdir(), 'omnirx-ws-session-'));
+    writeFileSync(path.join(dir, 's.mp4'), Buffer.concat(c.binaries()));
+    expect(c.binaries()).toHaveLength(6);
+    const probe = JSON.parse(execFileSync('ffprobe', ['-v', 'error', '-count_frames', '-show_entries', 'stream=nb_read_frames,width,height', '-of', 'json', path.join(dir, 's.mp4')]).toString()).streams[0];
+    expect(probe).toMatchObject({ nb_read_frames: '5', width: 16, height: 16 });
+    expect((await c.closed).code).toBe(1000);
+    expect(await sessionsFreed()).toBe(0);
+  });
+
+  it('raw H.264 for a session: Annex-B units, one per credit granted; closing the socket frees the session', async () => {
+    const c = await StreamClient.connect(server.origin);
+    c.send({ type: 'session', prompt: 'a ball', format: 'h264' });
+    c.send({ type: 'credit', frames: 3 });
+    await c.waitJson('frame', (f) => f.pts === 2);
+    c.send({ type: 'credit', frames: 0 });
+    await c.waitJson('error', (e) => e.param === 'frames');
+    expect(c.json('frame')).toHaveLength(3);
+    expect(c.binaries()).toHaveLength(3);
+    expect([...c.binaries()[0]!.subarray(0, 5)]).toEqual([0, 0, 0, 1, 0x67]);
+    c.ws.close();
+    await c.closed;
+    expect(await sessionsFreed()).toBe(0);
+  });
+
+  it('closing the socket mid-rollout closes the session; bad actions and session fields are refused by name', async () => {
+    const c = await StreamClient.connect(server.origin);
+    c.send({ type: 'session', prompt: 'a ball', size: '18x18' });
+    expect(await c.waitJson('error')).toMatchObject({ param: 'size', fatal: false });
+    c.send({ type: 'session', prompt: 'a ball', seed: -1 });
+    expect(await c.waitJson('error', (e) => e.param === 'seed')).toMatchObject({ fatal: false });
+    c.send({ type: 'session', prompt: 'a ball', image: { width: 16, height: 16, data: Buffer.alloc(10).toString('base64') } });
+    expect(await c.waitJson('error', (e) => e.param === 'image.data')).toMatchObject({ fatal: false });
+    c.send({ type: 'session', prompt: 'a ball' });
+    c.send({ type: 'action', key: 'up', vector: [1] });
+    expect(await c.waitJson('error', (e) => e.param === 'vector')).toMatchObject({ code: 'invalid_message', fatal: false });
+    c.send({ type: 'credit', frames: 64 });
+    await c.waitJson('frame', (f) => f.pts === 3);
+    expect(engine.stats().sessions).toBe(1);
+    c.send({ type: 'flush' });
+    c.ws.terminate();
+    await c.closed;
+    expect(await sessionsFreed()).toBe(0);
+  });
+});
