@@ -1,0 +1,100 @@
+import type { FastifyInstance } from 'fastify';
+import type { RawData } from 'ws';
+import { OmniError } from '../../src/errors';
+import type { SessionRequestInput } from '../../src/request/session-request';
+import type { ServerContext } from '../http/context';
+import { HttpError } from '../http/errors';
+import { errorMessage, MAX_SIGNALING_BYTES, parseClientMessage, SignalingMessageSchema, type ServerMessage, type SessionFields } from './messages';
+import { RtcSession, toErrorMessage, type RtcSessionOptions } from './rtc-session';
+
+/** Path of the signaling WebSocket. */
+export const RTC_PATH = '/v1/rtc';
+
+/** The engine's session input from a `start` message's `session` (the image decoded from base64). */
+function sessionInput(f: SessionFields): SessionRequestInput {
+  const { image, initialAction, ...rest } = f;
+  return {
+    ...(rest as Omit<SessionRequestInput, 'image' | 'initialAction'>),
+    ...(initialAction !== undefined ? { initialAction: initialAction as SessionRequestInput['initialAction'] } : {}),
+    ...(image !== undefined ? { image: { width: image.width, height: image.height, data: new Uint8Array(Buffer.from(image.data, 'base64')) } } : {}),
+  };
+}
+
+/**
+ * Serves WebRTC world sessions (docs/webrtc.md): signaling over the WebSocket `/v1/rtc` (auth as every WebSocket
+ * route of the server). Server-offers negotiation: the client sends `start` with the session's fields, the server
+ * opens the world session and answers `offer` (complete SDP, loopback ICE), the client sends `answer`. One session
+ * per socket; closing the socket ends it. Bad messages get `{"type":"error",code,message,param}` and change nothing.
+ */
+export function registerRtcRoutes(app: FastifyInstance, ctx: ServerContext, options: RtcSessionOptions = {}): void {
+  const live = new Set<RtcSession>();
+  app.addHook('preClose', async () => {
+    for (const s of [...live]) s.close('server_closing');
+  });
+  app.omnirx.websockets.route(RTC_PATH, (ws) => {
+    let session: RtcSession | undefined;
+    let starting = false;
+    let socketClosed = false;
+    const send = (m: ServerMessage) => {
+      if (ws.readyState === ws.OPEN) ws.send(JSON.stringify(m));
+    };
+
+    const start = async (fields: SessionFields) => {
+      starting = true;
+      let s: RtcSession;
+      try {
+        if (ctx.state.phase === 'draining') throw new OmniError('OMNIRX_ERR_UNAVAILABLE', 'the server is shutting down and opens no new sessions');
+        s = await RtcSession.open(ctx.engine(), sessionInput(fields), options);
+      } catch (err) {
+        starting = false;
+        if (err instanceof HttpError) return send(errorMessage(err.code, err.message, err.param));
+        return send(toErrorMessage(err, (p) => `session.${p}`));
+      }
+      session = s;
+      live.add(s);
+      void s.whenEnded.then((reason) => {
+        live.delete(s);
+        send({ type: 'closed', reason });
+        ws.close(1000, 'session ended');
+      });
+      if (socketClosed) return s.close('signaling_closed');
+      try {
+        const sdp = await s.createOffer();
+        send({ type: 'offer', sdp, session_id: s.id });
+      } catch (err) {
+        send(toErrorMessage(err));
+        s.close('error');
+      }
+    };
+
+    const onMessage = async (data: RawData, binary: boolean) => {
+      const bytes = Array.isArray(data) ? Buffer.concat(data) : Buffer.from(data as ArrayBuffer);
+      const r = parseClientMessage(SignalingMessageSchema, binary ? bytes : bytes.toString('utf8'), binary, MAX_SIGNALING_BYTES);
+      if (!r.ok) return send(r.error);
+      const m = r.value;
+      if (m.type === 'start') {
+        if (session !== undefined || starting) return send(errorMessage('invalid_message', 'type: this socket already has a session (one per socket)', 'type'));
+        return start(m.session);
+      }
+      if (m.type === 'close') {
+        session?.close('client_closed');
+        ws.close(1000, 'closed by the client');
+        return;
+      }
+      if (session === undefined) return send(errorMessage('invalid_message', `type: "${m.type}" before the session's offer (send "start" first)`, 'type'));
+      try {
+        if (m.type === 'answer') await session.acceptAnswer(m.sdp);
+        else await session.addCandidate(m.candidate);
+      } catch (err) {
+        send(toErrorMessage(err));
+      }
+    };
+
+    ws.on('message', (data, binary) => void onMessage(data, binary));
+    ws.on('error', () => undefined);
+    ws.on('close', () => {
+      socketClosed = true;
+      session?.close('signaling_closed');
+    });
+  });
+}

@@ -1,0 +1,273 @@
+import { MediaStreamTrack, RTCPeerConnection, type RTCDataChannel } from 'werift';
+import type { Subscription } from 'rxjs';
+import type { WorldSession } from '../../src/engine/session';
+import { OmniError } from '../../src/errors';
+import type { OmniEvent } from '../../src/request/omni-event';
+import type { SessionRequestInput } from '../../src/request/session-request';
+import { CreditPacer } from './credit-pacer';
+import { ChannelMessageSchema, errorMessage, parseClientMessage, type ChannelMessage, type ErrorMessage, type FrameMessage, type ServerMessage } from './messages';
+import { rtcPeerConfig } from './peer-config';
+import { VIDEO_CLOCK_RATE, VideoSender } from './video-sender';
+
+/** Tuning of a WebRTC world session (docs/webrtc.md, "Pacing"). */
+export interface RtcSessionOptions {
+  /** Frames granted to the rollout but not yet sent, at most. Default 2 (raised to the chunk size when larger). */
+  windowFrames?: number;
+  /** Grant credits no faster than the session's fps (the rollout never runs ahead of real time). Default true. */
+  paceToFps?: boolean;
+  /** Flush the chunk being denoised when an action changes key or vector (fresher frames on a turn). Default true. */
+  flushOnChange?: boolean;
+  /** Frames from one keyframe to the next. Default `fps / 2` rounded (a lost packet heals within half a second). */
+  keyframeInterval?: number;
+  /** Extra ICE host-candidate addresses. Default `['127.0.0.1']`. */
+  hostAddresses?: string[];
+  ffmpegPath?: string;
+}
+
+/** What a WebRTC session needs of the engine. */
+export interface SessionOpener {
+  session(input: SessionRequestInput): Promise<WorldSession>;
+}
+
+/** Why a session ended, as given to `onEnded`. */
+export type EndReason = 'client_closed' | 'signaling_closed' | 'channel_closed' | 'peer_failed' | 'peer_closed' | 'session_ended' | 'error' | 'server_closing';
+
+interface FrameMeta {
+  chunk: number;
+  pts: number;
+  key: string;
+  actionId?: string;
+}
+
+/**
+ * One WebRTC world session (docs/webrtc.md): a werift `RTCPeerConnection` with a send-only H.264 video track
+ * carrying the session's frames and a data channel (`omnirx`) for actions in and frame metadata, stats and errors
+ * out. Credits pace the rollout ({@link CreditPacer}) from the moment the data channel opens. The world session is
+ * closed (and so freed) when the peer leaves: data channel closed, connection failed or closed, or `close()` (the
+ * signaling socket closed).
+ */
+export class RtcSession {
+  readonly pc: RTCPeerConnection;
+  private readonly channel: RTCDataChannel;
+  private readonly track = new MediaStreamTrack({ kind: 'video' });
+  private readonly sender: VideoSender<FrameMeta>;
+  private readonly pacer: CreditPacer;
+  private readonly events: Subscription;
+  private readonly chunkFrames: number;
+  private readonly openedAt = performance.now();
+  private lastAction?: { key: string; vector?: [number, number] };
+  private flushes = 0;
+  private ended = false;
+  private readonly endedPromise: Promise<EndReason>;
+  private resolveEnded!: (r: EndReason) => void;
+
+  private constructor(
+    readonly world: WorldSession,
+    private readonly options: RtcSessionOptions,
+  ) {
+    this.endedPromise = new Promise((resolve) => (this.resolveEnded = resolve));
+    this.pc = new RTCPeerConnection(rtcPeerConfig(options.hostAddresses));
+    this.pc.addTransceiver(this.track, { direction: 'sendonly' });
+    this.channel = this.pc.createDataChannel('omnirx', { ordered: true });
+    let chunkFrames = 1;
+    // The admitted event arrives synchronously on subscribe; chunks only after credits, granted once the channel opens.
+    this.events = world.events$.subscribe({
+      next: (ev) => {
+        if (ev.type === 'admitted' && typeof ev.params.chunkFrames === 'number') chunkFrames = ev.params.chunkFrames;
+        else this.onEvent(ev);
+      },
+      complete: () => this.close('session_ended'),
+    });
+    this.chunkFrames = chunkFrames;
+    const p = world.params;
+    this.sender = new VideoSender<FrameMeta>({
+      track: this.track,
+      width: p.width,
+      height: p.height,
+      fps: p.fps,
+      keyframeInterval: options.keyframeInterval ?? Math.max(1, Math.round(p.fps / 2)),
+      ffmpegPath: options.ffmpegPath,
+      onFrame: (meta, rtp) => {
+        this.send({ type: 'frame', chunk: meta.chunk, pts: meta.pts, rtp, key: meta.key, ...(meta.actionId !== undefined ? { action_id: meta.actionId } : {}) } satisfies FrameMessage);
+        this.pacer.frameSent();
+      },
+      onError: (err) => this.fail(err),
+    });
+    this.pacer = new CreditPacer({
+      windowFrames: Math.max(options.windowFrames ?? 2, chunkFrames),
+      minIntervalMs: options.paceToFps === false ? 0 : 1000 / p.fps,
+      grant: (n) => this.world.credits.next(n),
+    });
+    this.channel.stateChanged.subscribe((state) => {
+      if (state === 'open') this.onChannelOpen();
+      if (state === 'closed') this.close('channel_closed');
+    });
+    this.channel.onMessage.subscribe((data) => this.onChannelMessage(data));
+    this.pc.connectionStateChange.subscribe((state) => {
+      if (state === 'failed') this.close('peer_failed');
+      if (state === 'closed') this.close('peer_closed');
+    });
+  }
+
+  /**
+   * Opens a world session on `engine` and its peer connection.
+   * @throws OmniError from `engine.session` for input the engine refuses (the `param` names the field).
+   */
+  static async open(engine: SessionOpener, input: SessionRequestInput, options: RtcSessionOptions = {}): Promise<RtcSession> {
+    const world = await engine.session(input);
+    try {
+      return new RtcSession(world, options);
+    } catch (err) {
+      world.close();
+      throw err;
+    }
+  }
+
+  get id(): string {
+    return this.world.id;
+  }
+
+  /** Resolves with the reason once the session ended (the world session is closed; its memory frees after). */
+  get whenEnded(): Promise<EndReason> {
+    return this.endedPromise;
+  }
+
+  /** The server's SDP offer, all ICE candidates included. */
+  async createOffer(): Promise<string> {
+    const offer = await this.pc.createOffer();
+    await this.pc.setLocalDescription(offer);
+    return this.pc.localDescription!.sdp;
+  }
+
+  /**
+   * Applies the client's SDP answer.
+   * @throws OmniError OMNIRX_ERR_INVALID_REQUEST (param `sdp`) when werift refuses it.
+   */
+  async acceptAnswer(sdp: string): Promise<void> {
+    try {
+      await this.pc.setRemoteDescription({ type: 'answer', sdp });
+    } catch (err) {
+      throw new OmniError('OMNIRX_ERR_INVALID_REQUEST', `sdp: the answer was refused: ${(err as Error).message}`, { param: 'sdp', cause: err });
+    }
+  }
+
+  /**
+   * Adds a trickled ICE candidate of the client.
+   * @throws OmniError OMNIRX_ERR_INVALID_REQUEST (param `candidate`) when werift refuses it.
+   */
+  async addCandidate(candidate: { candidate: string; sdpMid?: string | null; sdpMLineIndex?: number | null }): Promise<void> {
+    try {
+      await this.pc.addIceCandidate({ candidate: candidate.candidate, sdpMid: candidate.sdpMid ?? undefined, sdpMLineIndex: candidate.sdpMLineIndex ?? undefined });
+    } catch (err) {
+      throw new OmniError('OMNIRX_ERR_INVALID_REQUEST', `candidate: refused: ${(err as Error).message}`, { param: 'candidate', cause: err });
+    }
+  }
+
+  /** Ends the session: closes the world session, the encoder and the peer connection. Idempotent. */
+  close(reason: EndReason): void {
+    if (this.ended) return;
+    this.ended = true;
+    this.pacer.stop();
+    this.send({ type: 'closed', reason });
+    this.events.unsubscribe();
+    this.world.close();
+    this.sender.close();
+    this.track.stop();
+    // The peer connection closes after the `closed` message had its chance to leave.
+    void this.pc.close().catch(() => undefined);
+    this.resolveEnded(reason);
+  }
+
+  private onEvent(ev: OmniEvent): void {
+    if (ev.type === 'chunk' && ev.rollout !== undefined && ev.artifact.kind === 'video') {
+      const { frames, width, height, numFrames } = ev.artifact;
+      const bytes = width * height * 3;
+      for (let i = 0; i < numFrames; i++) {
+        const a = ev.rollout.action;
+        this.sender.push(frames.subarray(i * bytes, (i + 1) * bytes), { chunk: ev.rollout.chunk, pts: ev.rollout.firstFrame + i, key: a.key, ...(a.id !== undefined ? { actionId: a.id } : {}) });
+      }
+      return;
+    }
+    if (ev.type === 'error') {
+      this.send(errorMessage(ev.code, ev.message, ev.param ?? null));
+      this.close('error');
+    }
+  }
+
+  private onChannelOpen(): void {
+    const p = this.world.params;
+    // Nothing latency-critical rides on the first server → client messages (docs/webrtc.md, werift SCTP note).
+    this.send({ type: 'ready', session_id: this.id, width: p.width, height: p.height, fps: p.fps, chunk_frames: this.chunkFrames, rtp_clock_rate: VIDEO_CLOCK_RATE });
+    this.pacer.start();
+  }
+
+  private onChannelMessage(data: string | Buffer): void {
+    if (this.ended) return;
+    const r = parseClientMessage(ChannelMessageSchema, data, typeof data !== 'string');
+    if (!r.ok) return this.send(r.error);
+    this.handle(r.value);
+  }
+
+  private handle(m: ChannelMessage): void {
+    switch (m.type) {
+      case 'action':
+        return this.act(m);
+      case 'flush':
+        this.flushes++;
+        return this.world.flush();
+      case 'close':
+        return this.close('client_closed');
+      case 'stats': {
+        const s = this.world.stats();
+        return this.send({
+          type: 'stats',
+          session_id: this.id,
+          frames_sent: this.sender.framesSent,
+          chunks: s.chunks,
+          frames_in_flight: this.pacer.framesInFlight,
+          credit_balance: s.creditBalance,
+          encode_ms_p50: this.sender.encodeMsP50(),
+          flushes: this.flushes,
+          uptime_ms: Math.round(performance.now() - this.openedAt),
+        });
+      }
+    }
+  }
+
+  /** Feeds an action; a refused one gets an error naming the field (`key`, `vector`, `id`) and changes nothing. */
+  private act(m: Extract<ChannelMessage, { type: 'action' }>): void {
+    const action = { key: m.key, ...(m.vector !== undefined ? { vector: m.vector } : {}), ...(m.id !== undefined ? { id: m.id } : {}) };
+    try {
+      this.world.actions.next(action);
+    } catch (err) {
+      return this.send(toErrorMessage(err, (p) => p.replace(/^action\./, '')));
+    }
+    const a = action as { key: string; vector?: [number, number] };
+    const changed = this.lastAction !== undefined && (this.lastAction.key !== a.key || String(this.lastAction.vector) !== String(a.vector));
+    this.lastAction = { key: a.key, ...(a.vector !== undefined ? { vector: a.vector } : {}) };
+    if (changed && this.options.flushOnChange !== false) {
+      this.flushes++;
+      this.world.flush();
+    }
+  }
+
+  private fail(err: unknown): void {
+    this.send(toErrorMessage(err));
+    this.close('error');
+  }
+
+  private send(m: ServerMessage): void {
+    if (this.channel.readyState !== 'open') return;
+    try {
+      this.channel.send(JSON.stringify(m));
+    } catch {
+      // The channel closed under us: its state change ends the session.
+    }
+  }
+}
+
+/** An error message from anything thrown: OmniErrors keep their code and param (mapped by `param`). */
+export function toErrorMessage(err: unknown, param: (p: string) => string = (p) => p): ErrorMessage {
+  if (err instanceof OmniError) return errorMessage(err.code, err.message, err.param === undefined ? null : param(err.param));
+  return errorMessage('OMNIRX_ERR_INTERNAL', err instanceof Error ? err.message : String(err));
+}
