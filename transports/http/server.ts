@@ -11,7 +11,6 @@ import { registerImageRoutes } from './routes/images';
 import { registerModelRoutes } from './routes/models';
 import { registerVideoRoutes } from './routes/videos';
 import { registerRtcRoutes } from '../webrtc/routes';
-import { registerRtcRoutes } from '../webrtc/routes';
 import type { ServedEngine } from './served-engine';
 import type { DeployConfig } from '../../src/placement/deploy-config';
 import { registerStreamRoutes } from '../ws/stream-routes';
@@ -210,7 +209,6 @@ export async function createServer(options: ServerOptions = {}): Promise<Fastify
   registerModelRoutes(app, ctx);
   registerVideoRoutes(app, ctx);
   registerImageRoutes(app, ctx);
-  registerRtcRoutes(app, ctx);
   registerRtcRoutes(app, ctx);
   registerStreamRoutes(app, ctx);
   return app;
