@@ -117,7 +117,11 @@ function play(request) {
           resolve();
         } else if (m.type === 'error') {
           status(`${m.code}${m.param ? ` (${m.param})` : ''}: ${m.message}`, true);
-          if (m.fatal) resolve();
+          // A refused start (nothing streams yet) or a fatal error ends this attempt; the form can be sent again.
+          if (m.fatal || queue === null) {
+            ws.close();
+            resolve();
+          }
         }
       });
       ws.addEventListener('close', () => resolve());
