@@ -141,6 +141,17 @@ export class PlanBuilder {
     this.slots.push({ name, shape: [...value.shape] });
   }
 
+  /**
+   * Copies `src` into `dst`, a view of a per-run slot (`slice` of an `input`): an in-place update of memory the caller
+   * owns, e.g. a chunk's keys written into a KV cache's scratch frames, which later ops of the plan then read.
+   */
+  writeInto(dst: Value, src: Value, label?: string): void {
+    const base = this.values[this.values[dst.id].base];
+    if (base.storage.kind !== 'slot') fail(`writeInto ${label ?? ''}: the destination must be a view of an input slot`);
+    sameNumel(src, numelOf(dst.shape), `writeInto ${label ?? ''}`);
+    this.pushOp('copy', [src], dst, {}, label);
+  }
+
   /** Starts a named segment at the next op (segments run with `CompiledPlan.run(bindings, name)`). */
   segment(name: string): void {
     this.segmentMarks.push({ name, from: this.ops.length });

@@ -33,13 +33,16 @@ function slotMarkers(cache: KVCache, layer: number, n: number, isV: boolean): nu
     return row[0];
   });
 }
+/** What a chunk's forward does: writes its K/V of layer l into the scratch slots [validFrames, validFrames + C). */
+function stage(cache: KVCache, l: number, k: Float32Array, v: Float32Array): void {
+  const at = cache.validFrames * cache.frameFloats;
+  cache.k(l).data.set(k, at);
+  cache.v(l).data.set(v, at);
+}
 function commit(cache: KVCache): void {
   const f0 = cache.committedFrames;
-  for (let l = 0; l < cache.config.layers; l++) {
-    cache.stage(l, chunkData(cache, l, f0, false), chunkData(cache, l, f0, true));
-    cache.store(l, chunkData(cache, l, f0, false), chunkData(cache, l, f0, true));
-  }
-  cache.advance();
+  for (let l = 0; l < cache.config.layers; l++) stage(cache, l, chunkData(cache, l, f0, false), chunkData(cache, l, f0, true));
+  cache.commitScratch();
 }
 
 describe('KVCache', () => {
@@ -93,7 +96,7 @@ describe('KVCache', () => {
     try {
       for (let k = 0; k < 4; k++) {
         const n = cache.validFrames;
-        cache.stage(1, chunkData(cache, 1, 100, false), chunkData(cache, 1, 100, true));
+        stage(cache, 1, chunkData(cache, 1, 100, false), chunkData(cache, 1, 100, true));
         expect(slotMarkers(cache, 1, n + 2, false).slice(n)).toEqual([marker(1, 100, false), marker(1, 101, false)]);
         commit(cache);
       }
@@ -145,7 +148,7 @@ describe('KVCache', () => {
     expect(() => new KVCache(native, { ...cfg, windowFrames: -1 })).toThrow(/windowFrames/);
     const cache = new KVCache(native, cfg);
     try {
-      expect(() => cache.stage(0, new Float32Array(3), new Float32Array(3))).toThrow(RangeError);
+      expect(() => cache.store(0, new Float32Array(3), new Float32Array(3))).toThrow(RangeError);
     } finally {
       cache.dispose();
     }

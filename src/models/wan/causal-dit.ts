@@ -1,10 +1,10 @@
 import { OmniError } from '../../errors';
 import { createTensor, type NativeBinding, type NativeTensor } from '../../native/binding';
-import { CompiledPlan, PlanBuilder } from '../../native/plan-builder';
+import { CompiledPlan, PlanBuilder, type Value } from '../../native/plan-builder';
 import type { WeightStore } from '../weights/weight-store';
 import { writeChunkActions, type ChunkActions } from './actions';
 import type { WanDiTConfig } from './config';
-import { ditPlanOps, recordConditionEmbeddings, recordDiTBlock, recordDiTHead } from './dit-blocks';
+import { ditPlanOps, recordConditionEmbeddings, recordDiTBlock, recordDiTHead, recordDiTSelfAttentionInputs } from './dit-blocks';
 import { KVCache } from './kv-cache';
 import { timestepEmbedding, wanRopeTables } from './rope';
 
@@ -60,17 +60,18 @@ export type TensorInput = NativeTensor | Float32Array;
  * modulation and the head. Omitted actions are key 0 ("none") with zero vectors; `commitChunk` defaults to the
  * actions of the last `denoiseChunk`, so the committed K/V see the action the chunk was generated with.
  *
- * Execution: one fixed-shape plan for the chunk (segments `pre.i` = adaLN + q/k/v + RoPE of block i, `post.i` =
- * output projection, cross-attention, FFN, and `head`) plus one tiny attention-only plan per number of attended key
- * frames (≤ ⌈(S + W)/C⌉ + 1 distinct values, compiled on first use). Between `pre.i` and the attention, the chunk's
- * K/V are copied into the cache's scratch slots so the attention reads one contiguous key range (see `KVCache`).
- * Calls are serialized: a call issued while another runs waits for it.
+ * Execution: the whole forward of a chunk is one plan run (one native call). Each block writes the chunk's rotated
+ * keys and values straight into the cache's scratch frame slots (plan ops writing into the bound cache buffers) and
+ * attends over the contiguous slot prefix [0, n + C) of cached frames plus the chunk (see `KVCache`), so a plan is
+ * compiled per number n of cached frames (≤ ⌈(S + W)/C⌉ + 1 values, on first use) and per kind: `denoise` (ends
+ * with the velocity) and `commit` (stops after the last block's K/V, no head). A commit then moves the scratch K/V
+ * into their sink/ring slots. Calls are serialized: a call issued while another runs waits for it.
  */
 export class CausalWanDiT {
   readonly cache: KVCache;
   readonly rollout: Readonly<CausalRolloutConfig>;
-  private readonly plan: CompiledPlan;
-  private readonly attnPlans = new Map<number, CompiledPlan>();
+  /** Plans by `${cached frames}|${kind}` (see the class docs). */
+  private readonly plans = new Map<string, CompiledPlan>();
   private readonly owned: NativeTensor[] = [];
   private readonly st: {
     latents: NativeTensor;
@@ -78,10 +79,6 @@ export class CausalWanDiT {
     context: NativeTensor;
     cos: NativeTensor;
     sin: NativeTensor;
-    q: NativeTensor;
-    k: NativeTensor;
-    v: NativeTensor;
-    attn: NativeTensor;
     velocity: NativeTensor;
     actionKeys?: NativeTensor;
     actionVectors?: NativeTensor;
@@ -139,15 +136,12 @@ export class CausalWanDiT {
         context: tensor([1, r.textLen, config.textDim]),
         cos: tensor([Lc, half]),
         sin: tensor([Lc, half]),
-        q: tensor([1, Lc, d]),
-        k: tensor([1, Lc, d]),
-        v: tensor([1, Lc, d]),
-        attn: tensor([1, Lc, d]),
         velocity: tensor([1, config.outChannels, r.chunkFrames, r.height, r.width]),
         actionKeys: config.action === undefined ? undefined : tensor([r.chunkFrames]),
         actionVectors: config.action !== undefined && config.action.vectorDim > 0 ? tensor([r.chunkFrames, config.action.vectorDim]) : undefined,
       };
-      this.plan = this.build();
+      // The plan of the first chunk now, so a shape the kernels reject fails here rather than mid-rollout.
+      this.plan(0, 'denoise');
     } catch (e) {
       this.dispose();
       throw e;
@@ -181,13 +175,24 @@ export class CausalWanDiT {
 
   /** Native bytes held by this rollout: KV cache, staging tensors, plan arenas (weights are the store's). */
   get bytes(): number {
-    let n = this.cache.bytes + this.plan.arenaBytes;
+    let n = this.cache.bytes;
     for (const t of this.owned) n += t.disposed ? 0 : t.numel * 4;
-    for (const p of this.attnPlans.values()) n += p.arenaBytes;
+    for (const p of this.plans.values()) n += p.arenaBytes;
     return n;
   }
 
-  private build(): CompiledPlan {
+  /** The plan for a chunk attending to `cached` committed frames, compiled on first use. */
+  private plan(cached: number, kind: 'denoise' | 'commit'): CompiledPlan {
+    const key = `${cached}|${kind}`;
+    let p = this.plans.get(key);
+    if (p === undefined) {
+      p = this.build(cached, kind);
+      this.plans.set(key, p);
+    }
+    return p;
+  }
+
+  private build(cached: number, kind: 'denoise' | 'commit'): CompiledPlan {
     const c = this.config;
     const r = this.rollout;
     const [, ph, pw] = c.patchSize;
@@ -197,13 +202,13 @@ export class CausalWanDiT {
     const Hp = r.height / ph;
     const Wp = r.width / pw;
     const L = this.chunkTokens;
+    const tpf = this.tokensPerFrame;
     const patchFeat = c.inChannels * ph * pw;
 
     const g = new PlanBuilder();
     const ops = ditPlanOps(g, this.weights);
     const { w } = ops;
 
-    g.segment('pre.0');
     const latents = g.input('latents', this.chunkShape);
     const tfreq = g.input('timestep', [C, c.freqDim]);
     const context = g.input('context', [1, r.textLen, c.textDim]);
@@ -211,6 +216,9 @@ export class CausalWanDiT {
     const sin = g.input('rope_sin', [L, D / 2]);
     const a = c.action;
     const action = a && { keys: g.input('action_keys', [C]), vectors: a.vectorDim > 0 ? g.input('action_vectors', [C, a.vectorDim]) : undefined, framesPerTimestep: 1 };
+    const capacity = [this.cache.capacityFrames, tpf, d];
+    const kCache = Array.from({ length: c.numLayers }, (_, i) => g.input(`k_cache.${i}`, capacity));
+    const vCache = Array.from({ length: c.numLayers }, (_, i) => g.input(`v_cache.${i}`, capacity));
 
     // Patch embedding (Conv3d, kernel = stride = patch) as patchify + Linear; tokens in (f, h, w) order.
     const patches = g.permute(latents, [c.inChannels, C, Hp, ph, Wp, pw], [1, 2, 4, 0, 3, 5], 'patchify');
@@ -219,48 +227,36 @@ export class CausalWanDiT {
     const { temb, tproj, ctx } = recordConditionEmbeddings(ops, c, tfreq, context, action);
 
     const rope = { batch: 1, heads: c.numHeads, headDim: D };
-    for (let i = 0; i < c.numLayers; i++) {
+    // groups = C: frame f's tokens take modulation row f (e [1, C, 6, d]) + the block's scale_shift_table.
+    const cond = { tproj, ctx, batch: 1, groups: C };
+    const scratch = cached * tpf * d;
+    /** Rotated keys and values of block i into its cache's scratch frames [cached, cached + C); returns the rotated queries. */
+    const writeKV = (i: number, n1: Value, q: Value, k: Value): Value => {
       const b = `blocks.${i}`;
-      if (i > 0) g.segment(`pre.${i}`);
-      // groups = C: frame f's tokens take modulation row f (e [1, C, 6, d]) + the block's scale_shift_table.
-      // Self-attention runs outside this plan: `pre.i` ends with the rotated q/k and v as outputs (staged into the
-      // KV cache, attended by the attention-only plan) and `post.i` starts from the attention output `attn.i`.
-      x = recordDiTBlock(ops, c, i, x, { tproj, ctx, batch: 1, groups: C }, (n1, q, k) => {
-        g.output(`q.${i}`, g.rope(q, cos, sin, { ...rope, label: `${b}.attn1.rope_q` }));
-        g.output(`k.${i}`, g.rope(k, cos, sin, { ...rope, label: `${b}.attn1.rope_k` }));
-        g.output(`v.${i}`, ops.lin(n1, `${b}.attn1.to_v`, d, d));
-        g.segment(`post.${i}`);
-        return g.input(`attn.${i}`, [1, L, d]);
-      });
+      g.writeInto(g.slice(kCache[i], scratch, [1, L, d]), g.rope(k, cos, sin, { ...rope, label: `${b}.attn1.rope_k` }), `${b}.attn1.k_to_cache`);
+      g.writeInto(g.slice(vCache[i], scratch, [1, L, d]), ops.lin(n1, `${b}.attn1.to_v`, d, d), `${b}.attn1.v_to_cache`);
+      return g.rope(q, cos, sin, { ...rope, label: `${b}.attn1.rope_q` });
+    };
+    const keys = [1, (cached + C) * tpf, d];
+    const last = c.numLayers - 1;
+    for (let i = 0; i < c.numLayers; i++) {
+      if (kind === 'commit' && i === last) {
+        // Nothing reads the last block's output when committing: record only what its K/V need.
+        const { n1, q, k } = recordDiTSelfAttentionInputs(ops, c, i, x, cond);
+        writeKV(i, n1, q, k);
+        break;
+      }
+      x = recordDiTBlock(ops, c, i, x, cond, (n1, q, k) =>
+        g.attention(writeKV(i, n1, q, k), g.slice(kCache[i], 0, keys), g.slice(vCache[i], 0, keys), { ...rope, scale: 1 / Math.sqrt(D), label: `blocks.${i}.attn1[${cached}+${C} frames]` }),
+      );
     }
-    g.segment('head');
-    // Head: shift, scale = scale_shift_table [2, d] + temb of the token's frame (e [1, C, 1, d] over both chunks).
-    const out = recordDiTHead(ops, c, x, temb, { batch: 1, groups: C }, ph * pw * c.outChannels);
-    // Unpatchify: [(f, h, w), (ph, pw, c)] → [1, C_out, C, H, W].
-    g.output('velocity', g.permute(out, [C, Hp, Wp, ph, pw, c.outChannels], [5, 0, 1, 3, 2, 4], 'unpatchify'));
+    if (kind === 'denoise') {
+      // Head: shift, scale = scale_shift_table [2, d] + temb of the token's frame (e [1, C, 1, d]).
+      const out = recordDiTHead(ops, c, x, temb, { batch: 1, groups: C }, ph * pw * c.outChannels);
+      // Unpatchify: [(f, h, w), (ph, pw, c)] → [1, C_out, C, H, W].
+      g.output('velocity', g.permute(out, [C, Hp, Wp, ph, pw, c.outChannels], [5, 0, 1, 3, 2, 4], 'unpatchify'));
+    }
     return g.compile(this.native);
-  }
-
-  /** The attention-only plan over the first `keyFrames` frame slots of a layer's cache. */
-  private attentionPlan(keyFrames: number): CompiledPlan {
-    let p = this.attnPlans.get(keyFrames);
-    if (p === undefined) {
-      const c = this.config;
-      const d = c.dim;
-      const D = d / c.numHeads;
-      const tpf = this.tokensPerFrame;
-      const cap = [this.cache.capacityFrames, tpf, d];
-      const g = new PlanBuilder();
-      const q = g.input('q', [1, this.chunkTokens, d]);
-      const kc = g.input('k_cache', cap);
-      const vc = g.input('v_cache', cap);
-      const keys = [1, keyFrames * tpf, d];
-      const y = g.attention(q, g.slice(kc, 0, keys), g.slice(vc, 0, keys), { batch: 1, heads: c.numHeads, headDim: D, scale: 1 / Math.sqrt(D), label: `attn1[${keyFrames} frames]` });
-      g.output('out', y);
-      p = g.compile(this.native);
-      this.attnPlans.set(keyFrames, p);
-    }
-    return p;
   }
 
   /**
@@ -278,14 +274,7 @@ export class CausalWanDiT {
       const bind = this.bindings(latents, timesteps, context, out, actions, 'CausalWanDiT.denoiseChunk');
       this.lastContext = context;
       this.lastActions = actions && { keys: [...actions.keys], vectors: actions.vectors?.slice() }; // the caller may reuse its buffers
-      const plan = this.plan;
-      for (let i = 0; i < this.config.numLayers; i++) {
-        await plan.run(bind, `pre.${i}`);
-        this.cache.stage(i, this.st.k.data, this.st.v.data);
-        await this.attend(i);
-        await plan.run(bind, `post.${i}`);
-      }
-      await plan.run(bind, 'head');
+      await this.plan(this.cache.validFrames, 'denoise').run(bind);
       return out === undefined ? this.st.velocity.data.slice() : out.data;
     });
   }
@@ -302,22 +291,8 @@ export class CausalWanDiT {
       if (ctx === undefined) throw new OmniError('OMNIRX_ERR_UNSUPPORTED_VALUE', 'CausalWanDiT.commitChunk: no context given and no denoiseChunk call to take it from');
       const zeros = new Array<number>(this.rollout.chunkFrames).fill(0);
       const bind = this.bindings(cleanLatents, zeros, ctx, undefined, actions ?? this.lastActions, 'CausalWanDiT.commitChunk');
-      const plan = this.plan;
-      const last = this.config.numLayers - 1;
-      for (let i = 0; i <= last; i++) {
-        await plan.run(bind, `pre.${i}`);
-        const k = this.st.k.data;
-        const v = this.st.v.data;
-        if (i < last) {
-          this.cache.stage(i, k, v);
-          await this.attend(i);
-          this.cache.store(i, k, v);
-          await plan.run(bind, `post.${i}`);
-        } else {
-          this.cache.store(i, k, v); // nothing downstream of the last block's K/V is needed
-        }
-      }
-      this.cache.advance();
+      await this.plan(this.cache.validFrames, 'commit').run(bind);
+      this.cache.commitScratch();
     });
   }
 
@@ -334,16 +309,10 @@ export class CausalWanDiT {
     this.cache?.dispose();
     for (const t of this.owned) t.dispose();
     this.owned.length = 0;
-    this.plan?.dispose();
-    for (const p of this.attnPlans.values()) p.dispose();
-    this.attnPlans.clear();
+    for (const p of this.plans.values()) p.dispose();
+    this.plans.clear();
     this.lastContext = undefined;
     this.lastActions = undefined;
-  }
-
-  private attend(layer: number): Promise<void> {
-    const plan = this.attentionPlan(this.cache.validFrames + this.rollout.chunkFrames);
-    return plan.run({ q: this.st.q, k_cache: this.cache.k(layer), v_cache: this.cache.v(layer), out: this.st.attn });
   }
 
   private serial<T>(fn: () => Promise<T>): Promise<T> {
@@ -385,10 +354,8 @@ export class CausalWanDiT {
     if (st.actionKeys !== undefined) bind.action_keys = st.actionKeys;
     if (st.actionVectors !== undefined) bind.action_vectors = st.actionVectors;
     for (let i = 0; i < c.numLayers; i++) {
-      bind[`q.${i}`] = st.q;
-      bind[`k.${i}`] = st.k;
-      bind[`v.${i}`] = st.v;
-      bind[`attn.${i}`] = st.attn;
+      bind[`k_cache.${i}`] = this.cache.k(i);
+      bind[`v_cache.${i}`] = this.cache.v(i);
     }
     return bind;
   }

@@ -106,12 +106,41 @@ export type DiTSelfAttention = (n1: Value, q: Value, k: Value) => Value;
  * (diffusers `WanTransformerBlock`). Modulation rows come from `cond.tproj` + the block's `scale_shift_table`
  * (shift, scale, gate × 2); with `groups` > 1 the L tokens split into `groups` equal runs, run j taking row j.
  */
+/** Conditioning of a block: the 6·dim modulation rows, the projected text states, and how rows map to tokens. */
+export interface DiTBlockConditions {
+  tproj: Value;
+  ctx: Value;
+  batch: number;
+  groups: number;
+}
+
+function modulation(ops: DiTPlanOps, c: WanDiTConfig, index: number, cond: DiTBlockConditions) {
+  return { batch: cond.batch, groups: cond.groups, chunks: 6, table: ops.w(`blocks.${index}.scale_shift_table`, [1, 6, c.dim]) };
+}
+
+/**
+ * Records the inputs of block `index`'s self-attention on tokens `x` `[batch, L, dim]`: the adaLN-modulated norm1
+ * output `n1` and the RMS-normed (not yet rotated) queries `q` and keys `k`, all `[batch, L, dim]`. The first part of
+ * `recordDiTBlock`; a block-causal commit records only this (plus values and RoPE) for its last block, whose output
+ * nothing reads.
+ */
+export function recordDiTSelfAttentionInputs(ops: DiTPlanOps, c: WanDiTConfig, index: number, x: Value, cond: DiTBlockConditions): { n1: Value; q: Value; k: Value } {
+  const { g, w, lin } = ops;
+  const d = c.dim;
+  const b = `blocks.${index}`;
+  const mod = modulation(ops, c, index, cond);
+  const n1 = g.modulate(g.layerNorm(x, c.eps, undefined, undefined, `${b}.norm1`), cond.tproj, { ...mod, shift: 0, scale: 1, label: `${b}.norm1.modulate` });
+  const q = g.rmsNorm(lin(n1, `${b}.attn1.to_q`, d, d), c.eps, w(`${b}.attn1.norm_q.weight`, [d]), { label: `${b}.attn1.norm_q` });
+  const k = g.rmsNorm(lin(n1, `${b}.attn1.to_k`, d, d), c.eps, w(`${b}.attn1.norm_k.weight`, [d]), { label: `${b}.attn1.norm_k` });
+  return { n1, q, k };
+}
+
 export function recordDiTBlock(
   ops: DiTPlanOps,
   c: WanDiTConfig,
   index: number,
   x: Value,
-  cond: { tproj: Value; ctx: Value; batch: number; groups: number },
+  cond: DiTBlockConditions,
   selfAttention: DiTSelfAttention,
 ): Value {
   const { g, w, lin } = ops;
@@ -119,11 +148,9 @@ export function recordDiTBlock(
   const D = d / c.numHeads;
   const b = `blocks.${index}`;
   const { tproj, ctx } = cond;
-  const mod = { batch: cond.batch, groups: cond.groups, chunks: 6, table: w(`${b}.scale_shift_table`, [1, 6, d]) };
+  const mod = modulation(ops, c, index, cond);
   // Self-attention.
-  const n1 = g.modulate(g.layerNorm(x, c.eps, undefined, undefined, `${b}.norm1`), tproj, { ...mod, shift: 0, scale: 1, label: `${b}.norm1.modulate` });
-  const q = g.rmsNorm(lin(n1, `${b}.attn1.to_q`, d, d), c.eps, w(`${b}.attn1.norm_q.weight`, [d]), { label: `${b}.attn1.norm_q` });
-  const k = g.rmsNorm(lin(n1, `${b}.attn1.to_k`, d, d), c.eps, w(`${b}.attn1.norm_k.weight`, [d]), { label: `${b}.attn1.norm_k` });
+  const { n1, q, k } = recordDiTSelfAttentionInputs(ops, c, index, x, cond);
   const a1 = lin(selfAttention(n1, q, k), `${b}.attn1.to_out.0`, d, d);
   x = g.gatedAdd(x, a1, { e: tproj, ...mod, index: 2 }, `${b}.attn1.gate`);
   // Cross-attention to the text.

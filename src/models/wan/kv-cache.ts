@@ -35,9 +35,10 @@ export interface KVCacheConfig {
  * the attention op reads (slot order is irrelevant to attention: RoPE was applied before caching, with each frame's
  * absolute index). With W = 0 only the sink and the current chunk are attended.
  *
- * Protocol per layer (what `CausalWanDiT` does): `stage` the current chunk's K/V into the scratch, attend over
- * [0, n + C); on a commit, additionally `store` the chunk into its ring slots after that layer's attention; after
- * the last layer `advance()`. `reset()` empties the cache (buffers are kept), `dispose()` frees them.
+ * Protocol (what `CausalWanDiT` does): each forward of the current chunk writes its K/V into the scratch slots
+ * [n, n + C) of every layer and attends over [0, n + C); a commit then calls `commitScratch()`, which `store`s the
+ * scratch K/V into their sink/ring slots and `advance`s. `reset()` empties the cache (buffers are kept), `dispose()`
+ * frees them.
  */
 export class KVCache {
   readonly config: Readonly<KVCacheConfig>;
@@ -133,17 +134,6 @@ export class KVCache {
   }
 
   /**
-   * Writes the current chunk's keys and values (each `[C · tokensPerFrame · dim]`, frames in order) into the scratch
-   * slots [validFrames, validFrames + C) of `layer`.
-   */
-  stage(layer: number, k: Float32Array, v: Float32Array): void {
-    const n = this.chunkFloats(k, v, 'stage');
-    const at = this.validFrames * this.frameFloats;
-    this.k(layer).data.set(k.subarray(0, n), at);
-    this.v(layer).data.set(v.subarray(0, n), at);
-  }
-
-  /**
    * Writes the chunk being committed (frames committed … committed + C − 1) into its sink/ring slots of `layer`.
    * Frames that would leave the window within the same chunk (C > W) are skipped. Call `advance` once every layer
    * is stored.
@@ -162,6 +152,17 @@ export class KVCache {
       kd.set(k.subarray(j * ff, (j + 1) * ff), slot * ff);
       vd.set(v.subarray(j * ff, (j + 1) * ff), slot * ff);
     }
+  }
+
+  /**
+   * Commits the chunk whose K/V sit in the scratch slots [validFrames, validFrames + C) of every layer (written there
+   * by the chunk's forward): moves them into their sink/ring slots (`store`) and `advance`s.
+   */
+  commitScratch(): void {
+    const n = this.validFrames * this.frameFloats;
+    const m = n + this.config.chunkFrames * this.frameFloats;
+    for (let l = 0; l < this.config.layers; l++) this.store(l, this.k(l).data.subarray(n, m), this.v(l).data.subarray(n, m));
+    this.advance();
   }
 
   /** Marks one chunk (C frames) as committed. */
