@@ -107,7 +107,7 @@ export class StreamConnection {
       case 'generate':
       case 'session':
         if (this.phase !== 'idle') {
-          this.refuse('already_started', `this connection already streams a ${this.session !== undefined || this.phase === 'starting' ? 'stream' : 'generation'}; open another connection for another stream`, 'type');
+          this.refuse('already_started', 'this connection already has a stream (one per connection); open another connection for another one', 'type');
           return;
         }
         this.phase = 'starting';
@@ -331,6 +331,7 @@ export class StreamConnection {
     this.finishIfDrained();
   }
 
+  /** Sends `end` and closes the socket normally (1000). */
   private end(): void {
     if (this.phase === 'ended') return;
     this.sendJson({ type: 'end', frames: this.sent, reason: this.closedByClient ? 'closed' : 'completed' });
@@ -338,13 +339,15 @@ export class StreamConnection {
     if (this.ws.readyState === WebSocket.OPEN) this.ws.close(1000, 'end of stream');
   }
 
-  private fail(error: ServerMessage, code = 1011): void {
+  /** Ends the stream after a failure: the fatal error, then close 1011. */
+  private fail(error: ServerMessage): void {
     if (this.phase === 'ended') return;
     this.sendJson(error);
     this.dispose();
-    if (this.ws.readyState === WebSocket.OPEN) this.ws.close(code, 'stream failed');
+    if (this.ws.readyState === WebSocket.OPEN) this.ws.close(1011, 'stream failed');
   }
 
+  /** Answers a refused client message; the connection keeps serving. */
   private refuse(code: string, message: string, param: string | null): void {
     this.sendJson({ type: 'error', code, message, param, fatal: false });
   }

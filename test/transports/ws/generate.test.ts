@@ -103,6 +103,8 @@ describe('generation over /v1/stream', () => {
     await c.waitJson('progress');
     c.ws.close();
     await c.closed;
+    // The engine stops the request at its next step: /ready reports nothing running any more.
+    while (((await (await fetch(`${server.origin}/ready`)).json()) as { running: number }).running > 0) await new Promise((r) => setImmediate(r));
     const d = await generate('fmp4', 9);
     expect(d.json('end')[0]).toMatchObject({ frames: 9 });
   });
