@@ -109,7 +109,8 @@ export class WorldSession {
   private run?: Subscription;
   private idle?: Subscription;
   private readonly openedAt = performance.now();
-  private releasedPromise?: Promise<void>;
+  private markReleased!: () => void;
+  private readonly releasedPromise = new Promise<void>((resolve) => (this.markReleased = resolve));
 
   constructor(
     readonly params: Readonly<WorldSessionParams>,
@@ -126,6 +127,7 @@ export class WorldSession {
       error: () => undefined,
       complete: () => undefined,
     };
+    this.touch(); // a session nobody subscribes to expires too, freeing its reservation
     this.events$ = new Observable<OmniEvent>((subscriber) => {
       if (this.started) {
         subscriber.next(failureEvent(this.id, new OmniError('OMNIRX_ERR_INVALID_REQUEST', `session '${this.id}' already has a consumer (events$ can be subscribed once)`)));
@@ -203,7 +205,7 @@ export class WorldSession {
 
   /** (Re)arms the idle timer: no action, credit or flush for `idleTimeoutMs` ends the session. */
   private touch(): void {
-    if (!this.started || this.finished) return;
+    if (this.finished) return;
     this.idle?.unsubscribe();
     this.idle = this.deps.timers.schedule(() => {
       this.end(failureEvent(this.id, new OmniError('OMNIRX_ERR_SESSION_EXPIRED', `session '${this.id}' received no action, credit or flush for ${this.deps.config.idleTimeoutMs} ms`)));
@@ -366,12 +368,12 @@ export class WorldSession {
     this.actionIn.complete();
     this.creditIn.complete();
     this.flushIn.complete();
-    this.releasedPromise = this.release();
+    void this.release();
   }
 
-  /** Resolves once the session has ended and its native memory and slabs are freed (at once if it never ended). */
+  /** Resolves once the session has ended (close, expiry, failure) and its native memory and slabs are freed. */
   whenReleased(): Promise<void> {
-    return this.releasedPromise ?? Promise.resolve();
+    return this.releasedPromise;
   }
 
   private async release(): Promise<void> {
@@ -383,5 +385,6 @@ export class WorldSession {
     this.state.release();
     this.deps.steps.forget(this.id);
     this.deps.onClosed(this.id);
+    this.markReleased();
   }
 }

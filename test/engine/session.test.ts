@@ -310,6 +310,12 @@ describe('Engine.session: hostile input', () => {
       expect(events[events.length - 1]).toMatchObject({ type: 'error', code: 'OMNIRX_ERR_SESSION_EXPIRED' });
       await s.whenReleased();
       expect(quick.caches.stats().chunkKv).toMatchObject({ used: 0 });
+      // A session nobody ever subscribes to expires as well, giving its reservation back.
+      const unused = await quick.session({ prompt: 'a' });
+      expect(quick.stats().sessions).toBe(1);
+      await unused.whenReleased();
+      expect(unused.closed).toBe(true);
+      expect(quick.stats().sessions).toBe(0);
     } finally {
       await quick.close();
     }
