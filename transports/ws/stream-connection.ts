@@ -147,6 +147,7 @@ export class StreamConnection {
     return this.session !== undefined || this.sessionPending;
   }
 
+  /** Feeds an action to the open session; one the model cannot take is answered with an error naming the field. */
   private act(action: { key: string; vector?: [number, number]; id?: string }): void {
     try {
       this.session!.actions.next(action);
@@ -155,6 +156,7 @@ export class StreamConnection {
     }
   }
 
+  /** Loads the model, maps the request as `POST /v1/videos` does and subscribes to the engine's events. */
   private async startGeneration(m: GenerateMessage): Promise<void> {
     let engine: ServedEngine;
     const body = m.request;
@@ -185,6 +187,7 @@ export class StreamConnection {
     });
   }
 
+  /** Opens the world session, subscribes to its events and hands it the credits and action received meanwhile. */
   private async startSession(m: SessionMessage): Promise<void> {
     this.sessionPending = true;
     let session: WorldSession;
