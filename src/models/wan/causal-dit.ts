@@ -4,7 +4,7 @@ import { CompiledPlan, PlanBuilder, type Value } from '../../native/plan-builder
 import type { WeightStore } from '../weights/weight-store';
 import { writeChunkActions, type ChunkActions } from './actions';
 import type { WanDiTConfig } from './config';
-import { ditPlanOps, recordConditionEmbeddings, recordDiTBlock, recordDiTHead, recordDiTSelfAttentionInputs } from './dit-blocks';
+import { ditPlanOps, recordCrossAttentionKV, recordDiTBlock, recordDiTHead, recordDiTSelfAttentionInputs, recordTextEmbedding, recordTimeEmbeddings } from './dit-blocks';
 import { KVCache } from './kv-cache';
 import { timestepEmbedding, wanRopeTables } from './rope';
 
@@ -65,7 +65,10 @@ export type TensorInput = NativeTensor | Float32Array;
  * attends over the contiguous slot prefix [0, n + C) of cached frames plus the chunk (see `KVCache`), so a plan is
  * compiled per number n of cached frames (≤ ⌈(S + W)/C⌉ + 1 values, on first use) and per kind: `denoise` (ends
  * with the velocity) and `commit` (stops after the last block's K/V, no head). A commit then moves the scratch K/V
- * into their sink/ring slots. Calls are serialized: a call issued while another runs waits for it.
+ * into their sink/ring slots. The text's cross-attention keys/values of every block depend on the prompt only: a
+ * small separate plan computes them when a call passes a different `context` object than the previous call (pass a new
+ * tensor for a new prompt; mutating the previous one in place is not noticed). Calls are serialized: a call issued
+ * while another runs waits for it.
  */
 export class CausalWanDiT {
   readonly cache: KVCache;
@@ -83,6 +86,11 @@ export class CausalWanDiT {
     actionKeys?: NativeTensor;
     actionVectors?: NativeTensor;
   };
+  /** Cross-attention keys and values of every block for the text states of `textFor`: `[1, Lt, dim]` each. */
+  private readonly textKV: Array<{ k: NativeTensor; v: NativeTensor }> = [];
+  private textPlan?: CompiledPlan;
+  /** The context the text K/V were computed from (recomputed when a call passes another object). */
+  private textFor?: TensorInput;
   private ropeFrameStart = -1;
   private queue: Promise<unknown> = Promise.resolve();
   private lastContext?: TensorInput;
@@ -140,6 +148,8 @@ export class CausalWanDiT {
         actionKeys: config.action === undefined ? undefined : tensor([r.chunkFrames]),
         actionVectors: config.action !== undefined && config.action.vectorDim > 0 ? tensor([r.chunkFrames, config.action.vectorDim]) : undefined,
       };
+      for (let i = 0; i < config.numLayers; i++) this.textKV.push({ k: tensor([1, r.textLen, d]), v: tensor([1, r.textLen, d]) });
+      this.textPlan = this.buildTextPlan();
       // The plan of the first chunk now, so a shape the kernels reject fails here rather than mid-rollout.
       this.plan(0, 'denoise');
     } catch (e) {
@@ -178,7 +188,7 @@ export class CausalWanDiT {
     let n = this.cache.bytes;
     for (const t of this.owned) n += t.disposed ? 0 : t.numel * 4;
     for (const p of this.plans.values()) n += p.arenaBytes;
-    return n;
+    return n + (this.textPlan?.arenaBytes ?? 0);
   }
 
   /** The plan for a chunk attending to `cached` committed frames, compiled on first use. */
@@ -211,7 +221,6 @@ export class CausalWanDiT {
 
     const latents = g.input('latents', this.chunkShape);
     const tfreq = g.input('timestep', [C, c.freqDim]);
-    const context = g.input('context', [1, r.textLen, c.textDim]);
     const cos = g.input('rope_cos', [L, D / 2]);
     const sin = g.input('rope_sin', [L, D / 2]);
     const a = c.action;
@@ -224,11 +233,13 @@ export class CausalWanDiT {
     const patches = g.permute(latents, [c.inChannels, C, Hp, ph, Wp, pw], [1, 2, 4, 0, 3, 5], 'patchify');
     let x = g.linear(g.reshape(patches, [1, L, patchFeat]), w('patch_embedding.weight', [d, patchFeat]), w('patch_embedding.bias', [d]), { label: 'patch_embedding' });
     // Per-frame time embedding (+ the frame's action embedding): temb [C, d], 6-way projection [C, 6·d].
-    const { temb, tproj, ctx } = recordConditionEmbeddings(ops, c, tfreq, context, action);
+    const { temb, tproj } = recordTimeEmbeddings(ops, c, tfreq, action);
+    // The text's cross-attention K/V come precomputed (`buildTextPlan`): they are the same for every chunk and step.
+    const crossKV = Array.from({ length: c.numLayers }, (_, i) => ({ k: g.input(`text_k.${i}`, [1, r.textLen, d]), v: g.input(`text_v.${i}`, [1, r.textLen, d]) }));
 
     const rope = { batch: 1, heads: c.numHeads, headDim: D };
     // groups = C: frame f's tokens take modulation row f (e [1, C, 6, d]) + the block's scale_shift_table.
-    const cond = { tproj, ctx, batch: 1, groups: C };
+    const cond = { tproj, crossKV, batch: 1, groups: C };
     const scratch = cached * tpf * d;
     /** Rotated keys and values of block i into its cache's scratch frames [cached, cached + C); returns the rotated queries. */
     const writeKV = (i: number, n1: Value, q: Value, k: Value): Value => {
@@ -259,6 +270,33 @@ export class CausalWanDiT {
     return g.compile(this.native);
   }
 
+  /** The plan from the text states `context` `[1, Lt, textDim]` to every block's cross-attention K/V (`text_k.i`, `text_v.i`). */
+  private buildTextPlan(): CompiledPlan {
+    const c = this.config;
+    const g = new PlanBuilder();
+    const ops = ditPlanOps(g, this.weights);
+    const ctx = recordTextEmbedding(ops, c, g.input('context', [1, this.rollout.textLen, c.textDim]));
+    for (let i = 0; i < c.numLayers; i++) {
+      const { k, v } = recordCrossAttentionKV(ops, c, i, ctx);
+      g.output(`text_k.${i}`, k);
+      g.output(`text_v.${i}`, v);
+    }
+    return g.compile(this.native);
+  }
+
+  /** Computes the blocks' cross-attention K/V for `context` unless the last call used the same object. */
+  private async prepareText(context: TensorInput): Promise<void> {
+    if (context === this.textFor) return;
+    const bind: Record<string, NativeTensor> = { context: this.input(context, this.st.context, 'context') };
+    this.textKV.forEach(({ k, v }, i) => {
+      bind[`text_k.${i}`] = k;
+      bind[`text_v.${i}`] = v;
+    });
+    this.textFor = undefined;
+    await this.textPlan!.run(bind);
+    this.textFor = context;
+  }
+
   /**
    * One forward of the current chunk (absolute frames `frameStart` …): writes the velocity `[1, C_out, C, h, w]`
    * into `out` when given and returns it as a Float32Array (a copy when `out` is omitted). `timesteps[f]` is frame
@@ -271,7 +309,8 @@ export class CausalWanDiT {
   denoiseChunk(latents: TensorInput, timesteps: readonly number[], context: TensorInput, out?: NativeTensor, actions?: ChunkActions): Promise<Float32Array> {
     return this.serial(async () => {
       this.checkTimesteps(timesteps);
-      const bind = this.bindings(latents, timesteps, context, out, actions, 'CausalWanDiT.denoiseChunk');
+      const bind = this.bindings(latents, timesteps, out, actions, 'CausalWanDiT.denoiseChunk');
+      await this.prepareText(context);
       this.lastContext = context;
       this.lastActions = actions && { keys: [...actions.keys], vectors: actions.vectors?.slice() }; // the caller may reuse its buffers
       await this.plan(this.cache.validFrames, 'denoise').run(bind);
@@ -290,7 +329,8 @@ export class CausalWanDiT {
       const ctx = context ?? this.lastContext;
       if (ctx === undefined) throw new OmniError('OMNIRX_ERR_UNSUPPORTED_VALUE', 'CausalWanDiT.commitChunk: no context given and no denoiseChunk call to take it from');
       const zeros = new Array<number>(this.rollout.chunkFrames).fill(0);
-      const bind = this.bindings(cleanLatents, zeros, ctx, undefined, actions ?? this.lastActions, 'CausalWanDiT.commitChunk');
+      const bind = this.bindings(cleanLatents, zeros, undefined, actions ?? this.lastActions, 'CausalWanDiT.commitChunk');
+      await this.prepareText(ctx);
       await this.plan(this.cache.validFrames, 'commit').run(bind);
       this.cache.commitScratch();
     });
@@ -311,6 +351,8 @@ export class CausalWanDiT {
     this.owned.length = 0;
     for (const p of this.plans.values()) p.dispose();
     this.plans.clear();
+    this.textPlan?.dispose();
+    this.textFor = undefined;
     this.lastContext = undefined;
     this.lastActions = undefined;
   }
@@ -334,13 +376,12 @@ export class CausalWanDiT {
    * Fills the per-call inputs (actions, latents, per-frame timestep features, RoPE at the absolute frame) and the
    * slot map; actions are validated first, so an invalid call changes nothing.
    */
-  private bindings(latents: TensorInput, timesteps: readonly number[], context: TensorInput, out: NativeTensor | undefined, actions: ChunkActions | undefined, who: string): Record<string, NativeTensor> {
+  private bindings(latents: TensorInput, timesteps: readonly number[], out: NativeTensor | undefined, actions: ChunkActions | undefined, who: string): Record<string, NativeTensor> {
     const c = this.config;
     const r = this.rollout;
     const st = this.st;
     writeChunkActions(c.action, r.chunkFrames, actions, { keys: st.actionKeys?.data, vectors: st.actionVectors?.data }, who);
     const lat = this.input(latents, st.latents, 'latents');
-    const ctx = this.input(context, st.context, 'context');
     if (out !== undefined && out.numel !== st.velocity.numel) throw new OmniError('OMNIRX_ERR_UNSUPPORTED_VALUE', `CausalWanDiT: out has ${out.numel} elements, expected ${st.velocity.numel}`);
     timesteps.forEach((t, f) => st.timestep.data.set(timestepEmbedding(t, c.freqDim), f * c.freqDim));
     if (this.ropeFrameStart !== this.frameStart) {
@@ -350,12 +391,14 @@ export class CausalWanDiT {
       st.sin.data.set(tables.sin);
       this.ropeFrameStart = this.frameStart;
     }
-    const bind: Record<string, NativeTensor> = { latents: lat, timestep: st.timestep, context: ctx, rope_cos: st.cos, rope_sin: st.sin, velocity: out ?? st.velocity };
+    const bind: Record<string, NativeTensor> = { latents: lat, timestep: st.timestep, rope_cos: st.cos, rope_sin: st.sin, velocity: out ?? st.velocity };
     if (st.actionKeys !== undefined) bind.action_keys = st.actionKeys;
     if (st.actionVectors !== undefined) bind.action_vectors = st.actionVectors;
     for (let i = 0; i < c.numLayers; i++) {
       bind[`k_cache.${i}`] = this.cache.k(i);
       bind[`v_cache.${i}`] = this.cache.v(i);
+      bind[`text_k.${i}`] = this.textKV[i].k;
+      bind[`text_v.${i}`] = this.textKV[i].v;
     }
     return bind;
   }

@@ -72,6 +72,11 @@ export function recordActionEmbedding(ops: DiTPlanOps, c: WanDiTConfig, action: 
  * `tfreq` is repeated for its `framesPerTimestep` frames, so `temb`/`tproj` get one row per (sample, frame).
  */
 export function recordConditionEmbeddings(ops: DiTPlanOps, c: WanDiTConfig, tfreq: Value, context: Value, action?: DiTActionInputs): DiTConditions {
+  return { ...recordTimeEmbeddings(ops, c, tfreq, action), ctx: recordTextEmbedding(ops, c, context) };
+}
+
+/** The time part of `recordConditionEmbeddings`: `temb` and `tproj` (with the action embedding when given). */
+export function recordTimeEmbeddings(ops: DiTPlanOps, c: WanDiTConfig, tfreq: Value, action?: DiTActionInputs): { temb: Value; tproj: Value } {
   const { g, lin } = ops;
   const d = c.dim;
   let temb = lin(lin(tfreq, 'condition_embedder.time_embedder.linear_1', d, c.freqDim, 'silu'), 'condition_embedder.time_embedder.linear_2', d, d);
@@ -88,8 +93,25 @@ export function recordConditionEmbeddings(ops: DiTPlanOps, c: WanDiTConfig, tfre
     }
   }
   const tproj = lin(g.silu(temb), 'condition_embedder.time_proj', 6 * d, d);
-  const ctx = lin(lin(context, 'condition_embedder.text_embedder.linear_1', d, c.textDim, 'gelu_tanh'), 'condition_embedder.text_embedder.linear_2', d, d);
-  return { temb, tproj, ctx };
+  return { temb, tproj };
+}
+
+/** The text part of `recordConditionEmbeddings`: `context` `[B, Lt, textDim]` → `[B, Lt, dim]` (Linear, GELU-tanh, Linear). */
+export function recordTextEmbedding(ops: DiTPlanOps, c: WanDiTConfig, context: Value): Value {
+  const { lin } = ops;
+  return lin(lin(context, 'condition_embedder.text_embedder.linear_1', c.dim, c.textDim, 'gelu_tanh'), 'condition_embedder.text_embedder.linear_2', c.dim, c.dim);
+}
+
+/**
+ * Keys (RMS-normed) and values `[B, Lt, dim]` of block `index`'s cross-attention over the projected text `ctx`. They
+ * depend on the text only, so a caller that runs many forwards with one prompt can compute them once.
+ */
+export function recordCrossAttentionKV(ops: DiTPlanOps, c: WanDiTConfig, index: number, ctx: Value): { k: Value; v: Value } {
+  const { g, w, lin } = ops;
+  const d = c.dim;
+  const b = `blocks.${index}`;
+  const k = g.rmsNorm(lin(ctx, `${b}.attn2.to_k`, d, d), c.eps, w(`${b}.attn2.norm_k.weight`, [d]), { label: `${b}.attn2.norm_k` });
+  return { k, v: lin(ctx, `${b}.attn2.to_v`, d, d) };
 }
 
 /**
@@ -106,10 +128,14 @@ export type DiTSelfAttention = (n1: Value, q: Value, k: Value) => Value;
  * (diffusers `WanTransformerBlock`). Modulation rows come from `cond.tproj` + the block's `scale_shift_table`
  * (shift, scale, gate × 2); with `groups` > 1 the L tokens split into `groups` equal runs, run j taking row j.
  */
-/** Conditioning of a block: the 6·dim modulation rows, the projected text states, and how rows map to tokens. */
+/**
+ * Conditioning of a block: the 6·dim modulation rows, the text (the projected text states `ctx`, or the block's
+ * precomputed cross-attention keys/values `crossKV[index]` from `recordCrossAttentionKV`), and how rows map to tokens.
+ */
 export interface DiTBlockConditions {
   tproj: Value;
-  ctx: Value;
+  ctx?: Value;
+  crossKV?: ReadonlyArray<{ k: Value; v: Value }>;
   batch: number;
   groups: number;
 }
@@ -147,7 +173,7 @@ export function recordDiTBlock(
   const d = c.dim;
   const D = d / c.numHeads;
   const b = `blocks.${index}`;
-  const { tproj, ctx } = cond;
+  const { tproj } = cond;
   const mod = modulation(ops, c, index, cond);
   // Self-attention.
   const { n1, q, k } = recordDiTSelfAttentionInputs(ops, c, index, x, cond);
@@ -156,8 +182,9 @@ export function recordDiTBlock(
   // Cross-attention to the text.
   const n2 = g.layerNorm(x, c.eps, w(`${b}.norm2.weight`, [d]), w(`${b}.norm2.bias`, [d]), `${b}.norm2`);
   const q2 = g.rmsNorm(lin(n2, `${b}.attn2.to_q`, d, d), c.eps, w(`${b}.attn2.norm_q.weight`, [d]), { label: `${b}.attn2.norm_q` });
-  const k2 = g.rmsNorm(lin(ctx, `${b}.attn2.to_k`, d, d), c.eps, w(`${b}.attn2.norm_k.weight`, [d]), { label: `${b}.attn2.norm_k` });
-  const v2 = lin(ctx, `${b}.attn2.to_v`, d, d);
+  const text = cond.crossKV?.[index] ?? (cond.ctx !== undefined ? recordCrossAttentionKV(ops, c, index, cond.ctx) : undefined);
+  if (text === undefined) throw new Error(`recordDiTBlock ${b}: neither ctx nor crossKV[${index}] was given`);
+  const { k: k2, v: v2 } = text;
   const a2 = lin(g.attention(q2, k2, v2, { batch: cond.batch, heads: c.numHeads, headDim: D, scale: 1 / Math.sqrt(D), label: `${b}.attn2` }), `${b}.attn2.to_out.0`, d, d);
   x = g.gatedAdd(x, a2, undefined, `${b}.attn2.residual`);
   // Feed-forward.
