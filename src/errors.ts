@@ -20,7 +20,7 @@ export const ERROR_CATALOGUE = {
   OMNIRX_ERR_OUTPUT_PATH: { status: 400, meaning: 'The output path cannot take the file: it is a directory, device or symlink, or its folder is not writable.' },
   OMNIRX_ERR_FFMPEG: { status: 500, meaning: 'ffmpeg could not be found or exited with an error while encoding.' },
   OMNIRX_ERR_CONFIG: { status: 500, meaning: 'A deploy config file is unreadable, not JSON, or has an invalid field; the message names the field as a dotted path.' },
-  OMNIRX_ERR_SESSION_EXPIRED: { status: 410, meaning: 'A world session was closed because it received no action, credit or flush within its idle timeout; its caches were freed.' },
+  OMNIRX_ERR_SESSION_EXPIRED: { status: 410, meaning: 'A world session was closed because it was idle (no action, credit, flush or frame) for its idle timeout; its caches were freed.' },
   OMNIRX_ERR_CLI_ARGUMENT: { status: 400, meaning: 'A command-line argument is out of range or of the wrong type; the message names the flag and its allowed range.' },
   OMNIRX_ERR_PAYLOAD: { status: 500, meaning: 'A stage payload or its wire frame is malformed (bad magic, newer schema version, truncated, checksum, shape/bytes mismatch); the message names the byte offset or tensor.' },
   OMNIRX_ERR_CONNECTOR: { status: 503, meaning: 'A stage connector is closed or lost its peer before the receiver accepted a payload; the payload was not delivered.' },

@@ -203,12 +203,12 @@ export class WorldSession {
     else this.earlyCredits += n;
   }
 
-  /** (Re)arms the idle timer: no action, credit or flush for `idleTimeoutMs` ends the session. */
+  /** (Re)arms the idle timer: no action, credit, flush or emitted chunk for `idleTimeoutMs` ends the session. */
   private touch(): void {
     if (this.finished) return;
     this.idle?.unsubscribe();
     this.idle = this.deps.timers.schedule(() => {
-      this.end(failureEvent(this.id, new OmniError('OMNIRX_ERR_SESSION_EXPIRED', `session '${this.id}' received no action, credit or flush for ${this.deps.config.idleTimeoutMs} ms`)));
+      this.end(failureEvent(this.id, new OmniError('OMNIRX_ERR_SESSION_EXPIRED', `session '${this.id}' was idle (no action, credit, flush or frame) for ${this.deps.config.idleTimeoutMs} ms`)));
     }, this.deps.config.idleTimeoutMs);
   }
 
@@ -325,6 +325,7 @@ export class WorldSession {
   private chunkEvent(firstFrame: number, frames: Uint8Array<ArrayBuffer>, chunk: number, action: SessionAction): OmniEvent {
     const p = this.params;
     const C = this.deps.config.chunkFrames;
+    this.touch(); // frames flowing to a consumer that granted credits ahead is activity too
     this.emitted++;
     this.balance -= C;
     const rollout: RolloutInfo = { chunk, firstFrame, ptsMs: (firstFrame / p.fps) * 1000, action: { key: action.key, ...(action.vector ? { vector: action.vector } : {}), ...(action.id ? { id: action.id } : {}) } };

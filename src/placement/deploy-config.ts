@@ -35,7 +35,7 @@ export const SessionConfigSchema = z
     steps: z.number().int().min(1).max(50).default(2),
     /** Sessions open at once; opening one more fails with OMNIRX_ERR_QUEUE_FULL. Default 4. */
     maxSessions: z.number().int().min(1).max(1024).default(4),
-    /** A session that receives no action, credit or flush for this long is closed and freed (ms). Default 60 000. */
+    /** A session with no action, credit, flush or emitted frame for this long is closed and freed (ms). Default 60 000. */
     idleTimeoutMs: z.number().int().min(1).max(24 * 3600 * 1000).default(60_000),
   })
   .refine((s) => s.sinkFrames % s.chunkFrames === 0 && s.localWindowFrames % s.chunkFrames === 0, {
