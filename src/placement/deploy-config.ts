@@ -2,6 +2,7 @@ import { readFile } from 'node:fs/promises';
 import { z } from 'zod';
 import { OmniError } from '../errors';
 import { TaskSchema } from '../request/omni-request';
+import { TopologySchema } from './topology';
 
 const MiB = 2 ** 20;
 const bytes = (max: number) => z.number().int().nonnegative().max(max);
@@ -62,6 +63,8 @@ export const DeployConfigSchema = z.strictObject({
   tasks: z.array(DeployTaskSchema).min(1).max(16).default(['T2V', 'T2I', 'WORLD']),
   caches: CacheBudgetsSchema.default(CacheBudgetsSchema.parse({})),
   sessions: SessionConfigSchema.default(SessionConfigSchema.parse({})),
+  /** Where computation runs (`./topology`): monolithic when absent. */
+  topology: TopologySchema.optional(),
 });
 export type DeployConfig = z.infer<typeof DeployConfigSchema>;
 export type DeployConfigInput = z.input<typeof DeployConfigSchema>;

@@ -100,7 +100,7 @@ export function createDenoiseLoop(policies: { cfg: CFGPolicy; expert: ExpertRout
       const renoise = new Rng((ctx.params.seed ^ 0x5bd1e995) >>> 0);
       const sampler = custom !== undefined ? explicitSigmas(custom) : policies.sampler.sampler(ctx.params.sampler).create(ctx.params.numInferenceSteps, ctx.params.flowShift, () => renoise.normal());
       return {
-        shape: { frames: F, height: h, width: w, textLen: ctx.model.textEncoder.config.maxLength },
+        shape: { frames: F, height: h, width: w, textLen: ctx.model.spec.textEncoder.maxLength },
         sigmas: sampler.sigmas,
         sampler,
         index: 0,

@@ -1,0 +1,43 @@
+import { z } from 'zod';
+import { ERROR_CATALOGUE, OmniError, type ErrorCode } from '../errors';
+import { PAYLOAD_SCHEMA_VERSION, type DiffusionStagePayload, type StageRole } from './stage-payload';
+
+/** Payload type of a request's failure travelling down the stages to the front (model-agnostic, no tensors). */
+export const STAGE_ERROR_PAYLOAD = 'omnirx.stage_error';
+
+const StageErrorMetaSchema = z.strictObject({
+  code: z.string().refine((c): c is ErrorCode => c in ERROR_CATALOGUE, 'an unknown error code'),
+  message: z.string().max(4096),
+  stage: z.enum(['encode', 'denoise', 'decode']),
+  node: z.string().max(128).optional(),
+});
+
+/** The failure of request `requestId` in stage `stage` (node `node`) as a payload for the next stage, `target`. */
+export function stageErrorPayload(requestId: string, err: unknown, stage: StageRole, target: StageRole, node?: string): DiffusionStagePayload {
+  const e = err instanceof Error ? err : new Error(String(err));
+  const code = e instanceof OmniError ? e.code : 'OMNIRX_ERR_INTERNAL';
+  return {
+    schemaVersion: PAYLOAD_SCHEMA_VERSION,
+    requestId,
+    sourceStage: stage,
+    targetStage: target,
+    payloadType: STAGE_ERROR_PAYLOAD,
+    tensors: {},
+    metadata: { code, message: e.message.slice(0, 4096), stage, ...(node === undefined ? {} : { node }) },
+  };
+}
+
+/** An error payload passed on unchanged but for its source and target. */
+export function forwardStageError(p: DiffusionStagePayload, source: StageRole, target: StageRole): DiffusionStagePayload {
+  return { ...p, sourceStage: source, targetStage: target };
+}
+
+/**
+ * The OmniError an error payload carries (its code and message, prefixed with the stage that failed) and the node.
+ * A malformed error payload becomes OMNIRX_ERR_PAYLOAD.
+ */
+export function stageErrorOf(p: DiffusionStagePayload): { error: OmniError; node?: string } {
+  const r = StageErrorMetaSchema.safeParse(p.metadata);
+  if (!r.success) return { error: new OmniError('OMNIRX_ERR_PAYLOAD', `a malformed ${STAGE_ERROR_PAYLOAD} payload: ${r.error.issues[0].message}`) };
+  return { error: new OmniError(r.data.code as ErrorCode, `${r.data.stage} stage: ${r.data.message}`), node: r.data.node };
+}

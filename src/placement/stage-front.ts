@@ -1,0 +1,172 @@
+import { randomUUID } from 'node:crypto';
+import { Observable, type Subscriber } from 'rxjs';
+import { OmniError } from '../errors';
+import { resolveParams } from '../engine/admission';
+import { failureEvent, validationErrorEvent } from '../engine/events';
+import type { ModelRegistry } from '../models/registry';
+import type { WanT2VPolicies } from '../pipeline/wan-t2v/pipeline';
+import type { BuiltPipeline } from '../pipeline/spec';
+import type { WanT2VContext } from '../pipeline/wan-t2v/context';
+import { packRequest, unpackOutputs } from '../pipeline/wan-t2v/phases';
+import type { WanT2VState } from '../pipeline/wan-t2v/state';
+import type { RequestLimits } from '../request/limits';
+import type { OmniEvent } from '../request/omni-event';
+import { createOmniRequestSchema, type OmniRequestInput } from '../request/omni-request';
+import { isConnectorClosed, type StageReceiver, type StageSender } from './connectors/stage-connector';
+import { STAGE_ERROR_PAYLOAD, stageErrorOf } from './stage-error';
+import type { StageRole } from './stage-payload';
+
+/** Where a request of a disaggregated pipeline is: still at the front, or held by a stage. */
+export type RequestLocation = 'front' | StageRole;
+
+interface Pending {
+  subscriber: Subscriber<OmniEvent>;
+  started: number;
+  seed: number;
+  location: RequestLocation;
+}
+
+export interface StageFrontOptions {
+  /** Models with no component loaded: the front reads their specs to resolve requests, never their weights. */
+  models: ModelRegistry;
+  pipeline: BuiltPipeline<WanT2VContext, WanT2VState>;
+  policies: WanT2VPolicies;
+  limits: RequestLimits;
+  /** Link to the Encode stage. */
+  toEncode: StageSender;
+  /** Link from the Decode stage (outputs and failures of every request). */
+  results: StageReceiver;
+  /** Requests in the pipeline at once before new ones are refused with OMNIRX_ERR_QUEUE_FULL. Default 64. */
+  maxPending?: number;
+}
+
+/**
+ * The engine side of a disaggregated topology: validates and resolves each request (model defaults, limits, node
+ * params) as the monolithic engine does, sends it into Encode → Denoise → Decode, and turns what comes back from
+ * Decode into the request's `final` (or `error`) event. `generate` is cold like `Engine.generate`: it emits
+ * `queued`, then `final` or `error`; failures are events, never stream errors. Unsubscribing stops the events (the
+ * stages finish the work already handed to them).
+ */
+export class StageFront {
+  private readonly schema;
+  private readonly pending = new Map<string, Pending>();
+  private readonly maxPending: number;
+  private closed = false;
+  private readonly loop: Promise<void>;
+
+  constructor(private readonly o: StageFrontOptions) {
+    this.schema = createOmniRequestSchema(o.limits);
+    this.maxPending = o.maxPending ?? 64;
+    this.loop = this.collect();
+  }
+
+  /** Requests sent and not yet finished, with where each is. */
+  locations(): Map<string, RequestLocation> {
+    return new Map([...this.pending].map(([id, p]) => [id, p.location]));
+  }
+
+  /** Records that stage `role` now holds request `requestId` (a progress report from the stage). */
+  moved(requestId: string, role: StageRole): void {
+    const p = this.pending.get(requestId);
+    if (p !== undefined) p.location = role;
+  }
+
+  /** Fails request `requestId` with `err` (an `error` event) if it is still pending. */
+  fail(requestId: string, err: OmniError): void {
+    const p = this.pending.get(requestId);
+    if (p === undefined) return;
+    this.pending.delete(requestId);
+    p.subscriber.next(failureEvent(requestId, err));
+    p.subscriber.complete();
+  }
+
+  /** Runs one request through the stages as a cold event stream. */
+  generate(input: OmniRequestInput): Observable<OmniEvent> {
+    return new Observable<OmniEvent>((subscriber) => {
+      const given = (input as { requestId?: unknown } | null)?.requestId;
+      const fallbackId = typeof given === 'string' ? given : randomUUID();
+      const finish = (ev: OmniEvent) => {
+        subscriber.next(ev);
+        subscriber.complete();
+      };
+      if (this.closed) {
+        finish(failureEvent(fallbackId, new OmniError('OMNIRX_ERR_UNAVAILABLE', 'the pipeline is closed')));
+        return undefined;
+      }
+      const parsed = this.schema.safeParse(input);
+      if (!parsed.success) {
+        finish(validationErrorEvent(fallbackId, parsed.error));
+        return undefined;
+      }
+      const req = parsed.data;
+      const requestId = req.requestId ?? fallbackId;
+      if (this.pending.has(requestId)) {
+        finish(failureEvent(requestId, new OmniError('OMNIRX_ERR_INVALID_REQUEST', `requestId '${requestId}' is already in the pipeline`, { param: 'requestId' })));
+        return undefined;
+      }
+      if (this.pending.size >= this.maxPending) {
+        finish(failureEvent(requestId, new OmniError('OMNIRX_ERR_QUEUE_FULL', `${this.pending.size} requests are in the pipeline, its bound; retry later`)));
+        return undefined;
+      }
+      const entry: Pending = { subscriber, started: performance.now(), seed: 0, location: 'front' };
+      this.pending.set(requestId, entry);
+      subscriber.next({ type: 'queued', requestId, position: this.pending.size - 1 });
+      void this.send(requestId, req, entry);
+      return () => {
+        if (this.pending.get(requestId) === entry) this.pending.delete(requestId);
+      };
+    });
+  }
+
+  private async send(requestId: string, req: ReturnType<typeof this.schema.parse>, entry: Pending): Promise<void> {
+    try {
+      const model = await this.o.models.get(req.model);
+      const params = resolveParams(req, model, this.o.limits, this.o.policies);
+      this.o.pipeline.activeNodes(params);
+      const nodeParams = this.o.pipeline.parseNodeParams(req.nodeParams);
+      entry.seed = params.seed;
+      await this.o.toEncode.put(packRequest({ requestId, params, nodeParams }));
+      if (entry.location === 'front') entry.location = 'encode';
+    } catch (e) {
+      this.fail(requestId, e instanceof OmniError ? e : new OmniError('OMNIRX_ERR_INTERNAL', (e as Error).message));
+    }
+  }
+
+  private async collect(): Promise<void> {
+    for (;;) {
+      let p;
+      try {
+        p = await this.o.results.get();
+      } catch (e) {
+        if (isConnectorClosed(e)) return;
+        throw e;
+      }
+      const entry = this.pending.get(p.requestId);
+      if (entry === undefined) continue; // cancelled, or already failed with its stage
+      this.pending.delete(p.requestId);
+      let ev: OmniEvent;
+      if (p.payloadType === STAGE_ERROR_PAYLOAD) {
+        const { error, node } = stageErrorOf(p);
+        ev = failureEvent(p.requestId, error, node === undefined ? {} : { node });
+      } else {
+        try {
+          const { artifacts } = unpackOutputs(p);
+          ev = { type: 'final', requestId: p.requestId, output: { requestId: p.requestId, artifacts, seed: entry.seed, ms: performance.now() - entry.started } };
+        } catch (e) {
+          ev = failureEvent(p.requestId, e);
+        }
+      }
+      entry.subscriber.next(ev);
+      entry.subscriber.complete();
+    }
+  }
+
+  /** Stops admitting; pending requests fail with OMNIRX_ERR_UNAVAILABLE; closes both links. */
+  async close(): Promise<void> {
+    this.closed = true;
+    for (const id of [...this.pending.keys()]) this.fail(id, new OmniError('OMNIRX_ERR_UNAVAILABLE', 'the pipeline is closed'));
+    await this.o.toEncode.close();
+    await this.o.results.close();
+    await this.loop;
+  }
+}

@@ -1,0 +1,100 @@
+import { StepScheduler } from '../engine/scheduler';
+import { ModelRegistry } from '../models/registry';
+import type { WanT2VModel } from '../models/wan/wan-t2v';
+import type { NativeBinding } from '../native/binding';
+import { buildPipeline } from '../pipeline/spec';
+import type { WanT2VContext } from '../pipeline/wan-t2v/context';
+import { openWanPhase, packWanPhase, wanStageComponents, WAN_ENCODER_COMPONENTS, type WanPhaseRun } from '../pipeline/wan-t2v/phases';
+import { wanT2VPipelineSpec, type WanT2VPolicies } from '../pipeline/wan-t2v/pipeline';
+import type { WanT2VState } from '../pipeline/wan-t2v/state';
+import type { Task } from '../request/omni-request';
+import type { StageReceiver, StageSender } from './connectors/stage-connector';
+import type { StageRole } from './stage-payload';
+import { StageWorker, type PhaseRun } from './stage-worker';
+import { DEFAULT_MAX_IN_FLIGHT } from './topology';
+
+export interface StageHostOptions {
+  role: StageRole;
+  native: NativeBinding;
+  modelsDir: string;
+  defaultModel: string;
+  policies: WanT2VPolicies;
+  tasks: readonly Task[];
+  input: StageReceiver;
+  output: StageSender;
+  maxInFlight?: number;
+  onHeld?(requestId: string): void;
+  onPassed?(requestId: string): void;
+}
+
+/** What a stage holds resident: its loaded components' weight bytes, per model and in sum. */
+export interface StageMemory {
+  role: StageRole;
+  /** Component → weight bytes, summed over the models this stage has loaded. */
+  weightBytes: Record<string, number>;
+  /** Weight bytes of encoder components (tokenizer, text encoder, VAE encoder) loaded here. */
+  encoderBytes: number;
+}
+
+/**
+ * One stage of the Wan family (stage-specific construction): a model registry that constructs and loads only the
+ * stage's components (`wanStageComponents`), its own StepScheduler, and a `StageWorker` over the given links.
+ * The same host runs in-process (tests, `in-process` connector) and in a stage process (`stage-main`).
+ */
+export class StageHost {
+  readonly worker: StageWorker<WanT2VContext, WanT2VState>;
+  readonly models: ModelRegistry;
+  private readonly loaded = new Set<Promise<WanT2VModel>>();
+
+  constructor(private readonly o: StageHostOptions) {
+    const components = wanStageComponents(o.role, o.policies.expert);
+    this.models = new ModelRegistry(o.native, o.modelsDir, o.defaultModel, components);
+    const pipeline = buildPipeline(wanT2VPipelineSpec(o.policies), { tasks: o.tasks });
+    const env = {
+      native: o.native,
+      pipeline,
+      model: (id: string) => {
+        const p = this.models.get(id);
+        this.loaded.add(p);
+        return p;
+      },
+    };
+    this.worker = new StageWorker<WanT2VContext, WanT2VState>({
+      role: o.role,
+      phases: {
+        open: (role, p) => openWanPhase(env, role, p),
+        pack: (role, run: PhaseRun<WanT2VContext, WanT2VState>) => packWanPhase(role, run as WanPhaseRun),
+      },
+      input: o.input,
+      output: o.output,
+      steps: new StepScheduler(),
+      maxInFlight: o.maxInFlight ?? DEFAULT_MAX_IN_FLIGHT[o.role],
+      onHeld: o.onHeld,
+      onPassed: o.onPassed,
+    });
+  }
+
+  /** Loads model `id` now (a stage process warms up before it reports ready). */
+  async preload(id: string): Promise<void> {
+    const p = this.models.get(id);
+    this.loaded.add(p);
+    await p;
+  }
+
+  /** The weight bytes this stage holds, per component. */
+  async memory(): Promise<StageMemory> {
+    const weightBytes: Record<string, number> = {};
+    for (const p of this.loaded) {
+      const m = await p.catch(() => undefined);
+      if (m === undefined) continue;
+      for (const [c, b] of Object.entries(m.weightBytes)) weightBytes[c] = (weightBytes[c] ?? 0) + b;
+    }
+    const encoderBytes = WAN_ENCODER_COMPONENTS.reduce((n, c) => n + (weightBytes[c] ?? 0), 0);
+    return { role: this.o.role, weightBytes, encoderBytes };
+  }
+
+  async close(): Promise<void> {
+    await this.worker.close();
+    await this.models.dispose();
+  }
+}

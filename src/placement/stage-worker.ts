@@ -1,0 +1,169 @@
+import { lastValueFrom } from 'rxjs';
+import { OmniError } from '../errors';
+import { runGraph } from '../engine/graph-runner';
+import type { StepScheduler } from '../engine/scheduler';
+import type { RequestState } from '../pipeline/request-state';
+import type { NodeSpec } from '../pipeline/spec';
+import { isConnectorClosed, type StageReceiver, type StageSender } from './connectors/stage-connector';
+import { forwardStageError, STAGE_ERROR_PAYLOAD, stageErrorPayload } from './stage-error';
+import type { DiffusionStagePayload, StageRole } from './stage-payload';
+
+/** One request's run of a phase, as a family opens it (see `openWanPhase`). */
+export interface PhaseRun<C extends { requestId: string }, S extends RequestState> {
+  ctx: C;
+  state: S;
+  nodes: ReadonlyArray<NodeSpec<C, S>>;
+  consumes: readonly string[];
+  abort: AbortController;
+  job: { params: { priority: number } };
+}
+
+/** How a family runs its phases on a stage: only the family reads and writes payload contents. */
+export interface StagePhases<C extends { requestId: string }, S extends RequestState> {
+  /** Validates an incoming payload and restores it into a fresh run. @throws PayloadError for a payload it cannot take. */
+  open(role: StageRole, p: DiffusionStagePayload): Promise<PhaseRun<C, S>>;
+  /** The payload of what the phase produced, for the next stage (after decode: for the front). */
+  pack(role: StageRole, run: PhaseRun<C, S>): DiffusionStagePayload;
+}
+
+export interface StageWorkerOptions<C extends { requestId: string }, S extends RequestState> {
+  role: StageRole;
+  phases: StagePhases<C, S>;
+  /** Payloads for this stage. */
+  input: StageReceiver;
+  /** Payloads for the next stage (the front, after decode). */
+  output: StageSender;
+  /** The stage's own step scheduler: the Denoise stage interleaves the loop steps of its requests through it. */
+  steps: StepScheduler;
+  /**
+   * Requests this stage works on at once. The input is taken only while fewer are in flight, so a full stage stops
+   * taking (its receiver stops granting credits) and a slow next stage, whose credits this stage waits on, throttles it.
+   */
+  maxInFlight: number;
+  /** A request was taken from the input (it is now this stage's). */
+  onHeld?(requestId: string): void;
+  /** A request's output was accepted by the next stage (it is no longer this stage's). */
+  onPassed?(requestId: string): void;
+}
+
+const NEXT: Readonly<Record<StageRole, StageRole>> = { encode: 'denoise', denoise: 'decode', decode: 'decode' };
+
+/**
+ * Runs one stage of a disaggregated pipeline (DESIGN.md §9): takes payloads from its input, runs the family's phase
+ * nodes for each through the graph runner (loop nodes through the stage's StepScheduler, so the Denoise stage
+ * interleaves the steps of up to `maxInFlight` requests), and puts the packed result on its output. A request
+ * that fails here (bad payload, model error) becomes an `omnirx.stage_error` payload that travels on to the front;
+ * error payloads from earlier stages pass through. The stage keeps serving after any one request's failure.
+ *
+ * A put whose link was lost before the receiver accepted it (the next stage's process died) is retried once the
+ * link is ready again: the payload is still here, so the request is requeued, not lost.
+ */
+export class StageWorker<C extends { requestId: string }, S extends RequestState> {
+  private readonly held = new Set<string>();
+  private readonly runs = new Set<PhaseRun<C, S>>();
+  private wake: (() => void) | undefined;
+  private closed = false;
+  private loop: Promise<void> | undefined;
+
+  constructor(private readonly o: StageWorkerOptions<C, S>) {
+    if (!Number.isSafeInteger(o.maxInFlight) || o.maxInFlight < 1) throw new RangeError(`StageWorker: maxInFlight must be a positive integer, got ${o.maxInFlight}`);
+  }
+
+  get role(): StageRole {
+    return this.o.role;
+  }
+
+  /** Ids of the requests this stage holds (taken, output not yet accepted downstream). */
+  holding(): string[] {
+    return [...this.held];
+  }
+
+  /** Starts taking payloads; resolves when the input closes (or `close()`). */
+  start(): Promise<void> {
+    this.loop ??= this.serve();
+    return this.loop;
+  }
+
+  private async serve(): Promise<void> {
+    for (;;) {
+      while (this.held.size >= this.o.maxInFlight && !this.closed) await new Promise<void>((r) => (this.wake = r));
+      if (this.closed) return;
+      let p: DiffusionStagePayload;
+      try {
+        p = await this.o.input.get();
+      } catch (e) {
+        if (isConnectorClosed(e) || this.closed) return;
+        throw e;
+      }
+      this.held.add(p.requestId);
+      this.o.onHeld?.(p.requestId);
+      void this.handle(p).finally(() => {
+        this.held.delete(p.requestId);
+        const w = this.wake;
+        this.wake = undefined;
+        w?.();
+      });
+    }
+  }
+
+  private async handle(p: DiffusionStagePayload): Promise<void> {
+    const { role } = this.o;
+    if (p.payloadType === STAGE_ERROR_PAYLOAD) {
+      await this.deliver(p.requestId, forwardStageError(p, role, NEXT[role]));
+      return;
+    }
+    let run: PhaseRun<C, S> | undefined;
+    let node: string | undefined;
+    let out: DiffusionStagePayload;
+    try {
+      run = await this.o.phases.open(role, p);
+      this.runs.add(run);
+      const r = run;
+      await lastValueFrom(
+        runGraph(r.nodes, r.consumes, r.ctx, r.state, { scheduler: this.o.steps, requestId: r.ctx.requestId, priority: r.job.params.priority }, (n) => (node = n)),
+        { defaultValue: undefined },
+      );
+      out = this.o.phases.pack(role, r);
+    } catch (e) {
+      out = stageErrorPayload(p.requestId, e, role, NEXT[role], node);
+    }
+    try {
+      await this.deliver(p.requestId, out);
+    } finally {
+      if (run !== undefined) {
+        this.runs.delete(run);
+        run.state.release();
+      }
+    }
+  }
+
+  /** Puts `out`, retrying while the link is down but not closed; reports the hand-over. */
+  private async deliver(requestId: string, out: DiffusionStagePayload): Promise<void> {
+    for (;;) {
+      try {
+        await this.o.output.put(out);
+        this.o.onPassed?.(requestId);
+        return;
+      } catch (e) {
+        if (this.closed || this.o.output.state === 'closed') return;
+        if (e instanceof OmniError && e.code === 'OMNIRX_ERR_CONNECTOR') {
+          await this.o.output.ready.catch(() => undefined);
+          continue;
+        }
+        // The payload itself was refused (a family bug): the request fails, the stage goes on.
+        out = stageErrorPayload(requestId, e, this.o.role, NEXT[this.o.role]);
+      }
+    }
+  }
+
+  /** Stops taking payloads and aborts the runs in flight (their states are released as they settle). Idempotent. */
+  async close(): Promise<void> {
+    this.closed = true;
+    for (const r of this.runs) r.abort.abort();
+    const w = this.wake;
+    this.wake = undefined;
+    w?.();
+    await this.o.input.close();
+    await this.o.output.close();
+  }
+}

@@ -1,0 +1,38 @@
+import { z } from 'zod';
+
+/** Settings of one stage of a disaggregated topology. */
+export const StageSettingsSchema = z.strictObject({
+  /** Requests the stage works on at once (the Denoise stage interleaves their steps). Default: encode 1, denoise 4, decode 1. */
+  maxInFlight: z.number().int().min(1).max(64).optional(),
+  /** Credit window of the stage's input link: payloads it accepts ahead of its work (queue-time prefetch). Default 2. */
+  credits: z.number().int().min(1).max(64).default(2),
+});
+export type StageSettings = z.infer<typeof StageSettingsSchema>;
+
+const defaults = () => StageSettingsSchema.parse({});
+
+/**
+ * Where computation runs (DESIGN.md §9, docs/disaggregation.md). `monolithic`: one process runs the whole graph
+ * (the default). `disaggregated`: Encode → Denoise → Decode stages, each loading only its components; with the
+ * `in-process` connector they share this process (tests), with `shm` (same host) or `tcp` each stage is its own
+ * OS process, restarted when it dies.
+ */
+export const TopologySchema = z.discriminatedUnion('kind', [
+  z.strictObject({ kind: z.literal('monolithic') }),
+  z.strictObject({
+    kind: z.literal('disaggregated'),
+    connector: z.enum(['in-process', 'shm', 'tcp']).default('shm'),
+    stages: z
+      .strictObject({
+        encode: StageSettingsSchema.default(defaults),
+        denoise: StageSettingsSchema.default(defaults),
+        decode: StageSettingsSchema.default(defaults),
+      })
+      .default(() => ({ encode: defaults(), denoise: defaults(), decode: defaults() })),
+  }),
+]);
+export type Topology = z.infer<typeof TopologySchema>;
+export type DisaggregatedTopology = Extract<Topology, { kind: 'disaggregated' }>;
+
+/** Requests a stage works on at once when its settings do not say. */
+export const DEFAULT_MAX_IN_FLIGHT = { encode: 1, denoise: 4, decode: 1 } as const;

@@ -1,0 +1,85 @@
+import { lastValueFrom, toArray } from 'rxjs';
+import { Engine } from '../../src/engine/engine';
+import { loadNative } from '../../src/native/binding';
+import { defaultWanT2VPolicies } from '../../src/pipeline/wan-t2v/pipeline';
+import { createInProcessStages, type StagePipeline } from '../../src/placement/in-process-stages';
+import { TopologySchema, type DisaggregatedTopology } from '../../src/placement/topology';
+import { DEFAULT_LIMITS } from '../../src/request/limits';
+import type { OmniEvent } from '../../src/request/omni-event';
+import type { OmniRequestInput } from '../../src/request/omni-request';
+import { makeModelsDir } from '../helpers/tiny-model';
+
+let modelsDir: string;
+let engine: Engine;
+let stages: StagePipeline;
+
+const reqs: OmniRequestInput[] = [
+  { model: 'tiny', task: 'T2V', inputs: { prompt: 'a red ball in a blue room' }, diffusion: { seed: 7 } },
+  { model: 'tiny', task: 'T2V', inputs: { prompt: 'a blue ball' }, diffusion: { seed: 11, numFrames: 5, numInferenceSteps: 4 }, outputs: { returnLatents: true } },
+  { model: 'tiny', task: 'T2V', inputs: { prompt: 'room' }, diffusion: { seed: 3, guidanceScale: 1 } },
+  { model: 'tiny', task: 'T2I', inputs: { prompt: 'a red room' }, diffusion: { seed: 5, sampler: 'unipc' } },
+];
+
+const finalOf = (events: OmniEvent[]) => {
+  const last = events[events.length - 1];
+  if (last.type !== 'final') throw new Error(`expected final, got ${JSON.stringify(last)}`);
+  return last.output;
+};
+
+beforeAll(async () => {
+  modelsDir = await makeModelsDir();
+  const native = loadNative();
+  engine = await Engine.create({ modelsDir, defaultModel: 'tiny', tasks: ['T2V', 'T2I'], native });
+  const topology = TopologySchema.parse({ kind: 'disaggregated', connector: 'in-process' }) as DisaggregatedTopology;
+  stages = createInProcessStages({ native, modelsDir, defaultModel: 'tiny', policies: defaultWanT2VPolicies(), limits: DEFAULT_LIMITS, tasks: ['T2V', 'T2I'], topology });
+});
+
+afterAll(async () => {
+  await stages.close();
+  await engine.close();
+});
+
+describe('disaggregated stages, in-process', () => {
+  it('produce bit-identical artifacts to the monolithic engine for concurrent T2V/T2I requests', async () => {
+    const mono = await Promise.all(reqs.map((r) => lastValueFrom(engine.generate(r).pipe(toArray()))));
+    const dis = await Promise.all(reqs.map((r) => lastValueFrom(stages.front.generate(r).pipe(toArray()))));
+    for (let i = 0; i < reqs.length; i++) {
+      const a = finalOf(mono[i]);
+      const b = finalOf(dis[i]);
+      expect(b.seed).toBe(a.seed);
+      expect(Object.keys(b.artifacts).sort()).toEqual(Object.keys(a.artifacts).sort());
+      for (const [name, art] of Object.entries(a.artifacts)) {
+        const other = b.artifacts[name];
+        expect(other.kind).toBe(art.kind);
+        if (art.kind === 'video' && other.kind === 'video') {
+          expect({ ...other, frames: undefined }).toEqual({ ...art, frames: undefined });
+          expect(Buffer.from(other.frames).equals(Buffer.from(art.frames))).toBe(true);
+        } else if (art.kind === 'image' && other.kind === 'image') {
+          expect(Buffer.from(other.pixels).equals(Buffer.from(art.pixels))).toBe(true);
+        } else if (art.kind === 'latents' && other.kind === 'latents') {
+          expect(other.shape).toEqual(art.shape);
+          expect(Buffer.from(other.data.buffer, other.data.byteOffset, other.data.byteLength).equals(Buffer.from(art.data.buffer, art.data.byteOffset, art.data.byteLength))).toBe(true);
+        }
+      }
+    }
+    expect(dis[0][0]).toEqual({ type: 'queued', requestId: expect.any(String), position: expect.any(Number) });
+  });
+
+  it('loads only each stage’s components: no encoder or VAE weights in Denoise', async () => {
+    const mem = await stages.memory();
+    expect(Object.keys(mem.encode.weightBytes).sort()).toEqual(['text_encoder', 'vae_encoder']);
+    expect(Object.keys(mem.denoise.weightBytes)).toEqual(['transformer']);
+    expect(Object.keys(mem.decode.weightBytes)).toEqual(['vae']);
+    expect(mem.denoise.encoderBytes).toBe(0);
+    expect(mem.encode.encoderBytes).toBeGreaterThan(0);
+  });
+
+  it('fails a request that cannot be served with an error event, and keeps serving', async () => {
+    const bad = await lastValueFrom(stages.front.generate({ model: 'nope', task: 'T2V', inputs: { prompt: 'a' } }).pipe(toArray()));
+    expect(bad[bad.length - 1]).toMatchObject({ type: 'error', code: 'OMNIRX_ERR_UNKNOWN_MODEL' });
+    const invalid = await lastValueFrom(stages.front.generate({ model: 'tiny', task: 'T2V', inputs: { prompt: 'a' }, diffusion: { width: 18 } }).pipe(toArray()));
+    expect(invalid[invalid.length - 1]).toMatchObject({ type: 'error', code: 'OMNIRX_ERR_UNSUPPORTED_VALUE', param: 'diffusion.width' });
+    const ok = await lastValueFrom(stages.front.generate(reqs[0]).pipe(toArray()));
+    expect(ok[ok.length - 1].type).toBe('final');
+  });
+});
