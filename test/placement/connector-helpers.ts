@@ -53,13 +53,16 @@ export async function openLink(kind: LinkKind, credits: number, maxFrameBytes?: 
   };
 }
 
-/** Waits (in event-loop turns, not time) until `cond` holds; fails after `turns` turns. */
-export async function until(cond: () => boolean, turns = 20000): Promise<void> {
+/**
+ * Waits until `cond` holds, re-checking after each timer turn (≥ 1 ms, so socket I/O gets to run); fails after
+ * `turns` checks. This is a bound on a wait, never an assertion about how long something took.
+ */
+export async function until(cond: () => boolean, turns = 10000): Promise<void> {
   for (let i = 0; i < turns; i++) {
     if (cond()) return;
-    await new Promise((r) => setImmediate(r));
+    await new Promise((r) => setTimeout(r, 1));
   }
-  throw new Error(`condition not reached after ${turns} event-loop turns: ${cond.toString()}`);
+  throw new Error(`condition not reached after ${turns} checks: ${cond.toString()}`);
 }
 
 /** Tracks which of a set of promises settled, and how. */
