@@ -24,6 +24,7 @@ export const ERROR_CATALOGUE = {
   OMNIRX_ERR_CLI_ARGUMENT: { status: 400, meaning: 'A command-line argument is out of range or of the wrong type; the message names the flag and its allowed range.' },
   OMNIRX_ERR_PAYLOAD: { status: 500, meaning: 'A stage payload or its wire frame is malformed (bad magic, newer schema version, truncated, checksum, shape/bytes mismatch); the message names the byte offset or tensor.' },
   OMNIRX_ERR_CONNECTOR: { status: 503, meaning: 'A stage connector is closed or lost its peer before the receiver accepted a payload; the payload was not delivered.' },
+  OMNIRX_ERR_STAGE_FAILED: { status: 503, meaning: 'A stage process of a disaggregated topology died (or failed to start) while it held the request; the stage is restarted and new requests succeed once it is back.' },
 } as const;
 
 export type ErrorCode = keyof typeof ERROR_CATALOGUE;

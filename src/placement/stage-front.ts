@@ -19,6 +19,8 @@ import type { StageRole } from './stage-payload';
 /** Where a request of a disaggregated pipeline is: still at the front, or held by a stage. */
 export type RequestLocation = 'front' | StageRole;
 
+const RANK: Readonly<Record<RequestLocation, number>> = { front: 0, encode: 1, denoise: 2, decode: 3 };
+
 interface Pending {
   subscriber: Subscriber<OmniEvent>;
   started: number;
@@ -65,10 +67,10 @@ export class StageFront {
     return new Map([...this.pending].map(([id, p]) => [id, p.location]));
   }
 
-  /** Records that stage `role` now holds request `requestId` (a progress report from the stage). */
+  /** Records that stage `role` now holds request `requestId` (a progress report; a request only moves downstream). */
   moved(requestId: string, role: StageRole): void {
     const p = this.pending.get(requestId);
-    if (p !== undefined) p.location = role;
+    if (p !== undefined && RANK[role] > RANK[p.location]) p.location = role;
   }
 
   /** Fails request `requestId` with `err` (an `error` event) if it is still pending. */
@@ -125,8 +127,18 @@ export class StageFront {
       this.o.pipeline.activeNodes(params);
       const nodeParams = this.o.pipeline.parseNodeParams(req.nodeParams);
       entry.seed = params.seed;
-      await this.o.toEncode.put(packRequest({ requestId, params, nodeParams }));
-      if (entry.location === 'front') entry.location = 'encode';
+      const payload = packRequest({ requestId, params, nodeParams });
+      for (;;) {
+        try {
+          await this.o.toEncode.put(payload);
+          break;
+        } catch (e) {
+          // The Encode link dropped before it accepted the request: the request is still here, send it again.
+          if (!(e instanceof OmniError && e.code === 'OMNIRX_ERR_CONNECTOR') || this.closed || this.o.toEncode.state === 'closed') throw e;
+          await this.o.toEncode.ready;
+        }
+      }
+      this.moved(requestId, 'encode');
     } catch (e) {
       this.fail(requestId, e instanceof OmniError ? e : new OmniError('OMNIRX_ERR_INTERNAL', (e as Error).message));
     }

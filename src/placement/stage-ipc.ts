@@ -1,0 +1,36 @@
+import { z } from 'zod';
+import { StageRoleSchema } from './stage-payload';
+
+/** Where a stage process listens or sends: a Unix socket path (shm links) or a TCP port on 127.0.0.1. */
+export const LinkAddressSchema = z.union([z.strictObject({ socketPath: z.string().min(1).max(4096) }), z.strictObject({ port: z.number().int().min(0).max(65535) })]);
+export type LinkAddress = z.infer<typeof LinkAddressSchema>;
+
+/** What a stage process is started with (one JSON argument). */
+export const StageProcessConfigSchema = z.strictObject({
+  role: StageRoleSchema,
+  modelsDir: z.string().min(1),
+  defaultModel: z.string().min(1),
+  tasks: z.array(z.enum(['T2V', 'T2I'])).min(1),
+  connector: z.enum(['shm', 'tcp']),
+  /** Folder of shm frame files (both ends of a link use the same one). */
+  shmDir: z.string().min(1).optional(),
+  /** The stage's input link (for TCP, port 0 picks one; the process reports it). */
+  listen: LinkAddressSchema,
+  /** The next stage's input (the front's result link after decode). */
+  downstream: LinkAddressSchema,
+  credits: z.number().int().min(1).max(64),
+  maxInFlight: z.number().int().min(1).max(64).optional(),
+});
+export type StageProcessConfig = z.infer<typeof StageProcessConfigSchema>;
+
+/** Stage process → parent. */
+export type StageToParent =
+  | { type: 'ready'; port?: number }
+  | { type: 'held'; requestId: string }
+  | { type: 'passed'; requestId: string }
+  | { type: 'holding'; seq: number; requestIds: string[] }
+  | { type: 'memory'; seq: number; rssBytes: number; nativeBytesInUse: number; weightBytes: Record<string, number>; encoderBytes: number }
+  | { type: 'fatal'; message: string };
+
+/** Parent → stage process. */
+export type ParentToStage = { type: 'holding?'; seq: number } | { type: 'memory?'; seq: number } | { type: 'shutdown' };

@@ -1,0 +1,281 @@
+import { fork, type ChildProcess } from 'node:child_process';
+import { mkdtempSync, rmSync } from 'node:fs';
+import * as path from 'node:path';
+import { OmniError } from '../errors';
+import { ModelRegistry } from '../models/registry';
+import { buildPipeline } from '../pipeline/spec';
+import { wanT2VPipelineSpec } from '../pipeline/wan-t2v/pipeline';
+import { connectShm, connectTcp, defaultShmDir, listenShm, listenTcp } from './connectors';
+import type { SocketStageReceiver } from './connectors/socket-receiver';
+import type { StagePipelineOptions } from './in-process-stages';
+import { StageFront } from './stage-front';
+import type { LinkAddress, ParentToStage, StageProcessConfig, StageToParent } from './stage-ipc';
+import type { StageRole } from './stage-payload';
+
+/** What a stage process reports about its memory. */
+export interface StageProcessMemory {
+  pid: number;
+  /** Resident set size of the process, bytes (`process.memoryUsage().rss`). */
+  rssBytes: number;
+  /** Bytes of native tensors alive in the process (the addon's `stats().bytesInUse`). */
+  nativeBytesInUse: number;
+  /** Weight bytes per loaded component. */
+  weightBytes: Record<string, number>;
+  /** Weight bytes of encoder components (tokenizer, text encoder, VAE encoder); 0 in Denoise. */
+  encoderBytes: number;
+}
+
+export interface StageProcessesOptions extends StagePipelineOptions {
+  /** The compiled stage entry point. Default: `stage-main.js` beside this file (works from `dist/`). */
+  entry?: string;
+  /** A stage process that dies is restarted at most this many times in all; then the pipeline closes. Default 5. */
+  maxRestarts?: number;
+  /** ms a stage process has to start and load its components. Default 60 000. */
+  startTimeoutMs?: number;
+}
+
+interface Child {
+  role: StageRole;
+  proc: ChildProcess;
+  listen: LinkAddress;
+  replies: Map<number, (m: StageToParent) => void>;
+}
+
+const ORDER: readonly StageRole[] = ['encode', 'denoise', 'decode'];
+const UPSTREAM: Readonly<Record<StageRole, StageRole | undefined>> = { encode: undefined, denoise: 'encode', decode: 'denoise' };
+const NEXT: Readonly<Record<StageRole, StageRole | undefined>> = { encode: 'denoise', denoise: 'decode', decode: undefined };
+
+/**
+ * A disaggregated topology whose stages are OS processes (`child_process.fork` of `stage-main`), linked by shm
+ * (tmpfs frame files + Unix sockets, one host) or TCP connectors with credit flow control; the front (request
+ * validation, results) runs in this process. Each stage process loads only its components.
+ *
+ * **Failure handling.** The parent tracks where each request is from the stages' `held`/`passed` reports. When a
+ * stage process exits unexpectedly, the parent first asks the upstream stage which requests it still holds (an IPC
+ * barrier: every hand-over it reported before the answer has been seen), then fails the requests the dead stage
+ * held with OMNIRX_ERR_STAGE_FAILED, then forks a replacement on the same address. Requests upstream keep going:
+ * their puts wait for the link to come back (and are retried if the link dropped before acceptance), so nothing
+ * durable is lost. A result the dead Decode had already sent but the front had not yet taken fails too.
+ */
+export class StageProcesses {
+  readonly front: StageFront;
+  private readonly children = new Map<StageRole, Child>();
+  private readonly up = new Map<StageRole, Promise<void>>();
+  private restartCount = 0;
+  private seq = 0;
+  private closing = false;
+
+  private constructor(
+    private readonly o: StageProcessesOptions,
+    private readonly runDir: string,
+    private readonly results: SocketStageReceiver,
+    private readonly config: (role: StageRole) => Omit<StageProcessConfig, 'listen' | 'downstream'>,
+    toEncode: ReturnType<typeof connectShm>,
+  ) {
+    this.front = new StageFront({
+      models: new ModelRegistry(o.native, o.modelsDir, o.defaultModel, new Set()),
+      pipeline: buildPipeline(wanT2VPipelineSpec(o.policies), { tasks: o.tasks }),
+      policies: o.policies,
+      limits: o.limits,
+      toEncode,
+      results,
+    });
+  }
+
+  /**
+   * Forks the three stage processes (Decode first, so each connects to a listening next stage) and waits until
+   * each has loaded its components.
+   * @throws OmniError OMNIRX_ERR_STAGE_FAILED when a stage process fails to start.
+   */
+  static async start(o: StageProcessesOptions): Promise<StageProcesses> {
+    const connector = o.topology.connector;
+    if (connector === 'in-process') throw new OmniError('OMNIRX_ERR_CONFIG', 'StageProcesses needs the shm or tcp connector (in-process stages: createInProcessStages)', { param: 'topology.connector' });
+    const shmDir = defaultShmDir();
+    const runDir = mkdtempSync(path.join(shmDir, 'omnirx-stages-'));
+    const results = connector === 'shm' ? listenShm({ socketPath: path.join(runDir, 'front.sock'), dir: runDir }) : listenTcp({ port: 0 });
+    await results.ready;
+    const addr = results.address();
+    const frontAddr: LinkAddress = 'port' in addr ? { port: addr.port } : { socketPath: addr.path };
+    const s = o.topology.stages;
+    const config = (role: StageRole): Omit<StageProcessConfig, 'listen' | 'downstream'> => ({
+      role,
+      modelsDir: o.modelsDir,
+      defaultModel: o.defaultModel,
+      tasks: [...o.tasks],
+      connector,
+      shmDir: runDir,
+      credits: s[role].credits,
+      ...(s[role].maxInFlight === undefined ? {} : { maxInFlight: s[role].maxInFlight }),
+    });
+    const listenOf = (role: StageRole): LinkAddress => (connector === 'shm' ? { socketPath: path.join(runDir, `${role}.sock`) } : { port: 0 });
+    // The front's sender to Encode is created once Encode's address is known.
+    let encodeAddr: LinkAddress | undefined;
+    const spawned: Array<{ role: StageRole; proc: ChildProcess; listen: LinkAddress }> = [];
+    let downstream = frontAddr;
+    try {
+      for (const role of [...ORDER].reverse()) {
+        const r = await StageProcesses.fork(o, { ...config(role), listen: listenOf(role), downstream });
+        spawned.push({ role, proc: r.proc, listen: r.listen });
+        downstream = r.listen;
+        if (role === 'encode') encodeAddr = r.listen;
+      }
+    } catch (e) {
+      for (const c of spawned) c.proc.kill('SIGKILL');
+      await results.close();
+      rmSync(runDir, { recursive: true, force: true });
+      throw e;
+    }
+    const toEncode = 'socketPath' in encodeAddr! ? connectShm({ socketPath: encodeAddr.socketPath, dir: runDir }) : connectTcp({ port: encodeAddr!.port });
+    const sp = new StageProcesses(o, runDir, results, config, toEncode);
+    for (const c of spawned) sp.adopt(c.role, c.proc, c.listen);
+    return sp;
+  }
+
+  /** Forks one stage process and waits for its `ready`; resolves with its process and bound input address. */
+  private static fork(o: StageProcessesOptions, config: StageProcessConfig): Promise<{ proc: ChildProcess; listen: LinkAddress }> {
+    const entry = o.entry ?? path.join(__dirname, 'stage-main.js');
+    const proc = fork(entry, [JSON.stringify(config)], { stdio: ['ignore', 'inherit', 'inherit', 'ipc'], execArgv: [] });
+    return new Promise((resolve, reject) => {
+      const timer = setTimeout(() => fail(`did not report ready within ${o.startTimeoutMs ?? 60_000} ms`), o.startTimeoutMs ?? 60_000);
+      const fail = (why: string) => {
+        clearTimeout(timer);
+        proc.off('message', onMessage);
+        proc.off('exit', onExit);
+        proc.kill('SIGKILL');
+        reject(new OmniError('OMNIRX_ERR_STAGE_FAILED', `the ${config.role} stage process ${why}`));
+      };
+      const onMessage = (m: StageToParent) => {
+        if (m.type === 'fatal') fail(`failed to start: ${m.message}`);
+        if (m.type !== 'ready') return;
+        clearTimeout(timer);
+        proc.off('message', onMessage);
+        proc.off('exit', onExit);
+        resolve({ proc, listen: m.port !== undefined ? { port: m.port } : config.listen });
+      };
+      const onExit = (code: number | null, signal: string | null) => fail(`exited while starting (${signal ?? `code ${code}`})`);
+      proc.on('message', onMessage);
+      proc.on('exit', onExit);
+    });
+  }
+
+  private adopt(role: StageRole, proc: ChildProcess, listen: LinkAddress): void {
+    const child: Child = { role, proc, listen, replies: new Map() };
+    this.children.set(role, child);
+    this.up.set(role, Promise.resolve());
+    proc.on('message', (m: StageToParent) => {
+      if (m.type === 'held') this.front.moved(m.requestId, role);
+      else if (m.type === 'passed') {
+        const next = NEXT[role];
+        if (next !== undefined) this.front.moved(m.requestId, next);
+      } else if (m.type === 'holding' || m.type === 'memory') {
+        child.replies.get(m.seq)?.(m);
+        child.replies.delete(m.seq);
+      }
+    });
+    proc.on('exit', (code, signal) => {
+      for (const r of child.replies.values()) r({ type: 'fatal', message: 'exited' });
+      child.replies.clear();
+      if (!this.closing) this.up.set(role, this.recover(child, code, signal));
+    });
+  }
+
+  /** Asks stage `role` and waits for the answer (a `fatal` stand-in when it is gone or does not answer in time). */
+  private ask(role: StageRole, m: ParentToStage & { seq: number }, timeoutMs = 5000): Promise<StageToParent> {
+    const child = this.children.get(role);
+    if (child === undefined || child.proc.exitCode !== null || child.proc.signalCode !== null || !child.proc.connected) return Promise.resolve({ type: 'fatal', message: 'not running' });
+    return new Promise((resolve) => {
+      const timer = setTimeout(() => {
+        child.replies.delete(m.seq);
+        resolve({ type: 'fatal', message: 'no answer' });
+      }, timeoutMs);
+      child.replies.set(m.seq, (r) => {
+        clearTimeout(timer);
+        resolve(r);
+      });
+      child.proc.send(m);
+    });
+  }
+
+  private async recover(dead: Child, code: number | null, signal: string | null): Promise<void> {
+    const role = dead.role;
+    const upstream = UPSTREAM[role];
+    // IPC barrier: every `passed` the upstream stage sent before its answer has been applied by now.
+    if (upstream !== undefined) await this.ask(upstream, { type: 'holding?', seq: ++this.seq });
+    const why = `the ${role} stage process exited (${signal ?? `code ${code}`}) while it held the request`;
+    for (const [id, loc] of this.front.locations()) if (loc === role) this.front.fail(id, new OmniError('OMNIRX_ERR_STAGE_FAILED', `${why}; it is being restarted`));
+    if (this.closing) return;
+    if (++this.restartCount > (this.o.maxRestarts ?? 5)) {
+      for (const id of this.front.locations().keys()) this.front.fail(id, new OmniError('OMNIRX_ERR_STAGE_FAILED', `${why}, and the restart budget is spent`));
+      return;
+    }
+    const r = await StageProcesses.fork(this.o, { ...this.config(role), listen: dead.listen, downstream: this.downstreamOf(role) });
+    if (this.closing) {
+      r.proc.kill('SIGKILL');
+      return;
+    }
+    this.adopt(role, r.proc, r.listen);
+  }
+
+  private downstreamOf(role: StageRole): LinkAddress {
+    const next = NEXT[role];
+    if (next !== undefined) return this.children.get(next)!.listen;
+    const a = this.results.address();
+    return 'port' in a ? { port: a.port } : { socketPath: a.path };
+  }
+
+  /** The stage process of `role` now running (its `message` events carry `StageToParent` reports). */
+  process(role: StageRole): ChildProcess {
+    return this.children.get(role)!.proc;
+  }
+
+  /** Stage processes restarted so far. */
+  get restarts(): number {
+    return this.restartCount;
+  }
+
+  /**
+   * Resolves once every stage is up (a dead one restarted).
+   * @throws OmniError OMNIRX_ERR_STAGE_FAILED when a restart failed.
+   */
+  async whenUp(): Promise<void> {
+    for (;;) {
+      const pending = [...this.up.values()];
+      await Promise.all(pending);
+      if ([...this.up.values()].every((p, i) => p === pending[i])) return;
+    }
+  }
+
+  /** Each stage process's resident and weight bytes. */
+  async memory(): Promise<Record<StageRole, StageProcessMemory>> {
+    const out = {} as Record<StageRole, StageProcessMemory>;
+    for (const role of ORDER) {
+      const m = await this.ask(role, { type: 'memory?', seq: ++this.seq });
+      if (m.type !== 'memory') throw new OmniError('OMNIRX_ERR_STAGE_FAILED', `the ${role} stage process did not report its memory (${m.type === 'fatal' ? m.message : m.type})`);
+      out[role] = { pid: this.children.get(role)!.proc.pid ?? -1, rssBytes: m.rssBytes, nativeBytesInUse: m.nativeBytesInUse, weightBytes: m.weightBytes, encoderBytes: m.encoderBytes };
+    }
+    return out;
+  }
+
+  /** Fails pending requests, stops the stage processes and removes the run folder. */
+  async close(): Promise<void> {
+    if (this.closing) return;
+    this.closing = true;
+    await this.front.close();
+    await Promise.all(
+      [...this.children.values()].map(
+        (c) =>
+          new Promise<void>((resolve) => {
+            if (c.proc.exitCode !== null || c.proc.signalCode !== null) return resolve();
+            const t = setTimeout(() => c.proc.kill('SIGKILL'), 5000);
+            c.proc.once('exit', () => {
+              clearTimeout(t);
+              resolve();
+            });
+            if (c.proc.connected) c.proc.send({ type: 'shutdown' } satisfies ParentToStage);
+            else c.proc.kill('SIGTERM');
+          }),
+      ),
+    );
+    rmSync(this.runDir, { recursive: true, force: true });
+  }
+}

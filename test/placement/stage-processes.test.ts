@@ -1,0 +1,113 @@
+import * as path from 'node:path';
+import { lastValueFrom, toArray } from 'rxjs';
+import { Engine } from '../../src/engine/engine';
+import { loadNative } from '../../src/native/binding';
+import { defaultWanT2VPolicies } from '../../src/pipeline/wan-t2v/pipeline';
+import type { StageToParent } from '../../src/placement/stage-ipc';
+import { StageProcesses } from '../../src/placement/stage-processes';
+import { TopologySchema, type DisaggregatedTopology } from '../../src/placement/topology';
+import { DEFAULT_LIMITS } from '../../src/request/limits';
+import type { OmniEvent, OmniOutput } from '../../src/request/omni-event';
+import type { OmniRequestInput } from '../../src/request/omni-request';
+import { makeModelsDir } from '../helpers/tiny-model';
+
+// Stage processes run compiled JS: `npm test` builds dist/ first (pretest → prepare). OMNIRX_STAGE_ENTRY points
+// elsewhere (e.g. a private `tsc --outDir` build).
+const entry = process.env.OMNIRX_STAGE_ENTRY ?? path.resolve(__dirname, '../../dist/src/placement/stage-main.js');
+
+let modelsDir: string;
+let engine: Engine;
+const native = loadNative();
+
+const reqs: OmniRequestInput[] = [
+  { model: 'tiny', task: 'T2V', inputs: { prompt: 'a red ball in a blue room' }, diffusion: { seed: 7 } },
+  { model: 'tiny', task: 'T2V', inputs: { prompt: 'a blue ball' }, diffusion: { seed: 11, numFrames: 5, numInferenceSteps: 4 }, outputs: { returnLatents: true } },
+  { model: 'tiny', task: 'T2I', inputs: { prompt: 'a red room' }, diffusion: { seed: 5 } },
+];
+
+const outputOf = (events: OmniEvent[]): OmniOutput => {
+  const last = events[events.length - 1];
+  if (last.type !== 'final') throw new Error(`expected final, got ${JSON.stringify(last)}`);
+  return last.output;
+};
+
+/** The artifacts as comparable bytes (frames, pixels, latents). */
+const bytesOf = (o: OmniOutput): Record<string, Buffer> =>
+  Object.fromEntries(
+    Object.entries(o.artifacts).map(([k, a]) => [k, a.kind === 'video' ? Buffer.from(a.frames) : a.kind === 'image' ? Buffer.from(a.pixels) : Buffer.from(a.data.buffer, a.data.byteOffset, a.data.byteLength)]),
+  );
+
+const start = (connector: 'shm' | 'tcp') =>
+  StageProcesses.start({
+    native,
+    modelsDir,
+    defaultModel: 'tiny',
+    policies: defaultWanT2VPolicies(),
+    limits: DEFAULT_LIMITS,
+    tasks: ['T2V', 'T2I'],
+    topology: TopologySchema.parse({ kind: 'disaggregated', connector }) as DisaggregatedTopology,
+    entry,
+  });
+
+const run = (g: { generate(r: OmniRequestInput): ReturnType<Engine['generate']> }, r: OmniRequestInput) => lastValueFrom(g.generate(r).pipe(toArray()));
+
+beforeAll(async () => {
+  modelsDir = await makeModelsDir();
+  engine = await Engine.create({ modelsDir, defaultModel: 'tiny', tasks: ['T2V', 'T2I'], native });
+});
+
+afterAll(async () => {
+  await engine.close();
+});
+
+describe('stage processes', () => {
+  it.each(['shm', 'tcp'] as const)('over %s: bit-identical to the monolithic engine; Denoise holds no encoder weights', async (connector) => {
+    const sp = await start(connector);
+    try {
+      const mono = await Promise.all(reqs.map((r) => run(engine, r)));
+      const dis = await Promise.all(reqs.map((r) => run(sp.front, r)));
+      for (let i = 0; i < reqs.length; i++) expect(bytesOf(outputOf(dis[i]))).toEqual(bytesOf(outputOf(mono[i])));
+      const mem = await sp.memory();
+      expect(mem.denoise.encoderBytes).toBe(0);
+      expect(Object.keys(mem.denoise.weightBytes)).toEqual(['transformer']);
+      expect(Object.keys(mem.decode.weightBytes)).toEqual(['vae']);
+      expect(Object.keys(mem.encode.weightBytes).sort()).toEqual(['text_encoder', 'vae_encoder']);
+      for (const role of ['encode', 'denoise', 'decode'] as const) {
+        expect(mem[role].pid).not.toBe(process.pid);
+        expect(mem[role].rssBytes).toBeGreaterThan(0);
+      }
+    } finally {
+      await sp.close();
+    }
+  });
+
+  it('a killed Decode process fails the requests it held with OMNIRX_ERR_STAGE_FAILED, is restarted, and new requests succeed', async () => {
+    const sp = await start('shm');
+    try {
+      const big = (seed: number): OmniRequestInput => ({ model: 'tiny', task: 'T2V', inputs: { prompt: 'a red ball' }, diffusion: { seed, width: 64, height: 64, numFrames: 9, numInferenceSteps: 2, guidanceScale: 1 } });
+      const decode = sp.process('decode');
+      // Killed the moment it reports taking its first request: that request is in the dead process.
+      decode.on('message', (m: StageToParent) => {
+        if (m.type === 'held') decode.kill('SIGKILL');
+      });
+      const requests = [1, 2, 3, 4].map(big);
+      const outcomes = await Promise.all(requests.map((r) => run(sp.front, r)));
+      const last = outcomes.map((ev) => ev[ev.length - 1]);
+      const failed = last.filter((e) => e.type === 'error');
+      expect(failed.length).toBeGreaterThanOrEqual(1);
+      for (const e of failed) expect(e).toMatchObject({ type: 'error', code: 'OMNIRX_ERR_STAGE_FAILED', message: expect.stringContaining('decode stage process exited (SIGKILL)') });
+      // The others went on and are exactly what the monolithic engine produces.
+      for (let i = 0; i < requests.length; i++) {
+        if (last[i].type !== 'final') continue;
+        expect(bytesOf(outputOf(outcomes[i]))).toEqual(bytesOf(outputOf(await run(engine, requests[i]))));
+      }
+      await sp.whenUp();
+      expect(sp.restarts).toBe(1);
+      expect(sp.process('decode').pid).not.toBe(decode.pid);
+      const after = await run(sp.front, reqs[0]);
+      expect(bytesOf(outputOf(after))).toEqual(bytesOf(outputOf(await run(engine, reqs[0]))));
+    } finally {
+      await sp.close();
+    }
+  });
+});
