@@ -8,6 +8,7 @@ import { createInProcessConnector } from './connectors/in-process';
 import { StageFront } from './stage-front';
 import { StageHost, type StageMemory } from './stage-host';
 import type { StageRole } from './stage-payload';
+import type { SessionConfig } from './deploy-config';
 import type { DisaggregatedTopology } from './topology';
 
 export interface StagePipelineOptions {
@@ -18,6 +19,8 @@ export interface StagePipelineOptions {
   limits: RequestLimits;
   tasks: readonly Task[];
   topology: DisaggregatedTopology;
+  /** World-session settings (deploy config `sessions`). */
+  sessions?: SessionConfig;
 }
 
 /** A disaggregated pipeline: `front.generate` runs requests through the stages; `close` stops everything. */
@@ -53,6 +56,7 @@ export function createInProcessStages(o: StagePipelineOptions): StagePipeline {
     limits: o.limits,
     toEncode: toEncode.sender,
     results: results.receiver,
+    sessions: o.sessions,
   });
   return {
     front,

@@ -12,13 +12,17 @@ const StageErrorMetaSchema = z.strictObject({
   node: z.string().max(128).optional(),
 });
 
-/** The failure of request `requestId` in stage `stage` (node `node`) as a payload for the next stage, `target`. */
-export function stageErrorPayload(requestId: string, err: unknown, stage: StageRole, target: StageRole, node?: string): DiffusionStagePayload {
+/**
+ * The failure of the payload `of` (its request, and session when it has one) in stage `stage` (node `node`) as a
+ * payload for the next stage, `target`.
+ */
+export function stageErrorPayload(of: { requestId: string; sessionId?: string }, err: unknown, stage: StageRole, target: StageRole, node?: string): DiffusionStagePayload {
   const e = err instanceof Error ? err : new Error(String(err));
   const code = e instanceof OmniError ? e.code : 'OMNIRX_ERR_INTERNAL';
   return {
     schemaVersion: PAYLOAD_SCHEMA_VERSION,
-    requestId,
+    requestId: of.requestId,
+    ...(of.sessionId === undefined ? {} : { sessionId: of.sessionId }),
     sourceStage: stage,
     targetStage: target,
     payloadType: STAGE_ERROR_PAYLOAD,

@@ -1,4 +1,4 @@
-import { randomUUID } from 'node:crypto';
+import { randomInt, randomUUID } from 'node:crypto';
 import { Observable, type Subscriber } from 'rxjs';
 import { OmniError } from '../errors';
 import { resolveParams } from '../engine/admission';
@@ -12,6 +12,10 @@ import type { WanT2VState } from '../pipeline/wan-t2v/state';
 import type { RequestLimits } from '../request/limits';
 import type { OmniEvent } from '../request/omni-event';
 import { createOmniRequestSchema, type OmniRequestInput } from '../request/omni-request';
+import { createSessionRequestSchema, type SessionRequestInput } from '../request/session-request';
+import { SessionConfigSchema, type SessionConfig } from './deploy-config';
+import { StageSession } from './stage-session';
+import { sessionPayload, WAN_SESSION_PAYLOAD, type WanSessionSpec } from './wan-session-stages';
 import { isConnectorClosed, type StageReceiver, type StageSender } from './connectors/stage-connector';
 import { STAGE_ERROR_PAYLOAD, stageErrorOf } from './stage-error';
 import type { StageRole } from './stage-payload';
@@ -40,6 +44,8 @@ export interface StageFrontOptions {
   results: StageReceiver;
   /** Requests in the pipeline at once before new ones are refused with OMNIRX_ERR_QUEUE_FULL. Default 64. */
   maxPending?: number;
+  /** World-session settings (deploy config `sessions`). */
+  sessions?: SessionConfig;
 }
 
 /**
@@ -51,6 +57,10 @@ export interface StageFrontOptions {
  */
 export class StageFront {
   private readonly schema;
+  private readonly sessionSchema;
+  private readonly sessionConfig: SessionConfig;
+  private readonly sessions = new Map<string, StageSession>();
+  private readonly opening = new Map<string, { resolve: () => void; reject: (e: unknown) => void }>();
   private readonly pending = new Map<string, Pending>();
   private readonly maxPending: number;
   private closed = false;
@@ -58,6 +68,8 @@ export class StageFront {
 
   constructor(private readonly o: StageFrontOptions) {
     this.schema = createOmniRequestSchema(o.limits);
+    this.sessionSchema = createSessionRequestSchema(o.limits);
+    this.sessionConfig = o.sessions ?? SessionConfigSchema.parse({});
     this.maxPending = o.maxPending ?? 64;
     this.loop = this.collect();
   }
@@ -80,6 +92,70 @@ export class StageFront {
     this.pending.delete(requestId);
     p.subscriber.next(failureEvent(requestId, err));
     p.subscriber.complete();
+  }
+
+  /**
+   * Opens a world session across the stages (see `StageSession`): resolves it like `Engine.session`, has Encode
+   * encode the prompt, Denoise build the session's rollout and KV, Decode its decoder state, and resolves once Decode
+   * confirms.
+   * @throws OmniError OMNIRX_ERR_INVALID_REQUEST (invalid input, duplicate id), OMNIRX_ERR_UNSUPPORTED_VALUE (a size
+   *   off the model's stride; image-to-world, which this topology does not run yet), OMNIRX_ERR_QUEUE_FULL at
+   *   `sessions.maxSessions`, the model's load errors, or the error a stage failed the open with.
+   */
+  async session(input: SessionRequestInput): Promise<StageSession> {
+    if (this.closed) throw new OmniError('OMNIRX_ERR_UNAVAILABLE', 'the pipeline is closed');
+    const parsed = this.sessionSchema.safeParse(input);
+    if (!parsed.success) {
+      const issue = parsed.error.issues[0];
+      const field = issue.path.map(String).join('.');
+      throw new OmniError('OMNIRX_ERR_INVALID_REQUEST', `${field || '(root)'}: ${issue.message}`, { param: field || undefined });
+    }
+    const req = parsed.data;
+    if (req.image !== undefined) throw new OmniError('OMNIRX_ERR_UNSUPPORTED_VALUE', 'image-to-world sessions run on the monolithic topology only (for now)', { param: 'image' });
+    const model = await this.o.models.get(req.model);
+    const width = req.width ?? model.spec.defaults.width;
+    const height = req.height ?? model.spec.defaults.height;
+    for (const [field, v] of [['width', width], ['height', height]] as const) {
+      if (v % model.pixelStride !== 0) throw new OmniError('OMNIRX_ERR_UNSUPPORTED_VALUE', `${field} ${v} is not a multiple of ${model.pixelStride} (VAE scale × patch size of '${model.spec.id}')`, { param: field });
+    }
+    const sessionId = req.sessionId ?? randomUUID();
+    if (this.sessions.has(sessionId)) throw new OmniError('OMNIRX_ERR_INVALID_REQUEST', `sessionId '${sessionId}' is already in use`, { param: 'sessionId' });
+    const c = this.sessionConfig;
+    if (this.sessions.size >= c.maxSessions) throw new OmniError('OMNIRX_ERR_QUEUE_FULL', `${this.sessions.size} world sessions are open, the deployment's bound (sessions.maxSessions); retry later`);
+    const spec: WanSessionSpec = {
+      model: model.spec.id,
+      prompt: req.prompt,
+      width,
+      height,
+      fps: req.fps,
+      seed: req.seed ?? randomInt(0, 2 ** 32),
+      flowShift: req.flowShift ?? model.spec.defaults.flowShift,
+      priority: req.priority,
+      chunkFrames: c.chunkFrames,
+      sinkFrames: c.sinkFrames,
+      localWindowFrames: c.localWindowFrames,
+      steps: c.steps,
+    };
+    const session = new StageSession(sessionId, spec, req.initialAction, this.o.toEncode, (id) => this.sessions.delete(id));
+    this.sessions.set(sessionId, session);
+    try {
+      await new Promise<void>((resolve, reject) => {
+        this.opening.set(sessionId, { resolve, reject });
+        this.o.toEncode.put(sessionPayload(sessionId, `${sessionId}:open`, 'encode', 'encode', WAN_SESSION_PAYLOAD.open, { session: spec })).catch(reject);
+      });
+    } catch (e) {
+      this.sessions.delete(sessionId);
+      throw e;
+    } finally {
+      this.opening.delete(sessionId);
+    }
+    return session;
+  }
+
+  /** Ends every open session with `err` (a stage holding session state died). */
+  failSessions(err: OmniError): void {
+    for (const o of this.opening.values()) o.reject(err);
+    for (const s of [...this.sessions.values()]) s.end(failureEvent(s.id, err, { node: 'chunk_rollout' }));
   }
 
   /** Runs one request through the stages as a cold event stream. */
@@ -153,6 +229,10 @@ export class StageFront {
         if (isConnectorClosed(e)) return;
         throw e;
       }
+      if (p.sessionId !== undefined) {
+        this.route(p.sessionId, p);
+        continue;
+      }
       const entry = this.pending.get(p.requestId);
       if (entry === undefined) continue; // cancelled, or already failed with its stage
       this.pending.delete(p.requestId);
@@ -173,10 +253,22 @@ export class StageFront {
     }
   }
 
+  /** Hands a session payload to its opener or its session. */
+  private route(sessionId: string, p: Parameters<StageSession['receive']>[0]): void {
+    const opener = this.opening.get(sessionId);
+    if (opener !== undefined) {
+      if (p.payloadType === WAN_SESSION_PAYLOAD.ready) opener.resolve();
+      else if (p.payloadType === STAGE_ERROR_PAYLOAD) opener.reject(stageErrorOf(p).error);
+      return;
+    }
+    this.sessions.get(sessionId)?.receive(p);
+  }
+
   /** Stops admitting; pending requests fail with OMNIRX_ERR_UNAVAILABLE; closes both links. */
   async close(): Promise<void> {
     this.closed = true;
     for (const id of [...this.pending.keys()]) this.fail(id, new OmniError('OMNIRX_ERR_UNAVAILABLE', 'the pipeline is closed'));
+    this.failSessions(new OmniError('OMNIRX_ERR_UNAVAILABLE', 'the pipeline is closed'));
     await this.o.toEncode.close();
     await this.o.results.close();
     await this.loop;

@@ -12,6 +12,7 @@ import type { StageReceiver, StageSender } from './connectors/stage-connector';
 import type { StageRole } from './stage-payload';
 import { StageWorker, type PhaseRun } from './stage-worker';
 import { DEFAULT_MAX_IN_FLIGHT } from './topology';
+import { WanSessionStage } from './wan-session-stages';
 
 export interface StageHostOptions {
   role: StageRole;
@@ -45,6 +46,7 @@ export class StageHost {
   readonly worker: StageWorker<WanT2VContext, WanT2VState>;
   readonly models: ModelRegistry;
   private readonly loaded = new Set<Promise<WanT2VModel>>();
+  private readonly sessions: WanSessionStage;
 
   constructor(private readonly o: StageHostOptions) {
     const components = wanStageComponents(o.role, o.policies.expert);
@@ -59,15 +61,19 @@ export class StageHost {
         return p;
       },
     };
+    const steps = new StepScheduler();
+    const sessions = new WanSessionStage({ role: o.role, native: o.native, model: env.model, steps });
+    this.sessions = sessions;
     this.worker = new StageWorker<WanT2VContext, WanT2VState>({
       role: o.role,
       phases: {
         open: (role, p) => openWanPhase(env, role, p),
         pack: (role, run: PhaseRun<WanT2VContext, WanT2VState>) => packWanPhase(role, run as WanPhaseRun),
+        session: { claims: (p) => sessions.claims(p), handle: (p, emit) => sessions.handle(p, emit) },
       },
       input: o.input,
       output: o.output,
-      steps: new StepScheduler(),
+      steps,
       maxInFlight: o.maxInFlight ?? DEFAULT_MAX_IN_FLIGHT[o.role],
       onHeld: o.onHeld,
       onPassed: o.onPassed,
@@ -95,6 +101,7 @@ export class StageHost {
 
   async close(): Promise<void> {
     await this.worker.close();
+    await this.sessions.close();
     await this.models.dispose();
   }
 }

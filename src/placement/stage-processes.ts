@@ -79,6 +79,7 @@ export class StageProcesses {
       limits: o.limits,
       toEncode,
       results,
+      sessions: o.sessions,
     });
   }
 
@@ -203,6 +204,8 @@ export class StageProcesses {
     if (upstream !== undefined) await this.ask(upstream, { type: 'holding?', seq: ++this.seq });
     const why = `the ${role} stage process exited (${signal ?? `code ${code}`}) while it held the request`;
     for (const [id, loc] of this.front.locations()) if (loc === role) this.front.fail(id, new OmniError('OMNIRX_ERR_STAGE_FAILED', `${why}; it is being restarted`));
+    // Session state (KV on Denoise, decoder state on Decode) died with the process: those sessions end.
+    if (role !== 'encode') this.front.failSessions(new OmniError('OMNIRX_ERR_STAGE_FAILED', `the ${role} stage process exited (${signal ?? `code ${code}`}); the session's state on it is lost`));
     if (this.closing) return;
     if (++this.restartCount > (this.o.maxRestarts ?? 5)) {
       for (const id of this.front.locations().keys()) this.front.fail(id, new OmniError('OMNIRX_ERR_STAGE_FAILED', `${why}, and the restart budget is spent`));

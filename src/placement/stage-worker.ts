@@ -24,6 +24,11 @@ export interface StagePhases<C extends { requestId: string }, S extends RequestS
   open(role: StageRole, p: DiffusionStagePayload): Promise<PhaseRun<C, S>>;
   /** The payload of what the phase produced, for the next stage (after decode: for the front). */
   pack(role: StageRole, run: PhaseRun<C, S>): DiffusionStagePayload;
+  /** Session payloads (world sessions): handled by the family, which puts what they produce through `emit`. */
+  session?: {
+    claims(p: DiffusionStagePayload): boolean;
+    handle(p: DiffusionStagePayload, emit: (out: DiffusionStagePayload) => Promise<void>): Promise<void>;
+  };
 }
 
 export interface StageWorkerOptions<C extends { requestId: string }, S extends RequestState> {
@@ -109,7 +114,16 @@ export class StageWorker<C extends { requestId: string }, S extends RequestState
   private async handle(p: DiffusionStagePayload): Promise<void> {
     const { role } = this.o;
     if (p.payloadType === STAGE_ERROR_PAYLOAD) {
-      await this.deliver(p.requestId, forwardStageError(p, role, NEXT[role]));
+      await this.deliver(p, forwardStageError(p, role, NEXT[role]));
+      return;
+    }
+    const session = this.o.phases.session;
+    if (session?.claims(p)) {
+      try {
+        await session.handle(p, (out) => this.deliver(p, out));
+      } catch (e) {
+        await this.deliver(p, stageErrorPayload(p, e, role, NEXT[role]));
+      }
       return;
     }
     let run: PhaseRun<C, S> | undefined;
@@ -125,10 +139,10 @@ export class StageWorker<C extends { requestId: string }, S extends RequestState
       );
       out = this.o.phases.pack(role, r);
     } catch (e) {
-      out = stageErrorPayload(p.requestId, e, role, NEXT[role], node);
+      out = stageErrorPayload(p, e, role, NEXT[role], node);
     }
     try {
-      await this.deliver(p.requestId, out);
+      await this.deliver(p, out);
     } finally {
       if (run !== undefined) {
         this.runs.delete(run);
@@ -137,12 +151,12 @@ export class StageWorker<C extends { requestId: string }, S extends RequestState
     }
   }
 
-  /** Puts `out`, retrying while the link is down but not closed; reports the hand-over. */
-  private async deliver(requestId: string, out: DiffusionStagePayload): Promise<void> {
+  /** Puts `out` (made from `from`), retrying while the link is down but not closed; reports the hand-over. */
+  private async deliver(from: DiffusionStagePayload, out: DiffusionStagePayload): Promise<void> {
     for (;;) {
       try {
         await this.o.output.put(out);
-        this.o.onPassed?.(requestId);
+        this.o.onPassed?.(from.requestId);
         return;
       } catch (e) {
         if (this.closed || this.o.output.state === 'closed') return;
@@ -151,7 +165,7 @@ export class StageWorker<C extends { requestId: string }, S extends RequestState
           continue;
         }
         // The payload itself was refused (a family bug): the request fails, the stage goes on.
-        out = stageErrorPayload(requestId, e, this.o.role, NEXT[this.o.role]);
+        out = stageErrorPayload(from, e, this.o.role, NEXT[this.o.role]);
       }
     }
   }

@@ -1,0 +1,285 @@
+import { lastValueFrom } from 'rxjs';
+import { z } from 'zod';
+import { CacheManager } from '../cache/cache-manager';
+import type { SlabSession } from '../cache/slab-pool';
+import type { StepScheduler } from '../engine/scheduler';
+import { toRgb24 } from '../models/vae/decoder';
+import type { VaeDecodeStream } from '../models/vae/decode-stream';
+import type { WanT2VModel } from '../models/wan/wan-t2v';
+import { createTensor, type NativeBinding, type NativeTensor } from '../native/binding';
+import { actionAdaLNInjector } from '../pipeline/policies/conditioning-injector';
+import { RequestState } from '../pipeline/request-state';
+import { encodePrompt } from '../pipeline/wan-t2v/text-encode';
+import { ChunkRollout } from '../pipeline/world/chunk-rollout';
+import { SessionActionSchema, type SessionAction } from '../request/session-request';
+import { CacheBudgetsSchema } from './deploy-config';
+import { float32Elements, float32Tensor, PAYLOAD_SCHEMA_VERSION, PayloadError, type DiffusionStagePayload, type PayloadTensor, type StageRole } from './stage-payload';
+
+/**
+ * World sessions across stages (issue 7 item 5): Encode encodes the prompt once; Denoise alone owns the session's
+ * rollout — block-causal DiT, chunk KV, slab claim and the chunk counter (multi-chunk progress is authoritative
+ * there); Decode owns the session's streaming VAE decoder state. Payloads carry `sessionId`; every stage
+ * reacquires its local state by it. Per chunk:
+ *
+ *   front ─wan.session_chunk(action)→ Encode (passes on) → Denoise: steps → wan.latents_chunk → Decode → wan.frames_chunk → front
+ *                                                            └─ commit of the chunk's K/V, overlapping its decode
+ *
+ * The math is `ChunkRollout`'s own (`startChunk`, `denoiseStep`, `commitPending`) and the decode is the same
+ * streaming decoder call as `ChunkRollout.decode`, so frames are bit-identical to a monolithic session.
+ */
+export const WAN_SESSION_PAYLOAD = {
+  open: 'wan.session_open',
+  context: 'wan.session_context',
+  opened: 'wan.session_opened',
+  ready: 'wan.session_ready',
+  chunk: 'wan.session_chunk',
+  latents: 'wan.latents_chunk',
+  frames: 'wan.frames_chunk',
+  close: 'wan.session_close',
+  closed: 'wan.session_closed',
+} as const;
+
+const SESSION_TYPES = new Set<string>(Object.values(WAN_SESSION_PAYLOAD));
+
+/** A session as every stage needs it (resolved by the front; travels in `metadata.session`). */
+export const WanSessionSpecSchema = z.strictObject({
+  model: z.string().min(1).max(128),
+  prompt: z.string().max(100_000),
+  width: z.number().int().positive(),
+  height: z.number().int().positive(),
+  fps: z.number().positive(),
+  seed: z.number().int().nonnegative(),
+  flowShift: z.number().positive(),
+  priority: z.number().int(),
+  chunkFrames: z.number().int().min(1),
+  sinkFrames: z.number().int().min(0),
+  localWindowFrames: z.number().int().min(0),
+  steps: z.number().int().min(1),
+});
+export type WanSessionSpec = z.infer<typeof WanSessionSpecSchema>;
+
+/** A session payload: `requestId` names the message (`<sessionId>:<what>`), `sessionId` the session. */
+export function sessionPayload(
+  sessionId: string,
+  requestId: string,
+  source: StageRole,
+  target: StageRole,
+  payloadType: string,
+  metadata: Record<string, unknown>,
+  tensors: Record<string, PayloadTensor> = {},
+): DiffusionStagePayload {
+  return { schemaVersion: PAYLOAD_SCHEMA_VERSION, requestId, sessionId, sourceStage: source, targetStage: target, payloadType, tensors, metadata };
+}
+
+function specOf(p: DiffusionStagePayload): WanSessionSpec {
+  const r = WanSessionSpecSchema.safeParse(p.metadata.session);
+  if (!r.success) throw new PayloadError(`${p.payloadType}: metadata.session.${r.error.issues[0].path.join('.')}: ${r.error.issues[0].message}`, { param: 'metadata.session' });
+  return r.data;
+}
+
+function actionOf(p: DiffusionStagePayload): SessionAction {
+  const r = SessionActionSchema.safeParse(p.metadata.action);
+  if (!r.success) throw new PayloadError(`${p.payloadType}: metadata.action: ${r.error.issues[0].message}`, { param: 'metadata.action' });
+  return r.data;
+}
+
+/** Latent grid `[zDim, C, h, w]` of a session on `model`. */
+function latentGrid(model: WanT2VModel, s: WanSessionSpec): [number, number, number, number] {
+  const f = 2 ** (model.spec.vae.channels.length - 1);
+  return [model.spec.vae.zDim, s.chunkFrames, s.height / f, s.width / f];
+}
+
+/**
+ * Stands in for the VAE stream of a `ChunkRollout` on the Denoise stage, where no VAE is loaded: `decode` only marks
+ * the chunk as the one to commit (the rollout's own bookkeeping); the frames are decoded by the Decode stage.
+ */
+function latentsOnlyStream(grid: readonly number[]): VaeDecodeStream {
+  const stream = { latentShape: [1, ...grid], outputShape: [1, 1, 1, 3], bytes: 0, decode: async () => undefined, reset: () => undefined, dispose: () => undefined };
+  return stream as unknown as VaeDecodeStream;
+}
+
+interface DenoiseSession {
+  spec: WanSessionSpec;
+  model: WanT2VModel;
+  rollout: ChunkRollout;
+  context: NativeTensor;
+  slabs: SlabSession;
+  /** Chunks produced: the authoritative progress of the session. */
+  next: number;
+  chain: Promise<unknown>;
+}
+
+interface DecodeSession {
+  spec: WanSessionSpec;
+  stream: VaeDecodeStream;
+  latents: NativeTensor;
+  rgb: NativeTensor;
+  chain: Promise<unknown>;
+}
+
+export interface SessionStageEnv {
+  role: StageRole;
+  native: NativeBinding;
+  model(id: string): Promise<WanT2VModel>;
+  steps: StepScheduler;
+}
+
+/**
+ * The session side of one stage. `claims(p)` says whether a payload is a session payload; `handle` runs it and
+ * puts what it produces through `emit` (awaited: credit flow control applies). Messages of one session run in
+ * arrival order; sessions run concurrently.
+ */
+export class WanSessionStage {
+  private readonly denoising = new Map<string, DenoiseSession>();
+  private readonly decoding = new Map<string, DecodeSession>();
+  private readonly caches: CacheManager | undefined;
+
+  constructor(private readonly env: SessionStageEnv) {
+    if (env.role === 'denoise') this.caches = new CacheManager(CacheBudgetsSchema.parse({}), { features: false, chunkKv: true, tokenKv: false });
+  }
+
+  claims(p: DiffusionStagePayload): boolean {
+    return SESSION_TYPES.has(p.payloadType);
+  }
+
+  /** Sessions this stage holds state for. */
+  get sessions(): number {
+    return this.denoising.size + this.decoding.size;
+  }
+
+  /**
+   * Runs one session payload.
+   * @throws PayloadError for a malformed payload or an unknown session; model and native errors of the session.
+   */
+  async handle(p: DiffusionStagePayload, emit: (out: DiffusionStagePayload) => Promise<void>): Promise<void> {
+    const sid = p.sessionId;
+    if (sid === undefined) throw new PayloadError(`${p.payloadType}: sessionId is missing`, { param: 'sessionId' });
+    const { role } = this.env;
+    const pass = (source: StageRole, target: StageRole) => emit({ ...p, sourceStage: source, targetStage: target });
+    if (role === 'encode') {
+      if (p.payloadType !== WAN_SESSION_PAYLOAD.open) return pass('encode', 'denoise');
+      const spec = specOf(p);
+      const model = await this.env.model(spec.model);
+      const state = new RequestState();
+      try {
+        const embeds = await encodePrompt({ model, native: this.env.native }, state, spec.prompt);
+        const ctx = { prompt_embeds: float32Tensor(embeds.data.slice(), embeds.shape) };
+        return await emit(sessionPayload(sid, p.requestId, 'encode', 'denoise', WAN_SESSION_PAYLOAD.context, { session: spec }, ctx));
+      } finally {
+        state.release();
+      }
+    }
+    if (role === 'denoise') return this.denoise(sid, p, emit, pass);
+    return this.decode(sid, p, emit);
+  }
+
+  private async denoise(sid: string, p: DiffusionStagePayload, emit: (out: DiffusionStagePayload) => Promise<void>, pass: (s: StageRole, t: StageRole) => Promise<void>): Promise<void> {
+    if (p.payloadType === WAN_SESSION_PAYLOAD.context) {
+      if (this.denoising.has(sid)) throw new PayloadError(`session '${sid}' is already open on the denoise stage`, { param: 'sessionId' });
+      const spec = specOf(p);
+      const model = await this.env.model(spec.model);
+      const te = model.spec.textEncoder;
+      const t = p.tensors.prompt_embeds;
+      const shape = [1, te.maxLength, te.dModel];
+      if (t === undefined || t.dtype !== 'float32' || t.shape.join() !== shape.join()) throw new PayloadError(`${p.payloadType}: prompt_embeds must be float32 [${shape.join(', ')}]`, { param: 'tensors.prompt_embeds' });
+      const context = createTensor(this.env.native, shape, float32Elements(t));
+      const pool = this.caches!.chunkKv(ChunkRollout.slabBytes(model, spec.chunkFrames, spec.width, spec.height));
+      const slabs = pool.openSession(sid, { sinkChunks: spec.sinkFrames / spec.chunkFrames, windowChunks: spec.localWindowFrames / spec.chunkFrames + 1, layers: model.spec.transformer.numLayers });
+      const grid = latentGrid(model, spec);
+      let rollout: ChunkRollout;
+      try {
+        const dit = model.causalTransformer({ chunkFrames: spec.chunkFrames, sinkFrames: spec.sinkFrames, localWindowFrames: spec.localWindowFrames, height: grid[2], width: grid[3], textLen: te.maxLength });
+        rollout = new ChunkRollout(this.env.native, { ...spec }, dit, latentsOnlyStream(grid), context, slabs);
+      } catch (e) {
+        slabs.release();
+        context.dispose();
+        throw e;
+      }
+      this.denoising.set(sid, { spec, model, rollout, context, slabs, next: 0, chain: Promise.resolve() });
+      return emit(sessionPayload(sid, p.requestId, 'denoise', 'decode', WAN_SESSION_PAYLOAD.opened, { session: spec }));
+    }
+    const s = this.denoising.get(sid);
+    if (s === undefined) throw new PayloadError(`session '${sid}' is not open on the denoise stage`, { param: 'sessionId' });
+    const run = s.chain.then(async () => {
+      if (p.payloadType === WAN_SESSION_PAYLOAD.close) {
+        this.denoising.delete(sid);
+        await s.rollout.settled();
+        s.rollout.dispose();
+        s.context.dispose();
+        this.env.steps.forget(sid);
+        return pass('denoise', 'decode');
+      }
+      if (p.payloadType !== WAN_SESSION_PAYLOAD.chunk) throw new PayloadError(`the denoise stage takes no ${p.payloadType} payload`, { param: 'payloadType' });
+      const action = actionOf(p);
+      const cfg = s.model.spec.transformer.action;
+      const acts = cfg === undefined && action.key === 'none' && action.vector === undefined ? undefined : actionAdaLNInjector.chunkActions(action.vector === undefined ? { key: action.key } : { key: action.key, vector: action.vector }, s.spec.chunkFrames, cfg);
+      const chunk = s.next++;
+      const attempt = s.rollout.startChunk(acts, chunk);
+      const shape = s.rollout.latentShape.join('x');
+      const grant = <T>(phase: string, fn: () => Promise<T>) =>
+        lastValueFrom(this.env.steps.step<T>({ requestId: sid, priority: s.spec.priority, cost: { model: `${s.model.spec.id}/transformer`, phase, shape, guidance: 'single' }, run: fn }));
+      for (let i = 0; i < s.spec.steps; i++) await grant('world-denoise', () => s.rollout.denoiseStep(attempt));
+      await s.rollout.decode(attempt); // marks the chunk to commit; the frames are the Decode stage's
+      const meta = { chunk, firstFrame: chunk * s.spec.chunkFrames, action: p.metadata.action ?? null };
+      await emit(sessionPayload(sid, p.requestId, 'denoise', 'decode', WAN_SESSION_PAYLOAD.latents, meta, { latents: float32Tensor(attempt.latents, s.rollout.latentShape) }));
+      // The chunk's K/V commit overlaps its decode on the Decode stage.
+      await grant('world-commit', () => s.rollout.commitPending());
+    });
+    s.chain = run.catch(() => undefined);
+    return run;
+  }
+
+  private async decode(sid: string, p: DiffusionStagePayload, emit: (out: DiffusionStagePayload) => Promise<void>): Promise<void> {
+    if (p.payloadType === WAN_SESSION_PAYLOAD.opened) {
+      if (this.decoding.has(sid)) throw new PayloadError(`session '${sid}' is already open on the decode stage`, { param: 'sessionId' });
+      const spec = specOf(p);
+      const model = await this.env.model(spec.model);
+      const grid = latentGrid(model, spec);
+      const stream = model.vae.createStream({ frames: grid[1], height: grid[2], width: grid[3] });
+      const latents = createTensor(this.env.native, [...stream.latentShape]);
+      const rgb = createTensor(this.env.native, [...stream.outputShape]);
+      this.decoding.set(sid, { spec, stream, latents, rgb, chain: Promise.resolve() });
+      return emit(sessionPayload(sid, p.requestId, 'decode', 'decode', WAN_SESSION_PAYLOAD.ready, { session: spec }));
+    }
+    const s = this.decoding.get(sid);
+    if (s === undefined) throw new PayloadError(`session '${sid}' is not open on the decode stage`, { param: 'sessionId' });
+    const run = s.chain.then(async () => {
+      if (p.payloadType === WAN_SESSION_PAYLOAD.close) {
+        this.decoding.delete(sid);
+        s.stream.dispose();
+        s.latents.dispose();
+        s.rgb.dispose();
+        return emit(sessionPayload(sid, p.requestId, 'decode', 'decode', WAN_SESSION_PAYLOAD.closed, {}));
+      }
+      if (p.payloadType !== WAN_SESSION_PAYLOAD.latents) throw new PayloadError(`the decode stage takes no ${p.payloadType} payload`, { param: 'payloadType' });
+      const t = p.tensors.latents;
+      if (t === undefined || t.dtype !== 'float32' || t.shape.length !== 4 || t.bytes.length !== s.latents.numel * 4) {
+        throw new PayloadError(`${p.payloadType}: latents must be float32 [${s.stream.latentShape.slice(1).join(', ')}]`, { param: 'tensors.latents' });
+      }
+      s.latents.data.set(float32Elements(t));
+      await s.stream.decode(s.latents, s.rgb);
+      const frames = toRgb24(s.rgb.data);
+      const { chunkFrames: C, height: H, width: W } = s.spec;
+      await emit(sessionPayload(sid, p.requestId, 'decode', 'decode', WAN_SESSION_PAYLOAD.frames, { chunk: p.metadata.chunk ?? null, firstFrame: p.metadata.firstFrame ?? null, action: p.metadata.action ?? null }, { frames: { dtype: 'uint8', shape: [C, H, W, 3], bytes: frames } }));
+    });
+    s.chain = run.catch(() => undefined);
+    return run;
+  }
+
+  /** Frees every session's state (stage shutdown). */
+  async close(): Promise<void> {
+    for (const s of this.denoising.values()) {
+      await s.rollout.settled();
+      s.rollout.dispose();
+      s.context.dispose();
+    }
+    this.denoising.clear();
+    for (const s of this.decoding.values()) {
+      s.stream.dispose();
+      s.latents.dispose();
+      s.rgb.dispose();
+    }
+    this.decoding.clear();
+    this.caches?.dispose();
+  }
+}

@@ -1,0 +1,114 @@
+import * as path from 'node:path';
+import { Engine } from '../../src/engine/engine';
+import type { ModelSpec } from '../../src/models/model-spec';
+import { loadNative } from '../../src/native/binding';
+import { defaultWanT2VPolicies } from '../../src/pipeline/wan-t2v/pipeline';
+import { SessionConfigSchema } from '../../src/placement/deploy-config';
+import { createInProcessStages, type StagePipeline } from '../../src/placement/in-process-stages';
+import { StageProcesses } from '../../src/placement/stage-processes';
+import { TopologySchema, type DisaggregatedTopology } from '../../src/placement/topology';
+import { DEFAULT_LIMITS } from '../../src/request/limits';
+import type { ChunkEvent, OmniEvent } from '../../src/request/omni-event';
+import { makeModelsDir, tinySpec } from '../helpers/tiny-model';
+
+// Stage processes run compiled JS (see stage-processes.test.ts): dist/ from `npm test`'s pretest, or OMNIRX_STAGE_ENTRY.
+const entry = process.env.OMNIRX_STAGE_ENTRY ?? path.resolve(__dirname, '../../dist/src/placement/stage-main.js');
+
+/** The tiny model with an action module (as in test/engine/session.test.ts). */
+function actionSpec(): ModelSpec {
+  const s = tinySpec('tiny-world');
+  return { ...s, transformer: { ...s.transformer, action: { numKeys: 5, vectorDim: 2 } } };
+}
+
+type Key = 'none' | 'up' | 'down' | 'left' | 'right';
+const PLAN: Array<{ key: Key; id: string; vector?: [number, number] }> = (['none', 'up', 'up', 'left', 'down', 'right', 'none', 'left', 'right', 'up'] as Key[]).map((key, i) => ({ key, id: `a${i}`, ...(i === 4 ? { vector: [0.5, -0.25] as [number, number] } : {}) }));
+const sessions = SessionConfigSchema.parse({ chunkFrames: 1, sinkFrames: 1, localWindowFrames: 2, steps: 2 });
+
+interface Handle {
+  events$: { subscribe(o: { next: (e: OmniEvent) => void; complete: () => void }): unknown };
+  actions: { next(a: unknown): void };
+  credits: { next(n: number): void };
+  close(): void;
+}
+
+/** Runs the plan: action k is set before the credit of chunk k, and chunk k is awaited before k+1. */
+async function scripted(s: Handle): Promise<{ chunks: ChunkEvent[]; last: OmniEvent }> {
+  const events: OmniEvent[] = [];
+  let notify: () => void = () => undefined;
+  const done = new Promise<void>((resolve) => s.events$.subscribe({ next: (e) => (events.push(e), notify()), complete: resolve }));
+  const chunks = () => events.filter((e): e is ChunkEvent => e.type === 'chunk');
+  for (let k = 0; k < PLAN.length; k++) {
+    s.actions.next(PLAN[k]);
+    s.credits.next(1);
+    while (chunks().length <= k && events[events.length - 1]?.type !== 'error') await new Promise<void>((r) => (notify = r));
+  }
+  s.close();
+  await done;
+  return { chunks: chunks(), last: events[events.length - 1] };
+}
+
+const view = (c: ChunkEvent) => ({ rollout: c.rollout, frames: Buffer.from(c.artifact.kind === 'video' ? c.artifact.frames : new Uint8Array()).toString('base64') });
+
+let modelsDir: string;
+let engine: Engine;
+let reference: ChunkEvent[];
+const native = loadNative();
+const options = () => ({
+  native,
+  modelsDir,
+  defaultModel: 'tiny-world',
+  policies: defaultWanT2VPolicies(),
+  limits: DEFAULT_LIMITS,
+  tasks: ['T2V' as const],
+  sessions,
+});
+
+beforeAll(async () => {
+  modelsDir = await makeModelsDir([{ spec: actionSpec(), seed: 3 }]);
+  engine = await Engine.create({ modelsDir, defaultModel: 'tiny-world', native, sessions });
+  const r = await scripted(await engine.session({ prompt: 'a red ball in a blue room', seed: 21, fps: 10 }));
+  expect(r.last.type).toBe('final');
+  reference = r.chunks;
+});
+
+afterAll(async () => {
+  await engine.close();
+});
+
+describe('world sessions across stages', () => {
+  it('in-process: 10 chunks bit-identical to the monolithic session (frames and actions)', async () => {
+    const stages: StagePipeline = createInProcessStages({ ...options(), topology: TopologySchema.parse({ kind: 'disaggregated', connector: 'in-process' }) as DisaggregatedTopology });
+    try {
+      const r = await scripted(await stages.front.session({ prompt: 'a red ball in a blue room', seed: 21, fps: 10 }));
+      expect(r.last.type).toBe('final');
+      expect(r.chunks.length).toBe(PLAN.length);
+      expect(r.chunks.map(view)).toEqual(reference.map(view));
+    } finally {
+      await stages.close();
+    }
+  });
+
+  it('separate processes over shm: 10 chunks bit-identical; Denoise alone holds the KV', async () => {
+    const sp = await StageProcesses.start({ ...options(), topology: TopologySchema.parse({ kind: 'disaggregated', connector: 'shm' }) as DisaggregatedTopology, entry });
+    try {
+      const r = await scripted(await sp.front.session({ prompt: 'a red ball in a blue room', seed: 21, fps: 10 }));
+      expect(r.last.type).toBe('final');
+      expect(r.chunks.map(view)).toEqual(reference.map(view));
+      expect((await sp.memory()).denoise.encoderBytes).toBe(0);
+    } finally {
+      await sp.close();
+    }
+  });
+
+  it('refuses image-to-world and off-stride sizes at open, and keeps serving', async () => {
+    const stages = createInProcessStages({ ...options(), topology: TopologySchema.parse({ kind: 'disaggregated', connector: 'in-process' }) as DisaggregatedTopology });
+    try {
+      await expect(stages.front.session({ prompt: 'a', image: { width: 16, height: 16, data: new Uint8Array(16 * 16 * 3) } })).rejects.toMatchObject({ code: 'OMNIRX_ERR_UNSUPPORTED_VALUE', param: 'image' });
+      await expect(stages.front.session({ prompt: 'a', width: 18 })).rejects.toMatchObject({ code: 'OMNIRX_ERR_UNSUPPORTED_VALUE', param: 'width' });
+      const r = await scripted(await stages.front.session({ prompt: 'a red ball in a blue room', seed: 21, fps: 10 }));
+      expect(r.chunks.map(view)).toEqual(reference.map(view));
+    } finally {
+      await stages.close();
+    }
+  });
+});
