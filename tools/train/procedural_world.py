@@ -127,13 +127,18 @@ def sample_scene(rng: np.random.Generator) -> Scene:
     noun = str(rng.choice(list(AGENT_SHAPES)))
     n = int(rng.integers(0, 4))
     scene = Scene(room, agent_color, noun, str(rng.choice(colors)) if n else None)
-    # obstacles on a 4-pixel grid inside the floor, separated by at least one agent width so no region is sealed off
-    while len(scene.obstacles) < n:
+    # obstacles on a 4-pixel grid inside the floor, separated by at least one agent width so no region is sealed off;
+    # a draw that does not fit is skipped (at most 50 draws), so a scene may get fewer obstacles than n
+    for _ in range(50):
+        if len(scene.obstacles) == n:
+            break
         x0, y0 = (int(v) * 4 for v in rng.integers(WALL // 4 + 3, (SIZE - WALL - BLOCK) // 4 - 2, size=2))
         rect = (x0, y0, x0 + BLOCK, y0 + BLOCK)
         grown = (x0 - AGENT - 1, y0 - AGENT - 1, x0 + BLOCK + AGENT + 1, y0 + BLOCK + AGENT + 1)
         if not any(_overlaps(grown, r) for r in scene.obstacles):
             scene.obstacles.append(rect)
+    if not scene.obstacles:
+        scene.obstacle_color = None
     while True:
         x, y = (int(v) for v in rng.integers(WALL + AGENT // 2, SIZE - WALL - AGENT // 2 + 1, size=2))
         if free(scene, x, y):

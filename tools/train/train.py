@@ -1,0 +1,317 @@
+"""
+Trains the embedded default model (issue 8) on the procedural world, in two stages, with the reference modules of
+tools/reference (no second model definition; see training_forward.py), and writes a complete model directory.
+
+Stage ``vae`` — the conv VAE (``WanVaeEncoder`` + ``WanVaeDecoder``, 4× spatial, 16 latent channels) on single
+frames: loss = MSE(decode(μ + σ·ε), x) + β·KL(N(μ, σ²) ‖ N(0, 1)) (Kingma & Welling 2014), x in [−1, 1]. The causal
+convolutions' temporal taps other than the current frame are held at zero (zero init, gradients masked, no weight
+decay): every frame of the world is determined by itself, so a per-frame VAE loses nothing, its latents of a frame do
+not depend on the frames before (clips can be cut and re-joined freely for the DiT), and the runtime's streaming
+decode is seamless by construction. Afterwards the per-channel mean/std of μ over held-out clips become ``latentsMean``/``latentsStd``
+(the DiT sees (μ − mean)/std, as WanPipeline).
+
+Stage ``dit`` — the block-causal Wan DiT with per-frame action conditioning (``ActionCausalWanModel``) and the
+T5-style text encoder, trained jointly through the DiT's loss (the text encoder has no objective of its own), with
+flow matching (rectified flow, Lipman et al. 2023 / Liu et al. 2023): x_σ = (1 − σ)·x₀ + σ·ε, target v = ε − x₀,
+loss = mean over frames with σ > 0 of ‖v̂ − v‖². σ = shift·u / (1 + (shift − 1)·u), u ~ U(0, 1), shift 3 (the
+sampler's flowShift). Per-frame independent noise levels (diffusion forcing, Chen et al. 2024), so one checkpoint
+serves both samplers:
+
+* causal batches (p = ``P_CAUSAL``): the block-causal mask of world sessions (chunk 1, sink 1, window 6 latent
+  frames); σ independent per frame, and with p = 0.5 a clean prefix (σ = 0, as committed frames); with p = 0.5 the
+  clip is [frame 0 (the sink), frames g+1 … g+F−1] of a long rollout at their absolute RoPE positions (g ≤ ``MAX_GAP``),
+  as a session sees its sink from far behind;
+* bidirectional batches: full attention as T2V sampling; one σ per clip (p = 0.5) or per frame.
+
+Conditioning dropout: the prompt becomes "" (the runtime's default negative prompt) with p = ``P_DROP_TEXT``, for
+classifier-free guidance; all action keys become 0 ("none") with p = ``P_DROP_ACTION`` so a sampler without actions
+(T2V) still moves the agent. The action vectors stay 0 (the world has no continuous action; the projection's bias is
+trained).
+
+Reproducible: torch and numpy are seeded, the data is a function of (seed, step, sample), and the step counts are
+fixed before the learning-rate schedule leaves its warm-up: either given (``--vae-steps``/``--dit-steps``) or derived
+from ``--budget-minutes`` by timing the first steps (logged; pass them back to repeat a run exactly).
+
+Usage (repository root, Debian's PyTorch):
+
+    nice -n 10 /usr/bin/python3 tools/train/train.py --out models/omnirx-default-trained       # full (110 min)
+    nice -n 10 /usr/bin/python3 tools/train/train.py --out /tmp/omnirx-smoke --smoke          # ~2 min
+
+Writes into --out: model.json ("weights": "trained"), tokenizer.json, text_encoder/transformer/vae.safetensors,
+train_log.jsonl (one JSON object per step), loss_curve.png and train_summary.json.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import math
+import os
+import sys
+import time
+from typing import Dict, List, Optional, Tuple
+
+import numpy as np
+import torch
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+sys.path.insert(0, HERE)
+import default_model  # noqa: E402
+import procedural_world as world  # noqa: E402
+import training_forward as tf  # noqa: E402
+from loss_plot import plot_losses  # noqa: E402
+from training_forward import aref, cref, ref  # noqa: E402
+
+VAE_BATCH, VAE_LR, VAE_BETA = 8, 1e-3, 1e-4
+DIT_FRAMES, DIT_BATCH, DIT_LR = 8, 4, 3e-4
+CHUNK, SINK, WINDOW = 1, 1, 6
+"""World-session defaults of the runtime (docs/sessions.md): 1-frame chunks, 1 sink frame, 6-frame window."""
+SHIFT = 3.0
+P_CAUSAL, P_DROP_TEXT, P_DROP_ACTION, MAX_GAP = 0.6, 0.1, 0.2, 100
+WARMUP = 50
+VAE_SHARE = 0.2
+"""Fraction of the training budget given to the VAE stage; the rest goes to the DiT + text encoder."""
+SEED_VAE, SEED_DIT, SEED_STATS = 10_000_000, 20_000_000, 30_000_000
+"""Clip-seed ranges of the stages (disjoint, so the VAE statistics are measured on clips it was not trained on)."""
+
+
+def lr_at(step: int, total: int, base: float) -> float:
+    """Linear warm-up over WARMUP steps, then cosine decay to 0.1·base at `total` (before WARMUP it ignores `total`)."""
+    if step < WARMUP:
+        return base * (step + 1) / WARMUP
+    p = min(1.0, (step - WARMUP) / max(1, total - WARMUP))
+    return base * (0.1 + 0.9 * 0.5 * (1 + math.cos(math.pi * p)))
+
+
+def to_video(frames: np.ndarray) -> torch.Tensor:
+    """uint8 [B, F, H, W, 3] → float32 [B, 3, F, H, W] in [−1, 1]."""
+    return torch.from_numpy(frames).permute(0, 4, 1, 2, 3).float() / 127.5 - 1.0
+
+
+def sample_sigma(rng: np.random.Generator, n: int) -> np.ndarray:
+    """n shifted-uniform noise levels σ = s·u / (1 + (s − 1)·u), u ~ U(0, 1), s = SHIFT (float32)."""
+    u = rng.random(n)
+    return (SHIFT * u / (1 + (SHIFT - 1) * u)).astype(np.float32)
+
+
+class Budget:
+    """Step counts: fixed, or derived after `probe` timed steps from the seconds left for the stage."""
+
+    def __init__(self, fixed: Optional[int], seconds: float, minimum: int, probe: int = 3):
+        self.total, self.seconds, self.minimum, self.probe = fixed, seconds, minimum, probe
+        self.t0: Optional[float] = None
+        self.step_s: Optional[float] = None
+
+    def tick(self, step: int, start: float) -> None:
+        """Call after step `step` (0-based) finished; fixes the total after the probe (step 0 is warm-up, not timed)."""
+        if step == 0:
+            self.t0 = time.time()
+        elif step == self.probe:
+            self.step_s = (time.time() - self.t0) / self.probe
+            if self.total is None:
+                left = self.seconds - (time.time() - start)
+                self.total = max(self.minimum, step + 1 + int(left / self.step_s))
+            assert self.total > step and step < WARMUP
+
+    def done(self, step: int) -> bool:
+        return self.total is not None and step >= self.total
+
+
+def train_vae(cfg: dict, seed: int, budget: Budget, log) -> Tuple[cref.WanVaeEncoder, ref.WanVaeDecoder]:
+    """Stage vae: encoder + decoder on VAE_BATCH single frames per step (see module docstring)."""
+    torch.manual_seed(seed)
+    enc, dec = cref.WanVaeEncoder(cfg), ref.WanVaeDecoder(cfg)
+    for mod in (enc, dec):
+        for m in mod.modules():
+            if isinstance(m, ref.WanCausalConv3d) and m.weight.shape[2] > 1:
+                current = torch.zeros_like(m.weight)
+                current[:, :, -1] = 1.0
+                with torch.no_grad():
+                    m.weight.mul_(current)
+                m.weight.register_hook(lambda g, keep=current: g * keep)
+    params = list(enc.parameters()) + list(dec.parameters())
+    opt = torch.optim.AdamW(params, lr=VAE_LR, weight_decay=0.0)
+    start, step = time.time(), 0
+    while not budget.done(step):
+        frames = np.stack([world.make_clip(SEED_VAE + step * VAE_BATCH + j, 1).frames for j in range(VAE_BATCH)])
+        x = to_video(frames)
+        mu, logvar = tf.vae_moments(enc, x)
+        logvar = logvar.clamp(-30.0, 20.0)
+        z = mu + torch.exp(0.5 * logvar) * torch.randn_like(mu)
+        recon = torch.nn.functional.mse_loss(tf.vae_decode_raw(dec, z), x)
+        kl = 0.5 * (mu.pow(2) + logvar.exp() - 1 - logvar).mean()
+        loss = recon + VAE_BETA * kl
+        lr = lr_at(step, budget.total or 10**9, VAE_LR)
+        for g in opt.param_groups:
+            g["lr"] = lr
+        opt.zero_grad(set_to_none=True)
+        loss.backward()
+        torch.nn.utils.clip_grad_norm_(params, 1.0)
+        opt.step()
+        log({"stage": "vae", "step": step, "loss": loss.item(), "recon_mse": recon.item(), "kl": kl.item(), "lr": lr, "elapsed_s": round(time.time() - start, 2)})
+        budget.tick(step, start)
+        step += 1
+    return enc.eval(), dec.eval()
+
+
+@torch.no_grad()
+def latent_stats(enc: cref.WanVaeEncoder, clips: int = 32) -> Tuple[List[float], List[float]]:
+    """Per-channel mean and std of the un-normalised latent mean μ over held-out clips (4 frames each)."""
+    frames = np.stack([world.make_clip(SEED_STATS + i, 4).frames for i in range(clips)])
+    mu, _ = tf.vae_moments(enc, to_video(frames))
+    mu = mu.transpose(0, 1).reshape(mu.shape[1], -1).double()
+    return mu.mean(1).tolist(), mu.std(1).clamp_min(1e-3).tolist()
+
+
+class DitBatch:
+    """One DiT step's batch: latents x₀ [B, 16, F, 16, 16], σ [B, F], keys [B, F], prompts, causal flag, positions."""
+
+    def __init__(self, step: int, seed: int, enc: cref.WanVaeEncoder):
+        rng = np.random.default_rng([seed, step])
+        self.causal = bool(rng.random() < P_CAUSAL)
+        gap = int(rng.integers(1, MAX_GAP + 1)) if self.causal and rng.random() < 0.5 else 0
+        idx = [0] + list(range(gap + 1, gap + DIT_FRAMES)) if gap else list(range(DIT_FRAMES))
+        self.positions = idx
+        lat, keys, self.prompts, sig = [], [], [], []
+        for j in range(DIT_BATCH):
+            clip = world.make_clip(SEED_DIT + step * DIT_BATCH + j, idx[-1] + 1)
+            lat.append(self._encode(enc, clip.frames, gap))
+            k = clip.actions[idx].copy()
+            keys.append(np.zeros_like(k) if rng.random() < P_DROP_ACTION else k)
+            self.prompts.append("" if rng.random() < P_DROP_TEXT else clip.prompt)
+            if self.causal:
+                s = sample_sigma(rng, DIT_FRAMES)
+                if rng.random() < 0.5:
+                    s[: int(rng.integers(1, DIT_FRAMES))] = 0.0
+            else:
+                s = sample_sigma(rng, DIT_FRAMES) if rng.random() < 0.5 else np.repeat(sample_sigma(rng, 1), DIT_FRAMES)
+            sig.append(s)
+        self.x0 = torch.cat(lat)
+        self.keys = torch.from_numpy(np.stack(keys)).long()
+        self.sigma = torch.from_numpy(np.stack(sig))
+
+    @staticmethod
+    @torch.no_grad()
+    def _encode(enc: cref.WanVaeEncoder, frames: np.ndarray, gap: int) -> torch.Tensor:
+        """Normalised latents [1, 16, DIT_FRAMES, 16, 16] of frames [0…F−1], or of [0] + [gap+1 … gap+F−1] (the VAE is
+        per-frame, so encoding the selected frames alone equals encoding the whole run)."""
+        sel = [0] + list(range(gap + 1, gap + DIT_FRAMES)) if gap else list(range(DIT_FRAMES))
+        return enc(to_video(frames[None, sel]))
+
+
+def train_dit(spec: dict, words: List[str], enc: cref.WanVaeEncoder, seed: int, budget: Budget, log) -> Tuple[ref.T5EncoderModel, aref.ActionCausalWanModel]:
+    """Stage dit: DiT + text encoder with flow matching and diffusion forcing (see module docstring)."""
+    torch.manual_seed(seed + 1)
+    t5 = ref.T5EncoderModel(spec["textEncoder"])
+    dit = aref.ActionCausalWanModel(spec["transformer"], CHUNK, SINK, WINDOW)
+    params = list(t5.parameters()) + list(dit.parameters())
+    opt = torch.optim.AdamW(params, lr=DIT_LR, betas=(0.9, 0.99), weight_decay=0.01)
+    gen = torch.Generator().manual_seed(seed + 2)
+    max_len = spec["textEncoder"]["maxLength"]
+    start, step = time.time(), 0
+    while not budget.done(step):
+        b = DitBatch(step, seed, enc)
+        toks = [ref.tokenize(p, words, max_len) for p in b.prompts]
+        ids = torch.from_numpy(np.stack([t[0] for t in toks])).long()
+        lengths = torch.tensor([t[1] for t in toks])
+        eps = torch.randn(b.x0.shape, generator=gen)
+        s = b.sigma[:, None, :, None, None]
+        xt = (1 - s) * b.x0 + s * eps
+        ctx = tf.text_states(t5, ids, lengths)
+        v = tf.dit_velocity(dit, xt, b.sigma * 1000.0, ctx, b.keys, torch.zeros(*b.keys.shape, 2), b.causal, b.positions)
+        w = (b.sigma > 0).float()
+        per_frame = ((v - (eps - b.x0)) ** 2).mean(dim=(1, 3, 4))  # [B, F]
+        loss = (per_frame * w).sum() / w.sum().clamp_min(1.0)
+        lr = lr_at(step, budget.total or 10**9, DIT_LR)
+        for g in opt.param_groups:
+            g["lr"] = lr
+        opt.zero_grad(set_to_none=True)
+        loss.backward()
+        torch.nn.utils.clip_grad_norm_(params, 1.0)
+        opt.step()
+        log({"stage": "dit", "step": step, "loss": loss.item(), "mode": "causal" if b.causal else "bidirectional", "lr": lr, "elapsed_s": round(time.time() - start, 2)})
+        budget.tick(step, start)
+        step += 1
+    return t5.eval(), dit.eval()
+
+
+def f32(module: torch.nn.Module) -> Dict[str, np.ndarray]:
+    return {k: v.detach().float().numpy().astype(np.float32) for k, v in module.state_dict().items()}
+
+
+def write_model(out: str, spec: dict, words: List[str], t5, dit, enc, dec, meta: Dict[str, str]) -> None:
+    """model.json, tokenizer.json and the three safetensors with the runtime's parameter names (see module docstring)."""
+    ref.write_safetensors(os.path.join(out, "text_encoder.safetensors"), f32(t5), meta)
+    ref.write_safetensors(os.path.join(out, "transformer.safetensors"), f32(dit), meta)
+    ref.write_safetensors(os.path.join(out, "vae.safetensors"), {**f32(dec), **f32(enc)}, meta)
+    with open(os.path.join(out, "tokenizer.json"), "w") as f:
+        json.dump({"type": "word-bytes", "words": words}, f, indent=1)
+    with open(os.path.join(out, "model.json"), "w") as f:
+        json.dump(spec, f, indent=2)
+
+
+def main(argv: Optional[List[str]] = None) -> None:
+    ap = argparse.ArgumentParser(description="Train the embedded default model on the procedural world.")
+    ap.add_argument("--out", required=True, help="model directory to write")
+    ap.add_argument("--budget-minutes", type=float, default=110.0, help="training wall time, split VAE_SHARE / rest")
+    ap.add_argument("--smoke", action="store_true", help="1.5-minute budget, for tests")
+    ap.add_argument("--vae-steps", type=int, help="fixed VAE steps (overrides the budget)")
+    ap.add_argument("--dit-steps", type=int, help="fixed DiT steps (overrides the budget)")
+    ap.add_argument("--seed", type=int, default=0)
+    ap.add_argument("--threads", type=int, default=2)
+    a = ap.parse_args(argv)
+    minutes = 1.5 if a.smoke else a.budget_minutes
+    torch.set_num_threads(a.threads)
+    np.random.seed(a.seed)
+    os.makedirs(a.out, exist_ok=True)
+    t_start = time.time()
+    checks = tf.check_against_reference()
+    spec, words = default_model.default_spec(), default_model.default_words()
+    log_path = os.path.join(a.out, "train_log.jsonl")
+    series: Dict[str, List[Tuple[int, float]]] = {"vae": [], "dit": []}
+    with open(log_path, "w") as logf:
+
+        def log(rec: dict) -> None:
+            logf.write(json.dumps(rec) + "\n")
+            logf.flush()
+            series[rec["stage"]].append((rec["step"], rec["loss"]))
+            if rec["step"] % 25 == 0:
+                print(json.dumps(rec), flush=True)
+
+        vae_budget = Budget(a.vae_steps, 60 * minutes * VAE_SHARE, minimum=5)
+        enc, dec = train_vae(spec["vae"], a.seed, vae_budget, log)
+        spec["vae"]["latentsMean"], spec["vae"]["latentsStd"] = latent_stats(enc)
+        enc.cfg = dec.cfg = spec["vae"]
+        t_vae = time.time() - t_start
+        dit_budget = Budget(a.dit_steps, 60 * minutes - (time.time() - t_start), minimum=5)
+        t5, dit = train_dit(spec, words, enc, a.seed, dit_budget, log)
+    spec["weights"] = "trained"
+    spec["description"] = (
+        "Embedded default: Wan-2.1-style DiT (dim 256, 8 layers, 5-key + 2-vector per-frame action module), T5-style text "
+        "encoder (4 layers), causal conv VAE (4x spatial, 16 latent channels), trained on the procedural top-down world "
+        f"(tools/train/train.py, seed {a.seed}, {vae_budget.total} VAE + {dit_budget.total} DiT steps)."
+    )
+    meta = {"format": "pt", "generator": "omnirx tools/train/train.py", "seed": str(a.seed), "vae_steps": str(vae_budget.total), "dit_steps": str(dit_budget.total)}
+    write_model(a.out, spec, words, t5, dit, enc, dec, meta)
+    plot_losses(os.path.join(a.out, "loss_curve.png"), series)
+
+    def tail(name: str) -> float:
+        xs = [l for _, l in series[name][-20:]]
+        return float(np.mean(xs))
+
+    summary = {
+        "seed": a.seed,
+        "budget_minutes": minutes,
+        "wall_s": round(time.time() - t_start, 1),
+        "vae": {"steps": vae_budget.total, "step_s": vae_budget.step_s, "wall_s": round(t_vae, 1), "loss_first": series["vae"][0][1], "loss_last20": tail("vae")},
+        "dit": {"steps": dit_budget.total, "step_s": dit_budget.step_s, "loss_first": series["dit"][0][1], "loss_last20": tail("dit")},
+        "reference_checks": checks,
+        "repeat": f"--seed {a.seed} --vae-steps {vae_budget.total} --dit-steps {dit_budget.total}",
+    }
+    with open(os.path.join(a.out, "train_summary.json"), "w") as f:
+        json.dump(summary, f, indent=2)
+    print(json.dumps(summary))
+
+
+if __name__ == "__main__":
+    main()
