@@ -62,7 +62,7 @@ OBJECT_COLORS: Dict[str, Tuple[int, int, int]] = {
 """Agent and obstacle colours (uint8 RGB); an agent and the obstacles of one scene never share a colour."""
 AGENT_SHAPES = {"ball": "disc", "disc": "disc", "circle": "disc", "dot": "disc", "cube": "square", "square": "square", "box": "square"}
 """Agent nouns of the grammar → drawn shape."""
-COUNT_WORDS = {1: "a", 2: "two", 3: "three"}
+COUNT_WORDS = {2: "two", 3: "three"}
 
 
 def wall_color(room: Tuple[int, int, int]) -> Tuple[int, int, int]:
@@ -87,7 +87,8 @@ class Scene:
         text = f"{article} {self.agent_color} {self.agent_noun} in a {self.room} room"
         n = len(self.obstacles)
         if n:
-            text += f" with {COUNT_WORDS[n]} {self.obstacle_color} block{'s' if n > 1 else ''}"
+            count = ("an" if self.obstacle_color[0] in "aeiou" else "a") if n == 1 else COUNT_WORDS[n]
+            text += f" with {count} {self.obstacle_color} block{'s' if n > 1 else ''}"
         return text
 
     def to_json(self) -> dict:

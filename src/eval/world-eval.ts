@@ -1,0 +1,66 @@
+import { ACTION_DIRECTIONS, WORLD_GEOMETRY, parseWorldPrompt } from './world-palette';
+import { detectFrame, moveBlocked, type FrameDetection } from './world-detector';
+
+/** One generated clip: its prompt, RGB24 frames [H, W, 3] and, for world rollouts, the action id each frame was generated with. */
+export interface WorldEvalClip {
+  prompt: string;
+  width: number;
+  height: number;
+  frames: readonly Uint8Array[];
+  /** actions[f] = action id (0 none … 4 right) of frame f; omitted for T2V clips (no action following measured). */
+  actions?: readonly number[];
+}
+
+/** The quality figures of issue 8 (fractions in [0, 1]; action_follow_acc null when no frame pair qualified). */
+export interface WorldEvalResult {
+  prompt_color_acc: number;
+  action_follow_acc: number | null;
+  agent_present_rate: number;
+  frames: number;
+}
+
+/**
+ * Whether the agent moved as action a says between two detections: the centroid displacement d must be within
+ * STEP/2 (per axis) of the expected one, STEP pixels in a's direction, or 0 when the move is blocked in `prev`.
+ */
+export function followsAction(prev: FrameDetection, next: FrameDetection, a: number, blocked: boolean): boolean {
+  const [dx, dy] = ACTION_DIRECTIONS[a];
+  const s = WORLD_GEOMETRY.step;
+  const ex = blocked ? 0 : dx * s, ey = blocked ? 0 : dy * s;
+  const mx = next.centroid![0] - prev.centroid![0], my = next.centroid![1] - prev.centroid![1];
+  return Math.abs(mx - ex) <= s / 2 && Math.abs(my - ey) <= s / 2;
+}
+
+/**
+ * Scores generated clips with the colour-segmentation detector (src/eval/world-detector.ts):
+ *  - prompt_color_acc: frames whose dominant floor colour is the prompt's room colour and that hold a blob of the
+ *    prompt's agent colour (4-connected, at least a quarter of the agent's area);
+ *  - agent_present_rate: frames with exactly one agent blob of plausible size (not vanished, not duplicated);
+ *  - action_follow_acc: over consecutive frames (f−1, f) of world clips whose action a_f is a direction (1–4) and where
+ *    the agent is present in both, the fraction whose displacement matches a_f (`followsAction`; a blocked move must
+ *    stay put). "none" frames are not scored: the model is trained with action dropout, so "none" also means "no
+ *    action given" (T2V), under which the agent may keep moving.
+ * Prompts outside the grammar (`parseWorldPrompt`) are an error.
+ */
+export function evaluateWorld(clips: readonly WorldEvalClip[]): WorldEvalResult {
+  let frames = 0, colorOk = 0, present = 0, pairs = 0, followed = 0;
+  for (const clip of clips) {
+    const scene = parseWorldPrompt(clip.prompt);
+    if (scene === undefined) throw new Error(`evaluateWorld: prompt outside the world grammar: "${clip.prompt}"`);
+    let prev: FrameDetection | undefined;
+    clip.frames.forEach((rgb, f) => {
+      const det = detectFrame(rgb, clip.width, clip.height, scene);
+      frames++;
+      if (det.roomColor === scene.room && det.agentComponents > 0) colorOk++;
+      if (det.present) present++;
+      const a = clip.actions?.[f];
+      if (a !== undefined && a > 0 && prev !== undefined && prev.present && det.present) {
+        pairs++;
+        if (followsAction(prev, det, a, moveBlocked(prev, clip.width, clip.height, scene, a))) followed++;
+      }
+      prev = det;
+    });
+  }
+  const r = (x: number) => Math.round(x * 1e4) / 1e4;
+  return { prompt_color_acc: r(colorOk / Math.max(1, frames)), action_follow_acc: pairs ? r(followed / pairs) : null, agent_present_rate: r(present / Math.max(1, frames)), frames };
+}

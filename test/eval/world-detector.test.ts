@@ -1,0 +1,109 @@
+/**
+ * The world detector on ground-truth frames of the procedural generator (test/fixtures/world, written by
+ * `/usr/bin/python3 tools/train/make_world_fixtures.py`) and on noise: it must recover the generator's agent centres
+ * and score ~1 on the truth, low on noise, and notice wrong actions.
+ */
+import { readFileSync } from 'node:fs';
+import * as path from 'node:path';
+import { PNG } from 'pngjs';
+import { Rng } from '../../src/util/rng';
+import { detectFrame } from '../../src/eval/world-detector';
+import { evaluateWorld, type WorldEvalClip } from '../../src/eval/world-eval';
+import { OBJECT_COLORS, ROOM_COLORS, WORLD_GEOMETRY, parseWorldPrompt, wallColor } from '../../src/eval/world-palette';
+
+const DIR = path.join(__dirname, '..', 'fixtures', 'world');
+
+interface FixtureClip {
+  prompt: string;
+  room: string;
+  agent_color: string;
+  agent_shape: 'disc' | 'square';
+  obstacle_color: string | null;
+  actions: number[];
+  positions: Array<[number, number]>;
+}
+const doc = JSON.parse(readFileSync(path.join(DIR, 'clips.json'), 'utf8')) as {
+  size: number; wall: number; step: number; agent: number;
+  room_colors: Record<string, number[]>; object_colors: Record<string, number[]>; wall_colors: Record<string, number[]>;
+  clips: FixtureClip[];
+};
+
+/** Clip i's frames: the PNG strip cut into size×size RGB24 frames. */
+function frames(i: number): Uint8Array[] {
+  const png = PNG.sync.read(readFileSync(path.join(DIR, `clip${i}.png`)));
+  const s = doc.size;
+  const out: Uint8Array[] = [];
+  for (let f = 0; f < png.width / s; f++) {
+    const rgb = new Uint8Array(s * s * 3);
+    for (let y = 0; y < s; y++) for (let x = 0; x < s; x++) for (let c = 0; c < 3; c++) rgb[3 * (y * s + x) + c] = png.data[4 * (y * png.width + f * s + x) + c];
+    out.push(rgb);
+  }
+  return out;
+}
+
+const clips: WorldEvalClip[] = doc.clips.map((c, i) => ({ prompt: c.prompt, width: doc.size, height: doc.size, frames: frames(i), actions: c.actions }));
+
+describe('world palette', () => {
+  it('mirrors the generator', () => {
+    expect(WORLD_GEOMETRY).toEqual({ size: doc.size, wall: doc.wall, step: doc.step, agent: doc.agent });
+    expect(ROOM_COLORS).toEqual(doc.room_colors);
+    expect(OBJECT_COLORS).toEqual(doc.object_colors);
+    for (const [name, rgb] of Object.entries(ROOM_COLORS)) expect(wallColor(rgb)).toEqual(doc.wall_colors[name]);
+  });
+
+  it('parses the grammar', () => {
+    for (const c of doc.clips) {
+      expect(parseWorldPrompt(c.prompt)).toEqual({ room: c.room, agentColor: c.agent_color, agentShape: c.agent_shape, obstacleColor: c.obstacle_color ?? undefined });
+    }
+    expect(parseWorldPrompt('a purple ball in a dark blue room')).toBeUndefined();
+    expect(parseWorldPrompt('a red ball')).toBeUndefined();
+  });
+});
+
+describe('world detector on ground truth', () => {
+  it('finds the agent at the generator positions in every frame', () => {
+    expect(clips.reduce((n, c) => n + c.frames.length, 0)).toBe(72);
+    doc.clips.forEach((c, i) => {
+      const scene = parseWorldPrompt(c.prompt)!;
+      clips[i].frames.forEach((rgb, f) => {
+        const d = detectFrame(rgb, doc.size, doc.size, scene);
+        expect(d.roomColor).toBe(c.room);
+        expect(d.present).toBe(true);
+        expect(d.duplicated).toBe(false);
+        expect(d.centroid![0]).toBeCloseTo(c.positions[f][0], 6);
+        expect(d.centroid![1]).toBeCloseTo(c.positions[f][1], 6);
+      });
+    });
+  });
+
+  it('scores 1 on every figure', () => {
+    expect(evaluateWorld(clips)).toEqual({ prompt_color_acc: 1, action_follow_acc: 1, agent_present_rate: 1, frames: 72 });
+  });
+
+  it('covers blocked moves (a wall or obstacle stops the agent) and still scores them as followed', () => {
+    const blocked = doc.clips.flatMap((c) => c.actions.map((a, f) => (f > 0 && a > 0 && c.positions[f][0] === c.positions[f - 1][0] && c.positions[f][1] === c.positions[f - 1][1] ? 1 : 0))).reduce((x: number, y: number) => x + y, 0);
+    expect(blocked).toBeGreaterThanOrEqual(5);
+  });
+
+  it('notices actions the agent did not follow', () => {
+    const opposite = [0, 2, 1, 4, 3];
+    const wrong = clips.map((c) => ({ ...c, actions: c.actions!.map((a) => opposite[a]) }));
+    expect(evaluateWorld(wrong).action_follow_acc!).toBeLessThan(0.35);
+  });
+
+  it('notices the wrong prompt colours', () => {
+    const swapped = clips.map((c) => ({ ...c, prompt: c.prompt.replace(/in a [a-z ]+ room/, c.prompt.includes('in a gray room') ? 'in a brown room' : 'in a gray room') }));
+    expect(evaluateWorld(swapped).prompt_color_acc).toBe(0);
+  });
+});
+
+describe('world detector on noise', () => {
+  it('scores low', () => {
+    const rng = new Rng(3);
+    const noise = clips.map((c) => ({ ...c, frames: c.frames.map(() => Uint8Array.from({ length: doc.size * doc.size * 3 }, () => Math.floor(rng.uniform() * 256))) }));
+    const r = evaluateWorld(noise);
+    expect(r.frames).toBe(72);
+    expect(r.prompt_color_acc).toBeLessThan(0.1);
+    expect(r.agent_present_rate).toBeLessThan(0.1);
+  });
+});
