@@ -38,7 +38,7 @@ Usage (repository root, Debian's PyTorch):
     nice -n 10 /usr/bin/python3 tools/train/train.py --out /tmp/omnirx-smoke --smoke          # ~2 min
 
 Writes into --out: model.json ("weights": "trained"), tokenizer.json, text_encoder/transformer/vae.safetensors,
-train_log.jsonl (one JSON object per step), loss_curve.png and train_summary.json.
+train_log.jsonl (one JSON object per step; DiT steps also give data_s, the batch's generation + VAE encoding), loss_curve.png and train_summary.json.
 """
 
 from __future__ import annotations
@@ -210,7 +210,9 @@ def train_dit(spec: dict, words: List[str], enc: cref.WanVaeEncoder, seed: int, 
     max_len = spec["textEncoder"]["maxLength"]
     start, step = time.time(), 0
     while not budget.done(step):
+        t_step = time.time()
         b = DitBatch(step, seed, enc)
+        data_s = time.time() - t_step
         toks = [ref.tokenize(p, words, max_len) for p in b.prompts]
         ids = torch.from_numpy(np.stack([t[0] for t in toks])).long()
         lengths = torch.tensor([t[1] for t in toks])
@@ -229,7 +231,7 @@ def train_dit(spec: dict, words: List[str], enc: cref.WanVaeEncoder, seed: int, 
         loss.backward()
         torch.nn.utils.clip_grad_norm_(params, 1.0)
         opt.step()
-        log({"stage": "dit", "step": step, "loss": loss.item(), "mode": "causal" if b.causal else "bidirectional", "lr": lr, "elapsed_s": round(time.time() - start, 2)})
+        log({"stage": "dit", "step": step, "loss": loss.item(), "mode": "causal" if b.causal else "bidirectional", "lr": lr, "data_s": round(data_s, 2), "step_s": round(time.time() - t_step, 2), "elapsed_s": round(time.time() - start, 2)})
         budget.tick(step, start)
         step += 1
     return t5.eval(), dit.eval()
