@@ -31,9 +31,14 @@ export interface StageHostOptions {
 /** What a stage holds resident: its loaded components' weight bytes, per model and in sum. */
 export interface StageMemory {
   role: StageRole;
-  /** Component → weight bytes, summed over the models this stage has loaded. */
+  /** Components constructed on this stage (over the models it has loaded). */
+  components: string[];
+  /**
+   * Component → weight bytes resident when the model was loaded, summed over its models. Components whose weights
+   * load lazily on first use (the DiT) count 0 here; `components` says what is constructed at all.
+   */
   weightBytes: Record<string, number>;
-  /** Weight bytes of encoder components (tokenizer, text encoder, VAE encoder) loaded here. */
+  /** Weight bytes of encoder components (tokenizer, text encoder, VAE encoder) constructed here. */
   encoderBytes: number;
 }
 
@@ -90,13 +95,15 @@ export class StageHost {
   /** The weight bytes this stage holds, per component. */
   async memory(): Promise<StageMemory> {
     const weightBytes: Record<string, number> = {};
+    const components = new Set<string>();
     for (const p of this.loaded) {
       const m = await p.catch(() => undefined);
       if (m === undefined) continue;
+      for (const c of m.loadedComponents) components.add(c);
       for (const [c, b] of Object.entries(m.weightBytes)) weightBytes[c] = (weightBytes[c] ?? 0) + b;
     }
     const encoderBytes = WAN_ENCODER_COMPONENTS.reduce((n, c) => n + (weightBytes[c] ?? 0), 0);
-    return { role: this.o.role, weightBytes, encoderBytes };
+    return { role: this.o.role, components: [...components].sort(), weightBytes, encoderBytes };
   }
 
   async close(): Promise<void> {

@@ -20,6 +20,8 @@ export const StageProcessConfigSchema = z.strictObject({
   downstream: LinkAddressSchema,
   credits: z.number().int().min(1).max(64),
   maxInFlight: z.number().int().min(1).max(64).optional(),
+  /** Native compute threads (OMNIRX_THREADS of the process). */
+  threads: z.number().int().min(1).max(256).optional(),
 });
 export type StageProcessConfig = z.infer<typeof StageProcessConfigSchema>;
 
@@ -29,7 +31,7 @@ export type StageToParent =
   | { type: 'held'; requestId: string }
   | { type: 'passed'; requestId: string }
   | { type: 'holding'; seq: number; requestIds: string[] }
-  | { type: 'memory'; seq: number; rssBytes: number; nativeBytesInUse: number; weightBytes: Record<string, number>; encoderBytes: number }
+  | { type: 'memory'; seq: number; rssBytes: number; nativeBytesInUse: number; components: string[]; weightBytes: Record<string, number>; encoderBytes: number }
   | { type: 'fatal'; message: string };
 
 /** Parent → stage process. */

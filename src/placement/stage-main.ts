@@ -44,7 +44,7 @@ async function main(): Promise<void> {
   process.on('message', (m: ParentToStage) => {
     if (m.type === 'holding?') send({ type: 'holding', seq: m.seq, requestIds: host.worker.holding() });
     if (m.type === 'memory?') {
-      void host.memory().then((mem) => send({ type: 'memory', seq: m.seq, rssBytes: process.memoryUsage().rss, nativeBytesInUse: native.stats().bytesInUse, weightBytes: mem.weightBytes, encoderBytes: mem.encoderBytes }));
+      void host.memory().then((mem) => send({ type: 'memory', seq: m.seq, rssBytes: process.memoryUsage().rss, nativeBytesInUse: native.stats().bytesInUse, components: mem.components, weightBytes: mem.weightBytes, encoderBytes: mem.encoderBytes }));
     }
     if (m.type === 'shutdown') void stop();
   });

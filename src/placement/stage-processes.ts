@@ -19,7 +19,9 @@ export interface StageProcessMemory {
   rssBytes: number;
   /** Bytes of native tensors alive in the process (the addon's `stats().bytesInUse`). */
   nativeBytesInUse: number;
-  /** Weight bytes per loaded component. */
+  /** Components constructed in the process. */
+  components: string[];
+  /** Weight bytes per component resident at load (lazily loaded weights count 0; see `StageMemory`). */
   weightBytes: Record<string, number>;
   /** Weight bytes of encoder components (tokenizer, text encoder, VAE encoder); 0 in Denoise. */
   encoderBytes: number;
@@ -107,6 +109,7 @@ export class StageProcesses {
       shmDir: runDir,
       credits: s[role].credits,
       ...(s[role].maxInFlight === undefined ? {} : { maxInFlight: s[role].maxInFlight }),
+      ...(s[role].threads === undefined ? {} : { threads: s[role].threads }),
     });
     const listenOf = (role: StageRole): LinkAddress => (connector === 'shm' ? { socketPath: path.join(runDir, `${role}.sock`) } : { port: 0 });
     // The front's sender to Encode is created once Encode's address is known.
@@ -135,7 +138,8 @@ export class StageProcesses {
   /** Forks one stage process and waits for its `ready`; resolves with its process and bound input address. */
   private static fork(o: StageProcessesOptions, config: StageProcessConfig): Promise<{ proc: ChildProcess; listen: LinkAddress }> {
     const entry = o.entry ?? path.join(__dirname, 'stage-main.js');
-    const proc = fork(entry, [JSON.stringify(config)], { stdio: ['ignore', 'inherit', 'inherit', 'ipc'], execArgv: [] });
+    const env = config.threads === undefined ? process.env : { ...process.env, OMNIRX_THREADS: String(config.threads) };
+    const proc = fork(entry, [JSON.stringify(config)], { stdio: ['ignore', 'inherit', 'inherit', 'ipc'], execArgv: [], env });
     return new Promise((resolve, reject) => {
       const timer = setTimeout(() => fail(`did not report ready within ${o.startTimeoutMs ?? 60_000} ms`), o.startTimeoutMs ?? 60_000);
       const fail = (why: string) => {
@@ -254,7 +258,7 @@ export class StageProcesses {
     for (const role of ORDER) {
       const m = await this.ask(role, { type: 'memory?', seq: ++this.seq });
       if (m.type !== 'memory') throw new OmniError('OMNIRX_ERR_STAGE_FAILED', `the ${role} stage process did not report its memory (${m.type === 'fatal' ? m.message : m.type})`);
-      out[role] = { pid: this.children.get(role)!.proc.pid ?? -1, rssBytes: m.rssBytes, nativeBytesInUse: m.nativeBytesInUse, weightBytes: m.weightBytes, encoderBytes: m.encoderBytes };
+      out[role] = { pid: this.children.get(role)!.proc.pid ?? -1, rssBytes: m.rssBytes, nativeBytesInUse: m.nativeBytesInUse, components: m.components, weightBytes: m.weightBytes, encoderBytes: m.encoderBytes };
     }
     return out;
   }

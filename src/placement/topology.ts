@@ -6,6 +6,8 @@ export const StageSettingsSchema = z.strictObject({
   maxInFlight: z.number().int().min(1).max(64).optional(),
   /** Credit window of the stage's input link: payloads it accepts ahead of its work (queue-time prefetch). Default 2. */
   credits: z.number().int().min(1).max(64).default(2),
+  /** Native compute threads of the stage process (OMNIRX_THREADS); default: one per core. Ignored in-process. */
+  threads: z.number().int().min(1).max(256).optional(),
 });
 export type StageSettings = z.infer<typeof StageSettingsSchema>;
 

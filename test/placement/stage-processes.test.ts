@@ -69,6 +69,9 @@ describe('stage processes', () => {
       for (let i = 0; i < reqs.length; i++) expect(bytesOf(outputOf(dis[i]))).toEqual(bytesOf(outputOf(mono[i])));
       const mem = await sp.memory();
       expect(mem.denoise.encoderBytes).toBe(0);
+      expect(mem.denoise.components).toEqual(['transformer']);
+      expect(mem.encode.components).toEqual(['text_encoder', 'tokenizer', 'vae_encoder']);
+      expect(mem.decode.components).toEqual(['vae']);
       expect(Object.keys(mem.denoise.weightBytes)).toEqual(['transformer']);
       expect(Object.keys(mem.decode.weightBytes)).toEqual(['vae']);
       expect(Object.keys(mem.encode.weightBytes).sort()).toEqual(['text_encoder', 'vae_encoder']);

@@ -70,6 +70,9 @@ describe('disaggregated stages, in-process', () => {
     expect(Object.keys(mem.encode.weightBytes).sort()).toEqual(['text_encoder', 'vae_encoder']);
     expect(Object.keys(mem.denoise.weightBytes)).toEqual(['transformer']);
     expect(Object.keys(mem.decode.weightBytes)).toEqual(['vae']);
+    expect(mem.denoise.components).toEqual(['transformer']);
+    expect(mem.encode.components).toEqual(['text_encoder', 'tokenizer', 'vae_encoder']);
+    expect(mem.decode.components).toEqual(['vae']);
     expect(mem.denoise.encoderBytes).toBe(0);
     expect(mem.encode.encoderBytes).toBeGreaterThan(0);
   });
