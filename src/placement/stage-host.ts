@@ -23,6 +23,8 @@ export interface StageHostOptions {
   tasks: readonly Task[];
   input: StageReceiver;
   output: StageSender;
+  /** Further consumers of the stage's outputs (fan-out; see `StageWorkerOptions.taps`). */
+  taps?: readonly StageSender[];
   maxInFlight?: number;
   onHeld?(requestId: string): void;
   onPassed?(requestId: string): void;
@@ -78,6 +80,7 @@ export class StageHost {
       },
       input: o.input,
       output: o.output,
+      taps: o.taps,
       steps,
       maxInFlight: o.maxInFlight ?? DEFAULT_MAX_IN_FLIGHT[o.role],
       onHeld: o.onHeld,

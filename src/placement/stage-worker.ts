@@ -38,6 +38,12 @@ export interface StageWorkerOptions<C extends { requestId: string }, S extends R
   input: StageReceiver;
   /** Payloads for the next stage (the front, after decode). */
   output: StageSender;
+  /**
+   * Further consumers of every payload this stage produces (fan-out, e.g. Denoise's latents to Decode and to a
+   * latents exporter). Failures are not sent to them. Each link's credits apply, so the slowest consumer throttles
+   * the stage like the main output does.
+   */
+  taps?: readonly StageSender[];
   /** The stage's own step scheduler: the Denoise stage interleaves the loop steps of its requests through it. */
   steps: StepScheduler;
   /**
@@ -151,17 +157,23 @@ export class StageWorker<C extends { requestId: string }, S extends RequestState
     }
   }
 
-  /** Puts `out` (made from `from`), retrying while the link is down but not closed; reports the hand-over. */
+  /** Puts `out` (made from `from`) on the output and the taps; reports the hand-over once the output accepted it. */
   private async deliver(from: DiffusionStagePayload, out: DiffusionStagePayload): Promise<void> {
+    const taps = out.payloadType === STAGE_ERROR_PAYLOAD ? [] : (this.o.taps ?? []);
+    await Promise.all([this.put(this.o.output, from, out), ...taps.map((t) => this.put(t, from, out))]);
+    this.o.onPassed?.(from.requestId);
+  }
+
+  /** Puts `out` on `link`, retrying while the link is down but not closed. */
+  private async put(link: StageSender, from: DiffusionStagePayload, out: DiffusionStagePayload): Promise<void> {
     for (;;) {
       try {
-        await this.o.output.put(out);
-        this.o.onPassed?.(from.requestId);
+        await link.put(out);
         return;
       } catch (e) {
-        if (this.closed || this.o.output.state === 'closed') return;
+        if (this.closed || link.state === 'closed') return;
         if (e instanceof OmniError && e.code === 'OMNIRX_ERR_CONNECTOR') {
-          await this.o.output.ready.catch(() => undefined);
+          await link.ready.catch(() => undefined);
           continue;
         }
         // The payload itself was refused (a family bug): the request fails, the stage goes on.
@@ -179,5 +191,6 @@ export class StageWorker<C extends { requestId: string }, S extends RequestState
     w?.();
     await this.o.input.close();
     await this.o.output.close();
+    for (const t of this.o.taps ?? []) await t.close();
   }
 }

@@ -27,8 +27,9 @@ async function until(cond: () => boolean): Promise<void> {
   while (!cond()) await new Promise((r) => setTimeout(r, 2));
 }
 
-const host = (role: 'encode' | 'denoise' | 'decode', input: ReturnType<typeof createInProcessConnector>, output: ReturnType<typeof createInProcessConnector>, maxInFlight?: number) =>
-  new StageHost({ role, native, modelsDir, defaultModel: 'tiny', policies, tasks: ['T2V', 'T2I'], input: input.receiver, output: output.sender, maxInFlight });
+type Link = ReturnType<typeof createInProcessConnector>;
+const host = (role: 'encode' | 'denoise' | 'decode', input: Link, output: Link, maxInFlight?: number, taps: Link[] = []) =>
+  new StageHost({ role, native, modelsDir, defaultModel: 'tiny', policies, tasks: ['T2V', 'T2I'], input: input.receiver, output: output.sender, maxInFlight, taps: taps.map((t) => t.sender) });
 
 describe('StageWorker', () => {
   it('credit flow control: a Decode that takes nothing throttles Denoise, Encode and the front; all finish once it runs', async () => {
@@ -88,6 +89,35 @@ describe('StageWorker', () => {
       expect(c.tensors.latents.shape).toEqual([1, 4, 3, 8, 8]) // [1, zDim, frames, 16 / 2, 16 / 2];
     } finally {
       await denoise.close();
+    }
+  });
+
+  it('fans one Denoise output out to several consumers: Decode and a latents tap get the same latents', async () => {
+    const toEncode = createInProcessConnector();
+    const toDenoise = createInProcessConnector();
+    const toDecode = createInProcessConnector();
+    const tap = createInProcessConnector({ credits: 4 });
+    const results = createInProcessConnector({ credits: 4 });
+    const hosts = [host('encode', toEncode, toDenoise), host('denoise', toDenoise, toDecode, 2, [tap]), host('decode', toDecode, results)];
+    for (const h of hosts) void h.worker.start();
+    const front = new StageFront({ models: new ModelRegistry(native, modelsDir, 'tiny', new Set()), pipeline: buildPipeline(wanT2VPipelineSpec(policies), { tasks: ['T2V'] }), policies, limits: DEFAULT_LIMITS, toEncode: toEncode.sender, results: results.receiver });
+    try {
+      const ids = ['f1', 'f2', 'f3'];
+      const outs = await Promise.all(ids.map((requestId, i) => lastValueFrom(front.generate({ requestId, model: 'tiny', task: 'T2V', inputs: { prompt: 'a ball' }, diffusion: { seed: i }, outputs: { returnLatents: true } }).pipe(toArray()))));
+      const tapped = [await tap.receiver.get(), await tap.receiver.get(), await tap.receiver.get()];
+      expect(tapped.map((p) => p.requestId).sort()).toEqual(ids);
+      for (const [i, ev] of outs.entries()) {
+        const last = ev[ev.length - 1];
+        if (last.type !== 'final') throw new Error(JSON.stringify(last));
+        const exported = last.output.artifacts.latents;
+        const t = tapped.find((p) => p.requestId === ids[i])!;
+        expect(t.payloadType).toBe(WAN_PAYLOAD.latents);
+        if (exported.kind !== 'latents') throw new Error('no latents');
+        expect(Buffer.from(t.tensors.latents.bytes).equals(Buffer.from(exported.data.buffer, exported.data.byteOffset, exported.data.byteLength))).toBe(true);
+      }
+    } finally {
+      await front.close();
+      for (const h of hosts) await h.close();
     }
   });
 });
