@@ -1,0 +1,39 @@
+import * as path from 'node:path';
+import { lastValueFrom, toArray } from 'rxjs';
+import { parseDeployConfig } from '../../src/placement/deploy-config';
+import { openDeployment } from '../../src/placement/deployment';
+import type { OmniEvent } from '../../src/request/omni-event';
+import { makeModelsDir } from '../helpers/tiny-model';
+
+// Stage processes run compiled JS: dist/ from `npm test`'s pretest, or OMNIRX_STAGE_ENTRY.
+const stageEntry = process.env.OMNIRX_STAGE_ENTRY ?? path.resolve(__dirname, '../../dist/src/placement/stage-main.js');
+
+const frames = (ev: OmniEvent[]): Buffer => {
+  const last = ev[ev.length - 1];
+  if (last.type !== 'final' || last.output.artifacts.video?.kind !== 'video') throw new Error(JSON.stringify(last));
+  return Buffer.from(last.output.artifacts.video.frames);
+};
+
+describe('openDeployment', () => {
+  it('runs the topology the deploy config names, with identical outputs', async () => {
+    const modelsDir = await makeModelsDir();
+    const base = { schemaVersion: 1, modelsDir, defaultModel: 'tiny', tasks: ['T2V'] };
+    const req = { task: 'T2V' as const, inputs: { prompt: 'a red ball' }, diffusion: { seed: 4 } };
+    const out: Buffer[] = [];
+    for (const topology of [undefined, { kind: 'monolithic' }, { kind: 'disaggregated', connector: 'in-process' }, { kind: 'disaggregated', connector: 'tcp' }]) {
+      const d = await openDeployment(parseDeployConfig({ ...base, ...(topology ? { topology } : {}) }), { stageEntry });
+      try {
+        expect(d.topology).toBe(topology?.kind ?? 'monolithic');
+        out.push(frames(await lastValueFrom(d.generate(req).pipe(toArray()))));
+      } finally {
+        await d.close();
+      }
+    }
+    for (const f of out.slice(1)) expect(f.equals(out[0])).toBe(true);
+  });
+
+  it('refuses custom policies with stage processes', async () => {
+    const config = parseDeployConfig({ schemaVersion: 1, topology: { kind: 'disaggregated', connector: 'shm' } });
+    await expect(openDeployment(config, { policies: {} })).rejects.toMatchObject({ code: 'OMNIRX_ERR_CONFIG', param: 'topology.connector' });
+  });
+});
