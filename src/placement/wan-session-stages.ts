@@ -142,11 +142,6 @@ export class WanSessionStage {
     return SESSION_TYPES.has(p.payloadType);
   }
 
-  /** Sessions this stage holds state for. */
-  get sessions(): number {
-    return this.denoising.size + this.decoding.size;
-  }
-
   /**
    * Runs one session payload.
    * @throws PayloadError for a malformed payload or an unknown session; model and native errors of the session.

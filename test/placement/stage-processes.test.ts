@@ -84,21 +84,21 @@ describe('stage processes', () => {
     }
   });
 
-  it('a killed Decode process fails the requests it held with OMNIRX_ERR_STAGE_FAILED, is restarted, and new requests succeed', async () => {
+  it.each(['decode', 'denoise'] as const)('a killed %s process fails the requests it held with OMNIRX_ERR_STAGE_FAILED, is restarted, and new requests succeed', async (role) => {
     const sp = await start('shm');
     try {
       const big = (seed: number): OmniRequestInput => ({ model: 'tiny', task: 'T2V', inputs: { prompt: 'a red ball' }, diffusion: { seed, width: 64, height: 64, numFrames: 9, numInferenceSteps: 2, guidanceScale: 1 } });
-      const decode = sp.process('decode');
+      const victim = sp.process(role);
       // Killed the moment it reports taking its first request: that request is in the dead process.
-      decode.on('message', (m: StageToParent) => {
-        if (m.type === 'held') decode.kill('SIGKILL');
+      victim.on('message', (m: StageToParent) => {
+        if (m.type === 'held') victim.kill('SIGKILL');
       });
       const requests = [1, 2, 3, 4].map(big);
       const outcomes = await Promise.all(requests.map((r) => run(sp.front, r)));
       const last = outcomes.map((ev) => ev[ev.length - 1]);
       const failed = last.filter((e) => e.type === 'error');
       expect(failed.length).toBeGreaterThanOrEqual(1);
-      for (const e of failed) expect(e).toMatchObject({ type: 'error', code: 'OMNIRX_ERR_STAGE_FAILED', message: expect.stringContaining('decode stage process exited (SIGKILL)') });
+      for (const e of failed) expect(e).toMatchObject({ type: 'error', code: 'OMNIRX_ERR_STAGE_FAILED', message: expect.stringContaining(`${role} stage process exited (SIGKILL)`) });
       // The others went on and are exactly what the monolithic engine produces.
       for (let i = 0; i < requests.length; i++) {
         if (last[i].type !== 'final') continue;
@@ -106,7 +106,7 @@ describe('stage processes', () => {
       }
       await sp.whenUp();
       expect(sp.restarts).toBe(1);
-      expect(sp.process('decode').pid).not.toBe(decode.pid);
+      expect(sp.process(role).pid).not.toBe(victim.pid);
       const after = await run(sp.front, reqs[0]);
       expect(bytesOf(outputOf(after))).toEqual(bytesOf(outputOf(await run(engine, reqs[0]))));
     } finally {
