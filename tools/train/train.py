@@ -238,6 +238,7 @@ def train_dit(spec: dict, words: List[str], enc: cref.WanVaeEncoder, seed: int, 
 
 
 def f32(module: torch.nn.Module) -> Dict[str, np.ndarray]:
+    """A module's state dict as float32 numpy arrays (names as the module, i.e. the runtime's)."""
     return {k: v.detach().float().numpy().astype(np.float32) for k, v in module.state_dict().items()}
 
 
