@@ -57,6 +57,9 @@ export function createInProcessStages(o: StagePipelineOptions): StagePipeline {
     toEncode: toEncode.sender,
     results: results.receiver,
     sessions: o.sessions,
+    onCancel: (id) => {
+      for (const h of Object.values(hosts)) h.worker.cancel(id);
+    },
   });
   return {
     front,

@@ -46,14 +46,16 @@ export interface StageFrontOptions {
   maxPending?: number;
   /** World-session settings (deploy config `sessions`). */
   sessions?: SessionConfig;
+  /** A request was cancelled (unsubscribed) while in the pipeline: tell the stages to stop its work. */
+  onCancel?(requestId: string): void;
 }
 
 /**
  * The engine side of a disaggregated topology: validates and resolves each request (model defaults, limits, node
  * params) as the monolithic engine does, sends it into Encode → Denoise → Decode, and turns what comes back from
  * Decode into the request's `final` (or `error`) event. `generate` is cold like `Engine.generate`: it emits
- * `queued`, then `final` or `error`; failures are events, never stream errors. Unsubscribing stops the events (the
- * stages finish the work already handed to them).
+ * `queued`, then `final` or `error`; failures are events, never stream errors. Unsubscribing cancels the request: the
+ * stage holding it stops at its next step boundary (`onCancel`) and nothing more is passed on for it.
  */
 export class StageFront {
   private readonly schema;
@@ -191,7 +193,9 @@ export class StageFront {
       subscriber.next({ type: 'queued', requestId, position: this.pending.size - 1 });
       void this.send(requestId, req, entry);
       return () => {
-        if (this.pending.get(requestId) === entry) this.pending.delete(requestId);
+        if (this.pending.get(requestId) !== entry) return;
+        this.pending.delete(requestId);
+        this.o.onCancel?.(requestId);
       };
     });
   }
@@ -203,6 +207,7 @@ export class StageFront {
       this.o.pipeline.activeNodes(params);
       const nodeParams = this.o.pipeline.parseNodeParams(req.nodeParams);
       entry.seed = params.seed;
+      if (this.pending.get(requestId) !== entry) return; // cancelled while it was being resolved
       const payload = packRequest({ requestId, params, nodeParams });
       for (;;) {
         try {

@@ -35,4 +35,4 @@ export type StageToParent =
   | { type: 'fatal'; message: string };
 
 /** Parent → stage process. */
-export type ParentToStage = { type: 'holding?'; seq: number } | { type: 'memory?'; seq: number } | { type: 'shutdown' };
+export type ParentToStage = { type: 'holding?'; seq: number } | { type: 'memory?'; seq: number } | { type: 'cancel'; requestId: string } | { type: 'shutdown' };

@@ -46,6 +46,7 @@ async function main(): Promise<void> {
     if (m.type === 'memory?') {
       void host.memory().then((mem) => send({ type: 'memory', seq: m.seq, rssBytes: process.memoryUsage().rss, nativeBytesInUse: native.stats().bytesInUse, components: mem.components, weightBytes: mem.weightBytes, encoderBytes: mem.encoderBytes }));
     }
+    if (m.type === 'cancel') host.worker.cancel(m.requestId);
     if (m.type === 'shutdown') void stop();
   });
   void host.worker.start();

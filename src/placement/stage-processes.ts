@@ -82,6 +82,9 @@ export class StageProcesses {
       toEncode,
       results,
       sessions: o.sessions,
+      onCancel: (requestId) => {
+        for (const c of this.children.values()) if (c.proc.connected) c.proc.send({ type: 'cancel', requestId } satisfies ParentToStage);
+      },
     });
   }
 

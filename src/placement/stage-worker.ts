@@ -1,4 +1,4 @@
-import { lastValueFrom } from 'rxjs';
+import { fromEvent, lastValueFrom, takeUntil } from 'rxjs';
 import { OmniError } from '../errors';
 import { runGraph } from '../engine/graph-runner';
 import type { StepScheduler } from '../engine/scheduler';
@@ -71,7 +71,9 @@ const NEXT: Readonly<Record<StageRole, StageRole>> = { encode: 'denoise', denois
  */
 export class StageWorker<C extends { requestId: string }, S extends RequestState> {
   private readonly held = new Set<string>();
-  private readonly runs = new Set<PhaseRun<C, S>>();
+  private readonly runs = new Map<string, PhaseRun<C, S>>();
+  /** Held requests cancelled before their run opened. */
+  private readonly cancelled = new Set<string>();
   private wake: (() => void) | undefined;
   private closed = false;
   private loop: Promise<void> | undefined;
@@ -137,10 +139,13 @@ export class StageWorker<C extends { requestId: string }, S extends RequestState
     let out: DiffusionStagePayload;
     try {
       run = await this.o.phases.open(role, p);
-      this.runs.add(run);
+      this.runs.set(p.requestId, run);
+      if (this.cancelled.has(p.requestId)) run.abort.abort();
       const r = run;
       await lastValueFrom(
-        runGraph(r.nodes, r.consumes, r.ctx, r.state, { scheduler: this.o.steps, requestId: r.ctx.requestId, priority: r.job.params.priority }, (n) => (node = n)),
+        runGraph(r.nodes, r.consumes, r.ctx, r.state, { scheduler: this.o.steps, requestId: r.ctx.requestId, priority: r.job.params.priority }, (n) => (node = n)).pipe(
+          takeUntil(fromEvent(r.abort.signal, 'abort')),
+        ),
         { defaultValue: undefined },
       );
       out = this.o.phases.pack(role, r);
@@ -148,13 +153,25 @@ export class StageWorker<C extends { requestId: string }, S extends RequestState
       out = stageErrorPayload(p, e, role, NEXT[role], node);
     }
     try {
-      await this.deliver(p, out);
+      // A cancelled request is dropped here: the front has forgotten it, and later stages never see it.
+      if (!(this.cancelled.has(p.requestId) || run?.abort.signal.aborted)) await this.deliver(p, out);
     } finally {
+      this.cancelled.delete(p.requestId);
       if (run !== undefined) {
-        this.runs.delete(run);
+        this.runs.delete(p.requestId);
         run.state.release();
       }
     }
+  }
+
+  /**
+   * Cancels request `requestId` if this stage holds it: its run stops at the next step boundary (its native buffers
+   * are freed once the call in flight returns) and nothing is passed on. A request not held here is unaffected.
+   */
+  cancel(requestId: string): void {
+    if (!this.held.has(requestId)) return;
+    this.cancelled.add(requestId);
+    this.runs.get(requestId)?.abort.abort();
   }
 
   /** Puts `out` (made from `from`) on the output and the taps; reports the hand-over once the output accepted it. */
@@ -185,7 +202,7 @@ export class StageWorker<C extends { requestId: string }, S extends RequestState
   /** Stops taking payloads and aborts the runs in flight (their states are released as they settle). Idempotent. */
   async close(): Promise<void> {
     this.closed = true;
-    for (const r of this.runs) r.abort.abort();
+    for (const r of this.runs.values()) r.abort.abort();
     const w = this.wake;
     this.wake = undefined;
     w?.();

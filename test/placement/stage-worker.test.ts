@@ -28,8 +28,8 @@ async function until(cond: () => boolean): Promise<void> {
 }
 
 type Link = ReturnType<typeof createInProcessConnector>;
-const host = (role: 'encode' | 'denoise' | 'decode', input: Link, output: Link, maxInFlight?: number, taps: Link[] = []) =>
-  new StageHost({ role, native, modelsDir, defaultModel: 'tiny', policies, tasks: ['T2V', 'T2I'], input: input.receiver, output: output.sender, maxInFlight, taps: taps.map((t) => t.sender) });
+const host = (role: 'encode' | 'denoise' | 'decode', input: Link, output: Link, maxInFlight?: number, taps: Link[] = [], onHeld?: (id: string) => void) =>
+  new StageHost({ role, native, modelsDir, defaultModel: 'tiny', policies, tasks: ['T2V', 'T2I'], input: input.receiver, output: output.sender, maxInFlight, taps: taps.map((t) => t.sender), onHeld });
 
 describe('StageWorker', () => {
   it('credit flow control: a Decode that takes nothing throttles Denoise, Encode and the front; all finish once it runs', async () => {
@@ -115,6 +115,41 @@ describe('StageWorker', () => {
         if (exported.kind !== 'latents') throw new Error('no latents');
         expect(Buffer.from(t.tensors.latents.bytes).equals(Buffer.from(exported.data.buffer, exported.data.byteOffset, exported.data.byteLength))).toBe(true);
       }
+    } finally {
+      await front.close();
+      for (const h of hosts) await h.close();
+    }
+  });
+
+  it('cancelling a request stops the stage holding it; nothing reaches Decode; the pipeline goes on', async () => {
+    const toEncode = createInProcessConnector();
+    const toDenoise = createInProcessConnector();
+    const toDecode = createInProcessConnector();
+    const results = createInProcessConnector({ credits: 4 });
+    const decodeHeld: string[] = [];
+    const hosts = [host('encode', toEncode, toDenoise), host('denoise', toDenoise, toDecode), host('decode', toDecode, results, 1, [], (id) => decodeHeld.push(id))];
+    const denoise = hosts[1];
+    for (const h of hosts) void h.worker.start();
+    const front = new StageFront({
+      models: new ModelRegistry(native, modelsDir, 'tiny', new Set()),
+      pipeline: buildPipeline(wanT2VPipelineSpec(policies), { tasks: ['T2V'] }),
+      policies,
+      limits: DEFAULT_LIMITS,
+      toEncode: toEncode.sender,
+      results: results.receiver,
+      onCancel: (id) => hosts.forEach((h) => h.worker.cancel(id)),
+    });
+    try {
+      const events: OmniEvent[] = [];
+      const sub = front.generate({ requestId: 'long', model: 'tiny', task: 'T2V', inputs: { prompt: 'a red ball' }, diffusion: { seed: 1, numInferenceSteps: 200, width: 32, height: 32, numFrames: 5 } }).subscribe((e) => events.push(e));
+      await until(() => denoise.worker.holding().includes('long'));
+      sub.unsubscribe();
+      await until(() => denoise.worker.holding().length === 0);
+      const next = await lastValueFrom(front.generate({ requestId: 'next', model: 'tiny', task: 'T2V', inputs: { prompt: 'a ball' }, diffusion: { seed: 2 } }).pipe(toArray()));
+      expect(next[next.length - 1].type).toBe('final');
+      expect(decodeHeld).toEqual(['next']);
+      expect(events.map((e) => e.type)).toEqual(['queued']);
+      expect(front.locations().size).toBe(0);
     } finally {
       await front.close();
       for (const h of hosts) await h.close();
