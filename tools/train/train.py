@@ -17,11 +17,12 @@ loss = mean over frames with σ > 0 of ‖v̂ − v‖². σ = shift·u / (1 + (
 sampler's flowShift). Per-frame independent noise levels (diffusion forcing, Chen et al. 2024), so one checkpoint
 serves both samplers:
 
-* causal batches (p = ``P_CAUSAL``): the block-causal mask of world sessions (chunk 1, sink 1, window 6 latent
+* causal batches (p = ``P_CAUSAL``, 4 clips × 8 frames): the block-causal mask of world sessions (chunk 1, sink 1, window 6 latent
   frames); σ independent per frame, and with p = 0.5 a clean prefix (σ = 0, as committed frames); with p = 0.5 the
   clip is [frame 0 (the sink), frames g+1 … g+F−1] of a long rollout at their absolute RoPE positions (g ≤ ``MAX_GAP``),
   as a session sees its sink from far behind;
-* bidirectional batches: full attention as T2V sampling; one σ per clip (p = 0.5) or per frame.
+* bidirectional batches (2 clips × 16 frames, the runtime's T2V length): full attention as T2V sampling; one σ per
+  clip (p = 0.5) or per frame.
 
 Conditioning dropout: the prompt becomes "" (the runtime's default negative prompt) with p = ``P_DROP_TEXT``, for
 classifier-free guidance; all action keys become 0 ("none") with p = ``P_DROP_ACTION`` so a sampler without actions
@@ -63,7 +64,11 @@ from loss_plot import plot_losses  # noqa: E402
 from training_forward import aref, cref, ref  # noqa: E402
 
 VAE_BATCH, VAE_LR, VAE_BETA = 8, 1e-3, 1e-4
-DIT_FRAMES, DIT_BATCH, DIT_LR = 8, 4, 3e-4
+CAUSAL_FRAMES, CAUSAL_BATCH = 8, 4
+"""Causal batches: 8 frames = a 1-frame chunk with the sink and the full 6-frame window before it."""
+BIDIR_FRAMES, BIDIR_BATCH = 16, 2
+"""Bidirectional batches: the runtime's default T2V length (16 frames), at the same token count per step."""
+DIT_LR = 3e-4
 CHUNK, SINK, WINDOW = 1, 1, 6
 """World-session defaults of the runtime (docs/sessions.md): 1-frame chunks, 1 sink frame, 6-frame window."""
 SHIFT = 3.0
@@ -164,39 +169,35 @@ def latent_stats(enc: cref.WanVaeEncoder, clips: int = 32) -> Tuple[List[float],
 
 
 class DitBatch:
-    """One DiT step's batch: latents x₀ [B, 16, F, 16, 16], σ [B, F], keys [B, F], prompts, causal flag, positions."""
+    """
+    One DiT step's batch: normalised latents x₀ [B, 16, F, 16, 16], σ [B, F], keys [B, F] int64, B prompts, the
+    attention (causal: B, F = CAUSAL_BATCH, CAUSAL_FRAMES; else BIDIR_BATCH, BIDIR_FRAMES) and the F RoPE positions.
+    """
 
     def __init__(self, step: int, seed: int, enc: cref.WanVaeEncoder):
         rng = np.random.default_rng([seed, step])
         self.causal = bool(rng.random() < P_CAUSAL)
+        frames, batch = (CAUSAL_FRAMES, CAUSAL_BATCH) if self.causal else (BIDIR_FRAMES, BIDIR_BATCH)
         gap = int(rng.integers(1, MAX_GAP + 1)) if self.causal and rng.random() < 0.5 else 0
-        idx = [0] + list(range(gap + 1, gap + DIT_FRAMES)) if gap else list(range(DIT_FRAMES))
+        idx = [0] + list(range(gap + 1, gap + frames)) if gap else list(range(frames))
         self.positions = idx
         lat, keys, self.prompts, sig = [], [], [], []
-        for j in range(DIT_BATCH):
-            clip = world.make_clip(SEED_DIT + step * DIT_BATCH + j, idx[-1] + 1)
-            lat.append(self._encode(enc, clip.frames, gap))
+        for j in range(batch):
+            clip = world.make_clip(SEED_DIT + step * max(CAUSAL_BATCH, BIDIR_BATCH) + j, idx[-1] + 1)
+            lat.append(enc(to_video(clip.frames[None, idx])))  # the VAE is per-frame: selected frames encode alone
             k = clip.actions[idx].copy()
             keys.append(np.zeros_like(k) if rng.random() < P_DROP_ACTION else k)
             self.prompts.append("" if rng.random() < P_DROP_TEXT else clip.prompt)
             if self.causal:
-                s = sample_sigma(rng, DIT_FRAMES)
+                s = sample_sigma(rng, frames)
                 if rng.random() < 0.5:
-                    s[: int(rng.integers(1, DIT_FRAMES))] = 0.0
+                    s[: int(rng.integers(1, frames))] = 0.0
             else:
-                s = sample_sigma(rng, DIT_FRAMES) if rng.random() < 0.5 else np.repeat(sample_sigma(rng, 1), DIT_FRAMES)
+                s = sample_sigma(rng, frames) if rng.random() < 0.5 else np.repeat(sample_sigma(rng, 1), frames)
             sig.append(s)
         self.x0 = torch.cat(lat)
         self.keys = torch.from_numpy(np.stack(keys)).long()
         self.sigma = torch.from_numpy(np.stack(sig))
-
-    @staticmethod
-    @torch.no_grad()
-    def _encode(enc: cref.WanVaeEncoder, frames: np.ndarray, gap: int) -> torch.Tensor:
-        """Normalised latents [1, 16, DIT_FRAMES, 16, 16] of frames [0…F−1], or of [0] + [gap+1 … gap+F−1] (the VAE is
-        per-frame, so encoding the selected frames alone equals encoding the whole run)."""
-        sel = [0] + list(range(gap + 1, gap + DIT_FRAMES)) if gap else list(range(DIT_FRAMES))
-        return enc(to_video(frames[None, sel]))
 
 
 def train_dit(spec: dict, words: List[str], enc: cref.WanVaeEncoder, seed: int, budget: Budget, log) -> Tuple[ref.T5EncoderModel, aref.ActionCausalWanModel]:
