@@ -163,8 +163,13 @@ export class StageFront {
   /** Runs one request through the stages as a cold event stream. */
   generate(input: OmniRequestInput): Observable<OmniEvent> {
     return new Observable<OmniEvent>((subscriber) => {
-      const given = (input as { requestId?: unknown } | null)?.requestId;
-      const fallbackId = typeof given === 'string' ? given : randomUUID();
+      let fallbackId: string = randomUUID();
+      try {
+        const given = (input as { requestId?: unknown } | null)?.requestId;
+        if (typeof given === 'string') fallbackId = given;
+      } catch {
+        // a getter or Proxy in the input threw: the parse below reports it
+      }
       const finish = (ev: OmniEvent) => {
         subscriber.next(ev);
         subscriber.complete();
@@ -173,7 +178,13 @@ export class StageFront {
         finish(failureEvent(fallbackId, new OmniError('OMNIRX_ERR_UNAVAILABLE', 'the pipeline is closed')));
         return undefined;
       }
-      const parsed = this.schema.safeParse(input);
+      let parsed: ReturnType<typeof this.schema.safeParse>;
+      try {
+        parsed = this.schema.safeParse(input);
+      } catch (err) {
+        finish(failureEvent(fallbackId, new OmniError('OMNIRX_ERR_INVALID_REQUEST', `the request could not be read: ${(err as Error)?.message ?? String(err)}`)));
+        return undefined;
+      }
       if (!parsed.success) {
         finish(validationErrorEvent(fallbackId, parsed.error));
         return undefined;

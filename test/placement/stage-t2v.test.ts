@@ -82,6 +82,9 @@ describe('disaggregated stages, in-process', () => {
     expect(bad[bad.length - 1]).toMatchObject({ type: 'error', code: 'OMNIRX_ERR_UNKNOWN_MODEL' });
     const invalid = await lastValueFrom(stages.front.generate({ model: 'tiny', task: 'T2V', inputs: { prompt: 'a' }, diffusion: { width: 18 } }).pipe(toArray()));
     expect(invalid[invalid.length - 1]).toMatchObject({ type: 'error', code: 'OMNIRX_ERR_UNSUPPORTED_VALUE', param: 'diffusion.width' });
+    const hostile = new Proxy({}, { get: () => { throw new Error('boom'); } }) as never;
+    const read = await lastValueFrom(stages.front.generate(hostile).pipe(toArray()));
+    expect(read).toEqual([expect.objectContaining({ type: 'error', code: 'OMNIRX_ERR_INVALID_REQUEST' })]);
     const ok = await lastValueFrom(stages.front.generate(reqs[0]).pipe(toArray()));
     expect(ok[ok.length - 1].type).toBe('final');
   });
