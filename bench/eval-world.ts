@@ -6,10 +6,16 @@
  * (tools/train/procedural_world.py). Prints one JSON line:
  * {"prompt_color_acc", "action_follow_acc", "agent_present_rate", "frames"} (+ the same per mode under "t2v"/"world").
  *
- * Run: npm run build && npm run eval:world [-- --models-dir DIR] [-- --model ID]
+ * `--strips DIR` also writes each clip as a PNG frame strip (t2v-<i>.png, world-<i>.png) with the prompts and actions
+ * in DIR/strips.json, for the model card.
+ *
+ * Run: npm run build && npm run eval:world [-- --models-dir DIR] [-- --model ID] [-- --strips DIR]
  */
+import { mkdirSync, writeFileSync } from 'node:fs';
+import * as path from 'node:path';
 import { lastValueFrom, toArray } from 'rxjs';
 import { Engine } from '../src/engine/engine';
+import { frameStripPng } from '../src/eval/frame-strip';
 import { evaluateWorld, type WorldEvalClip } from '../src/eval/world-eval';
 import { ACTION_KEYS } from '../src/models/wan/actions';
 import type { SessionAction } from '../src/request/session-request';
@@ -84,6 +90,19 @@ async function world(engine: Engine, model: string | undefined, prompt: string, 
   return { prompt, width, height, frames: frames.slice(0, WORLD_FRAMES), actions: actions.slice(0, WORLD_FRAMES) };
 }
 
+function writeStrips(dir: string, t2vClips: WorldEvalClip[], worldClips: WorldEvalClip[]): void {
+  mkdirSync(dir, { recursive: true });
+  const index: Array<{ file: string; prompt: string; actions?: string[] }> = [];
+  for (const [kind, clips] of [['t2v', t2vClips], ['world', worldClips]] as const) {
+    clips.forEach((c, i) => {
+      const file = `${kind}-${i}.png`;
+      writeFileSync(path.join(dir, file), frameStripPng(c.frames, c.width, c.height));
+      index.push({ file, prompt: c.prompt, ...(c.actions ? { actions: c.actions.map((a) => ACTION_KEYS[a]) } : {}) });
+    });
+  }
+  writeFileSync(path.join(dir, 'strips.json'), JSON.stringify(index, null, 1));
+}
+
 async function main(): Promise<void> {
   const modelsDir = arg('--models-dir');
   const model = arg('--model');
@@ -93,6 +112,8 @@ async function main(): Promise<void> {
     for (const [i, p] of T2V_PROMPTS.entries()) t2vClips.push(await t2v(engine, model, p, 100 + i));
     const worldClips: WorldEvalClip[] = [];
     for (const [i, p] of WORLD_PROMPTS.entries()) worldClips.push(await world(engine, model, p, 200 + i, i));
+    const strips = arg('--strips');
+    if (strips !== undefined) writeStrips(strips, t2vClips, worldClips);
     console.log(JSON.stringify({ ...evaluateWorld([...t2vClips, ...worldClips]), t2v: evaluateWorld(t2vClips), world: evaluateWorld(worldClips) }));
   } finally {
     await engine.close();

@@ -8,6 +8,7 @@ import * as path from 'node:path';
 import { PNG } from 'pngjs';
 import { Rng } from '../../src/util/rng';
 import { detectFrame } from '../../src/eval/world-detector';
+import { frameStripPng } from '../../src/eval/frame-strip';
 import { evaluateWorld, type WorldEvalClip } from '../../src/eval/world-eval';
 import { OBJECT_COLORS, ROOM_COLORS, WORLD_GEOMETRY, parseWorldPrompt, wallColor } from '../../src/eval/world-palette';
 
@@ -105,5 +106,17 @@ describe('world detector on noise', () => {
     expect(r.frames).toBe(72);
     expect(r.prompt_color_acc).toBeLessThan(0.1);
     expect(r.agent_present_rate).toBeLessThan(0.1);
+  });
+});
+
+describe('frame strip', () => {
+  it('lays frames side by side with white gutters, pixel-exact', () => {
+    const f0 = clips[0].frames[0], f1 = clips[0].frames[1];
+    const png = PNG.sync.read(frameStripPng([f0, f1], doc.size, doc.size, 2));
+    expect([png.width, png.height]).toEqual([2 * doc.size + 2, doc.size]);
+    const at = (x: number, y: number) => Array.from(png.data.subarray(4 * (y * png.width + x), 4 * (y * png.width + x) + 4));
+    expect(at(10, 20)).toEqual([...f0.subarray(3 * (20 * doc.size + 10), 3 * (20 * doc.size + 10) + 3), 255]);
+    expect(at(doc.size + 2 + 10, 20)).toEqual([...f1.subarray(3 * (20 * doc.size + 10), 3 * (20 * doc.size + 10) + 3), 255]);
+    expect(at(doc.size, 5)).toEqual([255, 255, 255, 255]);
   });
 });
