@@ -6,8 +6,8 @@ import { z } from 'zod';
  * the plain types below, sent as JSON text.
  */
 
-/** Largest data-channel message the server parses, bytes (larger ones get `message_too_large`). */
-export const MAX_MESSAGE_BYTES = 64 * 1024;
+/** Largest data-channel message the server parses, bytes (larger ones get `message_too_large`; actions are tiny). */
+export const MAX_MESSAGE_BYTES = 16 * 1024;
 
 /** Largest signaling message the server parses, bytes (a `start` may carry a base64 image). */
 export const MAX_SIGNALING_BYTES = 1024 * 1024;

@@ -24,9 +24,12 @@ export interface RtcSessionOptions {
   ffmpegPath?: string;
 }
 
+/** What a WebRTC session uses of a world session (a `WorldSession`, or any frame source with its surface). */
+export type RtcWorld = Pick<WorldSession, 'id' | 'params' | 'events$' | 'actions' | 'credits' | 'flush' | 'close' | 'stats'>;
+
 /** What a WebRTC session needs of the engine. */
 export interface SessionOpener {
-  session(input: SessionRequestInput): Promise<WorldSession>;
+  session(input: SessionRequestInput): Promise<RtcWorld>;
 }
 
 /** Why a session ended, as given to `onEnded`. */
@@ -62,7 +65,7 @@ export class RtcSession {
   private resolveEnded!: (r: EndReason) => void;
 
   private constructor(
-    readonly world: WorldSession,
+    readonly world: RtcWorld,
     private readonly options: RtcSessionOptions,
   ) {
     this.endedPromise = new Promise((resolve) => (this.resolveEnded = resolve));

@@ -1,0 +1,193 @@
+/**
+ * Motion-to-photon of a WebRTC world session in headless Chromium (docs/webrtc.md, docs/benchmarks.md).
+ *
+ * Starts the omnirx HTTP server in-process on the embedded default model (models/omnirx-default, found via
+ * OMNIRX_MODELS_DIR, ./models or the package root) with default session settings, opens `/demos/world` in Debian
+ * chromium (playwright-core), waits for the video to run, then presses 40 keys 300 ms apart, alternating left and
+ * right. For each press: the keydown event's page timestamp → the display time (requestVideoFrameCallback
+ * `expectedDisplayTime`) of the first shown frame whose metadata carries that action's id. fps = frames shown per
+ * second over the press phase.
+ *
+ * The same run measures a baseline on the same server code, page and pacing, with a trivial frame source (a flat
+ * colour per action key, produced the moment a credit arrives) in place of the model: what the transport alone
+ * costs (pacing wait, encode, RTP, decode, display). Prints one JSON line:
+ * `{"motion_to_photon_ms_p50", "p95", "fps", "presses", "matched", "baseline": {…same…}}`.
+ * Run: npm run bench:motion-to-photon
+ */
+import { existsSync } from 'node:fs';
+import * as path from 'node:path';
+import type { FastifyInstance } from 'fastify';
+import { chromium, type Browser } from 'playwright-core';
+import { Observable, Subject } from 'rxjs';
+import type { WorldSession } from '../src/engine/session';
+import type { OmniEvent } from '../src/request/omni-event';
+import { SessionActionSchema } from '../src/request/session-request';
+import { registerDemoRoutes } from '../transports/http/routes/demos';
+import { createServer } from '../transports/http/server';
+import type { ServedEngine } from '../transports/http/served-engine';
+import type { RtcWorld } from '../transports/webrtc/rtc-session';
+
+const PRESSES = 40;
+const PRESS_SPACING_MS = 300;
+const WARMUP_FRAMES = 20;
+
+/** Headless flags plus the loopback-peer flags of ../shared/FACTS.md. */
+const CHROMIUM_ARGS = [
+  '--headless', '--no-sandbox', '--disable-gpu', '--disable-quic', '--no-first-run', '--disable-background-networking',
+  '--disable-component-update', '--disable-sync', '--autoplay-policy=no-user-gesture-required',
+  '--allow-loopback-in-peer-connection', '--disable-features=WebRtcHideLocalIpsWithMdns',
+];
+
+/** The first of `candidates` that holds `rel`. @throws Error when none does. */
+function findDir(rel: string, candidates: string[]): string {
+  for (const c of candidates) if (existsSync(path.join(c, rel))) return c;
+  throw new Error(`motion-to-photon: no ${rel} under ${candidates.join(', ')}`);
+}
+
+const ROOTS = [process.cwd(), path.resolve(__dirname, '..', '..'), path.resolve(__dirname, '..')];
+
+function percentile(xs: number[], p: number): number | null {
+  if (xs.length === 0) return null;
+  const s = [...xs].sort((a, b) => a - b);
+  return s[Math.min(s.length - 1, Math.max(0, Math.ceil((p / 100) * s.length) - 1))]!;
+}
+
+const round1 = (x: number | null) => (x === null ? null : Math.round(x * 10) / 10);
+
+/**
+ * A frame source with a world session's surface and no model: on each credit it emits one 1-frame chunk at once, a
+ * flat colour per action key, tagged with the latest action (as a chunk samples it at its start).
+ */
+function trivialWorld(id: string, width: number, height: number, fps: number): RtcWorld {
+  const colours: Record<string, [number, number, number]> = { none: [40, 40, 40], up: [200, 40, 40], down: [40, 200, 40], left: [40, 40, 200], right: [200, 200, 40] };
+  const credits = new Subject<number>();
+  let latest: { key: string; id?: string } = { key: 'none' };
+  let frame = 0;
+  let closed = false;
+  const done = new Subject<void>();
+  const events$ = new Observable<OmniEvent>((sub) => {
+    sub.next({ type: 'admitted', requestId: id, model: 'trivial', params: { task: 'WORLD', width, height, fps, chunkFrames: 1 }, estimate: { steps: 0, forwards: 0 } });
+    const c = credits.subscribe((n) => {
+      for (let i = 0; i < n; i++) {
+        const rgb = new Uint8Array(width * height * 3);
+        const [r, g, b] = colours[latest.key] ?? colours.none!;
+        for (let p = 0; p < rgb.length; p += 3) { rgb[p] = r; rgb[p + 1] = g; rgb[p + 2] = b; }
+        const action = { key: latest.key, ...(latest.id !== undefined ? { id: latest.id } : {}) };
+        sub.next({ type: 'chunk', requestId: id, node: 'trivial', artifact: { kind: 'video', width, height, numFrames: 1, fps, frames: rgb }, rollout: { chunk: frame, firstFrame: frame, ptsMs: (frame * 1000) / fps, action } });
+        frame++;
+      }
+    });
+    const d = done.subscribe(() => sub.complete());
+    return () => { c.unsubscribe(); d.unsubscribe(); };
+  });
+  return {
+    id,
+    params: { sessionId: id, prompt: '', width, height, fps, seed: 0, flowShift: 1, initialAction: { key: 'none' }, priority: 1 },
+    events$,
+    actions: { next: (a: unknown) => { latest = SessionActionSchema.parse(a); }, error: () => undefined, complete: () => undefined },
+    credits: { next: (n: number) => credits.next(n), error: () => undefined, complete: () => undefined },
+    flush: () => undefined,
+    close: () => { if (!closed) { closed = true; done.next(); } },
+    stats: () => ({ chunks: frame, creditBalance: 0, nativeBytes: 0, slabBytes: 0, closed }),
+  };
+}
+
+/** An engine port serving only trivial world sessions (64×64 at 20 fps, like the default model). */
+function trivialEngine(): ServedEngine {
+  let n = 0;
+  const unsupported = () => { throw new Error('the trivial engine serves world sessions only'); };
+  return {
+    generate: unsupported,
+    listModels: () => ['trivial'],
+    stats: () => ({ queued: 0, running: 0 }),
+    models: { get: () => Promise.reject(new Error('no models')) },
+    session: async () => trivialWorld(`trivial-${++n}`, 64, 64, 20) as unknown as WorldSession,
+    close: async () => undefined,
+  };
+}
+
+interface RunResult {
+  motion_to_photon_ms_p50: number | null;
+  p95: number | null;
+  fps: number | null;
+  presses: number;
+  matched: number;
+}
+
+async function listen(app: FastifyInstance, demosDir: string): Promise<string> {
+  await app.omnirx.engineReady;
+  if (!app.hasRoute({ method: 'GET', url: '/demos/:name' })) registerDemoRoutes(app, demosDir);
+  await app.listen({ host: '127.0.0.1', port: 0 });
+  const addr = app.server.address();
+  if (addr === null || typeof addr === 'string') throw new Error('the server has no TCP address');
+  return `http://127.0.0.1:${addr.port}`;
+}
+
+/** Drives one page: start, warm up, press keys, read the page's latencies and frame counts. */
+async function drive(browser: Browser, origin: string): Promise<RunResult> {
+  const page = await browser.newPage();
+  try {
+    await page.goto(`${origin}/demos/world`);
+    await page.click('#start-button');
+    await page.waitForFunction(`window.omnirxWorld?.state === "running" && window.omnirxWorld.framesShown >= ${WARMUP_FRAMES}`, undefined, { timeout: 120_000 });
+    await page.evaluate('document.activeElement.blur()');
+    const before = (await page.evaluate('({ n: window.omnirxWorld.framesShown, t: window.omnirxWorld.lastShownAt })')) as { n: number; t: number };
+    for (let i = 0; i < PRESSES; i++) {
+      await page.keyboard.press(i % 2 === 0 ? 'ArrowLeft' : 'ArrowRight');
+      await new Promise((r) => setTimeout(r, PRESS_SPACING_MS));
+    }
+    await new Promise((r) => setTimeout(r, 1000));
+    const after = (await page.evaluate('({ n: window.omnirxWorld.framesShown, t: window.omnirxWorld.lastShownAt, l: window.omnirxWorld.latencies.map((x) => x.ms) })')) as { n: number; t: number; l: number[] };
+    await page.evaluate('window.omnirxWorld.stop()');
+    return {
+      motion_to_photon_ms_p50: round1(percentile(after.l, 50)),
+      p95: round1(percentile(after.l, 95)),
+      fps: round1(((after.n - before.n) * 1000) / (after.t - before.t)),
+      presses: PRESSES,
+      matched: after.l.length,
+    };
+  } finally {
+    await page.close();
+  }
+}
+
+/** Writes a progress line with the seconds since the bench started to stderr (stdout holds only the result). */
+function progress(t0: number, what: string): void {
+  process.stderr.write(`motion-to-photon: ${((performance.now() - t0) / 1000).toFixed(1)} s ${what}\n`);
+}
+
+async function main(): Promise<void> {
+  const t0 = performance.now();
+  const modelsDir = process.env.OMNIRX_MODELS_DIR ?? path.join(findDir(path.join('models', 'omnirx-default', 'model.json'), ROOTS), 'models');
+  const demosDir = path.join(findDir(path.join('demos', 'world.html'), ROOTS), 'demos');
+  const browser = await chromium.launch({ executablePath: process.env.OMNIRX_CHROMIUM ?? '/usr/bin/chromium', args: CHROMIUM_ARGS });
+  try {
+    const app = await createServer({ modelsDir, defaultModel: 'omnirx-default' });
+    let model: RunResult;
+    try {
+      const origin = await listen(app, demosDir);
+      progress(t0, 'model server up');
+      model = await drive(browser, origin);
+      progress(t0, 'model run done');
+    } finally {
+      await app.close();
+    }
+    progress(t0, 'model server closed');
+    const base = await createServer({ engine: trivialEngine() });
+    let baseline: RunResult;
+    try {
+      baseline = await drive(browser, await listen(base, demosDir));
+      progress(t0, 'baseline run done');
+    } finally {
+      await base.close();
+    }
+    process.stdout.write(`${JSON.stringify({ ...model, baseline })}\n`);
+  } finally {
+    await browser.close();
+  }
+}
+
+main().catch((err: unknown) => {
+  process.stderr.write(`motion-to-photon: ${err instanceof Error ? err.stack : String(err)}\n`);
+  process.exit(1);
+});
