@@ -18,7 +18,7 @@ import { StageSession } from './stage-session';
 import { sessionPayload, WAN_SESSION_PAYLOAD, type WanSessionSpec } from './wan-session-stages';
 import { isConnectorClosed, type StageReceiver, type StageSender } from './connectors/stage-connector';
 import { STAGE_ERROR_PAYLOAD, stageErrorOf } from './stage-error';
-import type { StageRole } from './stage-payload';
+import type { PayloadTensor, StageRole } from './stage-payload';
 
 /** Where a request of a disaggregated pipeline is: still at the front, or held by a stage. */
 export type RequestLocation = 'front' | StageRole;
@@ -101,7 +101,7 @@ export class StageFront {
    * encode the prompt, Denoise build the session's rollout and KV, Decode its decoder state, and resolves once Decode
    * confirms.
    * @throws OmniError OMNIRX_ERR_INVALID_REQUEST (invalid input, duplicate id), OMNIRX_ERR_UNSUPPORTED_VALUE (a size
-   *   off the model's stride; image-to-world, which this topology does not run yet), OMNIRX_ERR_QUEUE_FULL at
+   *   off the model's stride), OMNIRX_ERR_QUEUE_FULL at
    *   `sessions.maxSessions`, the model's load errors, or the error a stage failed the open with.
    */
   async session(input: SessionRequestInput): Promise<StageSession> {
@@ -113,10 +113,9 @@ export class StageFront {
       throw new OmniError('OMNIRX_ERR_INVALID_REQUEST', `${field || '(root)'}: ${issue.message}`, { param: field || undefined });
     }
     const req = parsed.data;
-    if (req.image !== undefined) throw new OmniError('OMNIRX_ERR_UNSUPPORTED_VALUE', 'image-to-world sessions run on the monolithic topology only (for now)', { param: 'image' });
     const model = await this.o.models.get(req.model);
-    const width = req.width ?? model.spec.defaults.width;
-    const height = req.height ?? model.spec.defaults.height;
+    const width = req.width ?? req.image?.width ?? model.spec.defaults.width;
+    const height = req.height ?? req.image?.height ?? model.spec.defaults.height;
     for (const [field, v] of [['width', width], ['height', height]] as const) {
       if (v % model.pixelStride !== 0) throw new OmniError('OMNIRX_ERR_UNSUPPORTED_VALUE', `${field} ${v} is not a multiple of ${model.pixelStride} (VAE scale × patch size of '${model.spec.id}')`, { param: field });
     }
@@ -143,7 +142,8 @@ export class StageFront {
     try {
       await new Promise<void>((resolve, reject) => {
         this.opening.set(sessionId, { resolve, reject });
-        this.o.toEncode.put(sessionPayload(sessionId, `${sessionId}:open`, 'encode', 'encode', WAN_SESSION_PAYLOAD.open, { session: spec })).catch(reject);
+        const image: Record<string, PayloadTensor> = req.image === undefined ? {} : { image: { dtype: 'uint8', shape: [height, width, 3], bytes: req.image.data } };
+        this.o.toEncode.put(sessionPayload(sessionId, `${sessionId}:open`, 'encode', 'encode', WAN_SESSION_PAYLOAD.open, { session: spec }, image)).catch(reject);
       });
     } catch (e) {
       this.sessions.delete(sessionId);

@@ -106,6 +106,8 @@ interface DenoiseSession {
   slabs: SlabSession;
   /** Chunks produced: the authoritative progress of the session. */
   next: number;
+  /** Image-to-world: the clean latents of chunk 0 `[z, C, h, w]`, until chunk 0 is produced. */
+  image?: Float32Array;
   chain: Promise<unknown>;
 }
 
@@ -158,7 +160,17 @@ export class WanSessionStage {
       const state = new RequestState();
       try {
         const embeds = await encodePrompt({ model, native: this.env.native }, state, spec.prompt);
-        const ctx = { prompt_embeds: float32Tensor(embeds.data.slice(), embeds.shape) };
+        const ctx: Record<string, PayloadTensor> = { prompt_embeds: float32Tensor(embeds.data.slice(), embeds.shape) };
+        const image = p.tensors.image;
+        if (image !== undefined) {
+          if (image.dtype !== 'uint8' || image.shape.join() !== [spec.height, spec.width, 3].join()) throw new PayloadError(`${p.payloadType}: image must be uint8 [${spec.height}, ${spec.width}, 3]`, { param: 'tensors.image' });
+          // Image-to-world: chunk 0 is the encoded image repeated over the chunk's C frames (as `WorldSession` does).
+          const frame = await model.vaeEncoder.encodeImage(image.bytes, spec.width, spec.height);
+          const [z, C, h, w] = latentGrid(model, spec);
+          const latents = new Float32Array(z * C * h * w);
+          for (let ch = 0; ch < z; ch++) for (let f = 0; f < C; f++) latents.set(frame.subarray(ch * h * w, (ch + 1) * h * w), (ch * C + f) * h * w);
+          ctx.image_latents = float32Tensor(latents, [z, C, h, w]);
+        }
         return await emit(sessionPayload(sid, p.requestId, 'encode', 'denoise', WAN_SESSION_PAYLOAD.context, { session: spec }, ctx));
       } finally {
         state.release();
@@ -190,7 +202,14 @@ export class WanSessionStage {
         context.dispose();
         throw e;
       }
-      this.denoising.set(sid, { spec, model, rollout, context, slabs, next: 0, chain: Promise.resolve() });
+      const img = p.tensors.image_latents;
+      if (img !== undefined && (img.dtype !== 'float32' || img.shape.join() !== grid.join())) {
+        rollout.dispose();
+        context.dispose();
+        throw new PayloadError(`${p.payloadType}: image_latents must be float32 [${grid.join(', ')}]`, { param: 'tensors.image_latents' });
+      }
+      const image = img === undefined ? undefined : float32Elements(img).slice();
+      this.denoising.set(sid, { spec, model, rollout, context, slabs, next: 0, image, chain: Promise.resolve() });
       return emit(sessionPayload(sid, p.requestId, 'denoise', 'decode', WAN_SESSION_PAYLOAD.opened, { session: spec }));
     }
     const s = this.denoising.get(sid);
@@ -205,14 +224,23 @@ export class WanSessionStage {
         return pass('denoise', 'decode');
       }
       if (p.payloadType !== WAN_SESSION_PAYLOAD.chunk) throw new PayloadError(`the denoise stage takes no ${p.payloadType} payload`, { param: 'payloadType' });
+      const shape = s.rollout.latentShape.join('x');
+      const grant = <T>(phase: string, fn: () => Promise<T>) =>
+        lastValueFrom(this.env.steps.step<T>({ requestId: sid, priority: s.spec.priority, cost: { model: `${s.model.spec.id}/transformer`, phase, shape, guidance: 'single' }, run: fn }));
+      if (s.image !== undefined && s.next === 0) {
+        // Chunk 0 of an image session: the encoded image, no denoising, action none.
+        const attempt = s.rollout.startCleanChunk(s.image);
+        s.image = undefined;
+        const chunk = s.next++;
+        await s.rollout.decode(attempt);
+        await emit(sessionPayload(sid, p.requestId, 'denoise', 'decode', WAN_SESSION_PAYLOAD.latents, { chunk, firstFrame: chunk * s.spec.chunkFrames, action: { key: 'none' } }, { latents: float32Tensor(attempt.latents, s.rollout.latentShape) }));
+        return grant('world-commit', () => s.rollout.commitPending());
+      }
       const action = actionOf(p);
       const cfg = s.model.spec.transformer.action;
       const acts = cfg === undefined && action.key === 'none' && action.vector === undefined ? undefined : actionAdaLNInjector.chunkActions(action.vector === undefined ? { key: action.key } : { key: action.key, vector: action.vector }, s.spec.chunkFrames, cfg);
       const chunk = s.next++;
       const attempt = s.rollout.startChunk(acts, chunk);
-      const shape = s.rollout.latentShape.join('x');
-      const grant = <T>(phase: string, fn: () => Promise<T>) =>
-        lastValueFrom(this.env.steps.step<T>({ requestId: sid, priority: s.spec.priority, cost: { model: `${s.model.spec.id}/transformer`, phase, shape, guidance: 'single' }, run: fn }));
       for (let i = 0; i < s.spec.steps; i++) await grant('world-denoise', () => s.rollout.denoiseStep(attempt));
       await s.rollout.decode(attempt); // marks the chunk to commit; the frames are the Decode stage's
       const meta = { chunk, firstFrame: chunk * s.spec.chunkFrames, action: p.metadata.action ?? null };

@@ -100,13 +100,27 @@ describe('world sessions across stages', () => {
     }
   });
 
-  it('refuses image-to-world and off-stride sizes at open, and keeps serving', async () => {
+  it('refuses off-stride sizes at open, and keeps serving', async () => {
     const stages = createInProcessStages({ ...options(), topology: TopologySchema.parse({ kind: 'disaggregated', connector: 'in-process' }) as DisaggregatedTopology });
     try {
-      await expect(stages.front.session({ prompt: 'a', image: { width: 16, height: 16, data: new Uint8Array(16 * 16 * 3) } })).rejects.toMatchObject({ code: 'OMNIRX_ERR_UNSUPPORTED_VALUE', param: 'image' });
       await expect(stages.front.session({ prompt: 'a', width: 18 })).rejects.toMatchObject({ code: 'OMNIRX_ERR_UNSUPPORTED_VALUE', param: 'width' });
       const r = await scripted(await stages.front.session({ prompt: 'a red ball in a blue room', seed: 21, fps: 10 }));
       expect(r.chunks.map(view)).toEqual(reference.map(view));
+    } finally {
+      await stages.close();
+    }
+  });
+
+  it('image-to-world: chunk 0 is the encoded image, then the rollout goes on; bit-identical to the monolithic session', async () => {
+    const data = new Uint8Array(16 * 16 * 3).map((_, i) => (i * 37 + (i >> 4) * 11) & 255);
+    const image = { width: 16, height: 16, data };
+    const mono = await scripted(await engine.session({ prompt: 'a red ball', seed: 9, image }));
+    const stages = createInProcessStages({ ...options(), topology: TopologySchema.parse({ kind: 'disaggregated', connector: 'in-process' }) as DisaggregatedTopology });
+    try {
+      const r = await scripted(await stages.front.session({ prompt: 'a red ball', seed: 9, image }));
+      expect(r.last.type).toBe('final');
+      expect(r.chunks[0].rollout?.action).toEqual({ key: 'none' });
+      expect(r.chunks.map(view)).toEqual(mono.chunks.map(view));
     } finally {
       await stages.close();
     }
