@@ -207,7 +207,10 @@ export class StageProcesses {
   private async recover(dead: Child, code: number | null, signal: string | null): Promise<void> {
     const role = dead.role;
     const upstream = UPSTREAM[role];
-    // IPC barrier: every `passed` the upstream stage sent before its answer has been applied by now.
+    // One turn of the event loop first: acks the dead stage sent this process before it died (the front's puts to
+    // Encode) are read and applied. Then an IPC barrier: every `passed` the upstream stage sent before its answer has
+    // been applied by now.
+    await new Promise<void>((resolve) => setImmediate(resolve));
     if (upstream !== undefined) await this.ask(upstream, { type: 'holding?', seq: ++this.seq });
     const why = `the ${role} stage process exited (${signal ?? `code ${code}`}) while it held the request`;
     for (const [id, loc] of this.front.locations()) if (loc === role) this.front.fail(id, new OmniError('OMNIRX_ERR_STAGE_FAILED', `${why}; it is being restarted`));
