@@ -187,7 +187,8 @@ async function main(): Promise<void> {
   }
 }
 
-main().catch((err: unknown) => {
+// Exit explicitly: the native executor's threads and werift's sockets may outlive the closed servers by minutes.
+main().then(() => process.exit(0), (err: unknown) => {
   process.stderr.write(`motion-to-photon: ${err instanceof Error ? err.stack : String(err)}\n`);
   process.exit(1);
 });
