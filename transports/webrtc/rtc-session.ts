@@ -54,9 +54,10 @@ export class RtcSession {
   private readonly channel: RTCDataChannel;
   private readonly track = new MediaStreamTrack({ kind: 'video' });
   private readonly sender: VideoSender<FrameMeta>;
-  private readonly pacer: CreditPacer;
-  private readonly events: Subscription;
-  private readonly chunkFrames: number;
+  /** Created when the data channel opens (pacing starts then). */
+  private pacer?: CreditPacer;
+  private readonly events?: Subscription;
+  private chunkFrames = 1;
   private readonly openedAt = performance.now();
   private lastAction?: { key: string; vector?: [number, number] };
   private flushes = 0;
@@ -72,16 +73,6 @@ export class RtcSession {
     this.pc = new RTCPeerConnection(rtcPeerConfig(options.hostAddresses));
     this.pc.addTransceiver(this.track, { direction: 'sendonly' });
     this.channel = this.pc.createDataChannel('omnirx', { ordered: true });
-    let chunkFrames = 1;
-    // The admitted event arrives synchronously on subscribe; chunks only after credits, granted once the channel opens.
-    this.events = world.events$.subscribe({
-      next: (ev) => {
-        if (ev.type === 'admitted' && typeof ev.params.chunkFrames === 'number') chunkFrames = ev.params.chunkFrames;
-        else this.onEvent(ev);
-      },
-      complete: () => this.close('session_ended'),
-    });
-    this.chunkFrames = chunkFrames;
     const p = world.params;
     this.sender = new VideoSender<FrameMeta>({
       track: this.track,
@@ -92,14 +83,9 @@ export class RtcSession {
       ffmpegPath: options.ffmpegPath,
       onFrame: (meta, rtp) => {
         this.send({ type: 'frame', chunk: meta.chunk, pts: meta.pts, rtp, key: meta.key, ...(meta.actionId !== undefined ? { action_id: meta.actionId } : {}) } satisfies FrameMessage);
-        this.pacer.frameSent();
+        this.pacer?.frameSent();
       },
       onError: (err) => this.fail(err),
-    });
-    this.pacer = new CreditPacer({
-      windowFrames: Math.max(options.windowFrames ?? 2, chunkFrames),
-      minIntervalMs: options.paceToFps === false ? 0 : 1000 / p.fps,
-      grant: (n) => this.world.credits.next(n),
     });
     this.channel.stateChanged.subscribe((state) => {
       if (state === 'open') this.onChannelOpen();
@@ -109,6 +95,15 @@ export class RtcSession {
     this.pc.connectionStateChange.subscribe((state) => {
       if (state === 'failed') this.close('peer_failed');
       if (state === 'closed') this.close('peer_closed');
+    });
+    // Last, since a session that already ended completes at once. The admitted event arrives synchronously on
+    // subscribe; chunks come only after credits, granted once the channel opens.
+    this.events = world.events$.subscribe({
+      next: (ev) => {
+        if (ev.type === 'admitted' && typeof ev.params.chunkFrames === 'number') this.chunkFrames = ev.params.chunkFrames;
+        else this.onEvent(ev);
+      },
+      complete: () => this.close('session_ended'),
     });
   }
 
@@ -170,9 +165,9 @@ export class RtcSession {
   close(reason: EndReason): void {
     if (this.ended) return;
     this.ended = true;
-    this.pacer.stop();
+    this.pacer?.stop();
     this.send({ type: 'closed', reason });
-    this.events.unsubscribe();
+    this.events?.unsubscribe();
     this.world.close();
     this.sender.close();
     this.track.stop();
@@ -200,7 +195,13 @@ export class RtcSession {
   private onChannelOpen(): void {
     const p = this.world.params;
     // Nothing latency-critical rides on the first server → client messages (docs/webrtc.md, werift SCTP note).
+    if (this.ended || this.pacer !== undefined) return;
     this.send({ type: 'ready', session_id: this.id, width: p.width, height: p.height, fps: p.fps, chunk_frames: this.chunkFrames, rtp_clock_rate: VIDEO_CLOCK_RATE });
+    this.pacer = new CreditPacer({
+      windowFrames: Math.max(this.options.windowFrames ?? 2, this.chunkFrames),
+      minIntervalMs: this.options.paceToFps === false ? 0 : 1000 / p.fps,
+      grant: (n) => this.world.credits.next(n),
+    });
     this.pacer.start();
   }
 
@@ -227,7 +228,7 @@ export class RtcSession {
           session_id: this.id,
           frames_sent: this.sender.framesSent,
           chunks: s.chunks,
-          frames_in_flight: this.pacer.framesInFlight,
+          frames_in_flight: this.pacer?.framesInFlight ?? 0,
           credit_balance: s.creditBalance,
           encode_ms_p50: this.sender.encodeMsP50(),
           flushes: this.flushes,
