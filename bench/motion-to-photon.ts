@@ -22,7 +22,6 @@ import { Observable, Subject } from 'rxjs';
 import type { WorldSession } from '../src/engine/session';
 import type { OmniEvent } from '../src/request/omni-event';
 import { SessionActionSchema } from '../src/request/session-request';
-import { registerDemoRoutes } from '../transports/http/routes/demos';
 import { createServer } from '../transports/http/server';
 import type { ServedEngine } from '../transports/http/served-engine';
 import type { RtcWorld } from '../transports/webrtc/rtc-session';
@@ -114,9 +113,8 @@ interface RunResult {
   matched: number;
 }
 
-async function listen(app: FastifyInstance, demosDir: string): Promise<string> {
+async function listen(app: FastifyInstance): Promise<string> {
   await app.omnirx.engineReady;
-  if (!app.hasRoute({ method: 'GET', url: '/demos/:name' })) registerDemoRoutes(app, demosDir);
   await app.listen({ host: '127.0.0.1', port: 0 });
   const addr = app.server.address();
   if (addr === null || typeof addr === 'string') throw new Error('the server has no TCP address');
@@ -159,13 +157,12 @@ function progress(t0: number, what: string): void {
 async function main(): Promise<void> {
   const t0 = performance.now();
   const modelsDir = process.env.OMNIRX_MODELS_DIR ?? path.join(findDir(path.join('models', 'omnirx-default', 'model.json'), ROOTS), 'models');
-  const demosDir = path.join(findDir(path.join('demos', 'world.html'), ROOTS), 'demos');
   const browser = await chromium.launch({ executablePath: process.env.OMNIRX_CHROMIUM ?? '/usr/bin/chromium', args: CHROMIUM_ARGS });
   try {
     const app = await createServer({ modelsDir, defaultModel: 'omnirx-default' });
     let model: RunResult;
     try {
-      const origin = await listen(app, demosDir);
+      const origin = await listen(app);
       progress(t0, 'model server up');
       model = await drive(browser, origin);
       progress(t0, 'model run done');
@@ -176,7 +173,7 @@ async function main(): Promise<void> {
     const base = await createServer({ engine: trivialEngine() });
     let baseline: RunResult;
     try {
-      baseline = await drive(browser, await listen(base, demosDir));
+      baseline = await drive(browser, await listen(base));
       progress(t0, 'baseline run done');
     } finally {
       await base.close();

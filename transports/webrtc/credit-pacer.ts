@@ -42,6 +42,19 @@ export class CreditPacer {
     this.pump();
   }
 
+  /**
+   * Grants the next owed credit now, without waiting for the spacing: called when an action arrives, so the chunk
+   * that will carry it starts at once rather than at the next frame slot. Never exceeds the window (only credits
+   * already owed for sent frames are granted).
+   */
+  expedite(): void {
+    if (this.stopped || this.owed === 0) return;
+    clearTimeout(this.timer);
+    this.timer = undefined;
+    this.lastGrantAt = Number.NEGATIVE_INFINITY;
+    this.pump();
+  }
+
   /** Stops granting (pending grants are dropped). Idempotent. */
   stop(): void {
     this.stopped = true;

@@ -4,7 +4,6 @@
  * on the data channel whose id shows up in the metadata of frames the page displays.
  */
 import { chromium, type Browser } from 'playwright-core';
-import { registerDemoRoutes } from '../../../transports/http/routes/demos';
 import { startRtcServer, until, type RtcTestServer } from './helpers';
 
 /** Headless flags plus the loopback-peer flags of ../shared/FACTS.md; playwright gives each launch a fresh profile. */
@@ -26,7 +25,7 @@ let server: RtcTestServer;
 let browser: Browser;
 
 beforeAll(async () => {
-  server = await startRtcServer({ beforeListen: (app) => (app.hasRoute({ method: 'GET', url: '/demos/:name' }) ? undefined : registerDemoRoutes(app)) });
+  server = await startRtcServer();
   browser = await chromium.launch({ executablePath: '/usr/bin/chromium', args: CHROMIUM_ARGS });
 });
 

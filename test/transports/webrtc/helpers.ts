@@ -21,17 +21,13 @@ export interface RtcTestServer {
   wsUrl: string;
 }
 
-/**
- * Starts the server on 127.0.0.1 (random port); `maxSessions` bounds the engine's open sessions, `beforeListen`
- * may add routes.
- */
-export async function startRtcServer(opts: { maxSessions?: number; beforeListen?: (app: FastifyInstance) => void } = {}): Promise<RtcTestServer> {
+/** Starts the server on 127.0.0.1 (random port); `maxSessions` bounds the engine's open sessions. */
+export async function startRtcServer(opts: { maxSessions?: number } = {}): Promise<RtcTestServer> {
   const maxSessions = opts.maxSessions ?? 4;
   const modelsDir = await makeModelsDir([{ spec: actionSpec(), seed: 3 }]);
   const engine = await Engine.create({ modelsDir, defaultModel: 'tiny-world', sessions: { chunkFrames: 1, sinkFrames: 1, localWindowFrames: 2, steps: 2, maxSessions } });
   const app = await createServer({ engine });
   await app.omnirx.engineReady;
-  opts.beforeListen?.(app);
   await app.listen({ host: '127.0.0.1', port: 0 });
   const addr = app.server.address();
   if (addr === null || typeof addr === 'string') throw new Error('the server has no TCP address');

@@ -1,0 +1,66 @@
+import { CreditPacer } from '../../../transports/webrtc/credit-pacer';
+
+describe('CreditPacer', () => {
+  beforeEach(() => jest.useFakeTimers({ now: 0 }));
+  afterEach(() => jest.useRealTimers());
+
+  function pacer(minIntervalMs: number, windowFrames = 2): { p: CreditPacer; grants: Array<[number, number]> } {
+    const grants: Array<[number, number]> = [];
+    const p = new CreditPacer({ windowFrames, minIntervalMs, grant: (n) => grants.push([performance.now(), n]) });
+    return { p, grants };
+  }
+
+  it('grants the window, then one credit per frame sent, never two grants closer than the spacing', () => {
+    const { p, grants } = pacer(50);
+    p.start();
+    expect(grants).toEqual([[0, 1]]); // spaced: the second window credit comes 50 ms later
+    jest.advanceTimersByTime(50);
+    expect(grants).toEqual([[0, 1], [50, 1]]);
+    expect(p.framesInFlight).toBe(2);
+    jest.advanceTimersByTime(100);
+    expect(grants.length).toBe(2); // nothing sent: nothing more granted
+    p.frameSent();
+    expect(grants[2]).toEqual([150, 1]);
+    p.frameSent();
+    expect(grants.length).toBe(3);
+    jest.advanceTimersByTime(49);
+    expect(grants.length).toBe(3);
+    jest.advanceTimersByTime(1);
+    expect(grants[3]).toEqual([200, 1]);
+    expect(p.framesInFlight).toBe(2);
+  });
+
+  it('without spacing grants everything owed at once', () => {
+    const { p, grants } = pacer(0, 3);
+    p.start();
+    p.frameSent();
+    p.frameSent();
+    expect(grants).toEqual([[0, 3], [0, 1], [0, 1]]);
+  });
+
+  it('expedite grants an owed credit at once (an action arrived) but never beyond the window', () => {
+    const { p, grants } = pacer(50);
+    p.start();
+    jest.advanceTimersByTime(50);
+    p.frameSent(); // owed 1, due at 100
+    jest.advanceTimersByTime(10);
+    expect(grants.length).toBe(2);
+    p.expedite();
+    expect(grants[2]).toEqual([60, 1]);
+    p.expedite(); // nothing owed: nothing granted
+    jest.advanceTimersByTime(200);
+    expect(grants.length).toBe(3);
+    expect(p.framesInFlight).toBe(2);
+  });
+
+  it('stop drops pending grants; a bad window is a RangeError', () => {
+    const { p, grants } = pacer(50);
+    p.start();
+    p.stop();
+    jest.advanceTimersByTime(500);
+    p.frameSent();
+    p.expedite();
+    expect(grants).toEqual([[0, 1]]);
+    expect(() => new CreditPacer({ windowFrames: 0, minIntervalMs: 0, grant: () => undefined })).toThrow(RangeError);
+  });
+});
