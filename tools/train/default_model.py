@@ -3,7 +3,7 @@ The embedded default's architecture (src/models/default-spec.ts ``defaultModelSp
 (``DEFAULT_WORDS``), as the training recipe needs them.
 
 The words are read from the TypeScript source so the two cannot drift; the spec is mirrored here (the trained
-model's ``model.json``) and test/train/trained-model-format.test.ts checks that a written model directory has
+model's ``model.json``) and tools/train/check-model-dir.ts checks that a written model directory has
 exactly ``defaultModelSpec()``'s architecture.
 """
 
