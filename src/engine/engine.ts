@@ -1,4 +1,4 @@
-import { randomInt, randomUUID } from 'node:crypto';
+import { randomUUID } from 'node:crypto';
 import { asyncScheduler, catchError, concat, defer, Observable, of, type SchedulerLike, type Subscription } from 'rxjs';
 import { CacheManager } from '../cache/cache-manager';
 import { PoolExhaustedError } from '../cache/kv-handle';
@@ -20,7 +20,10 @@ import { DEFAULT_LIMITS, type RequestLimits } from '../request/limits';
 import type { OmniEvent } from '../request/omni-event';
 import { createOmniRequestSchema, type OmniRequest, type OmniRequestInput, type Task } from '../request/omni-request';
 import { estimateMemory, resolveParams } from './admission';
-import { failureEvent, validationErrorEvent } from './events';
+import { failureEvent } from './events';
+import { takeRequest } from './intake';
+import { resolveSessionParams } from './session-params';
+import { invalidInput } from '../request/invalid-input';
 import { runGraph } from './graph-runner';
 import { AdmissionPlanner, CostModel, StepScheduler } from './scheduler';
 import { WorldSession } from './session';
@@ -212,20 +215,12 @@ export class Engine {
     if (this.closed) throw new OmniError('OMNIRX_ERR_UNAVAILABLE', 'the engine is closed');
     if (!this.deployTasks.includes('WORLD')) throw new OmniError('OMNIRX_ERR_UNSUPPORTED_VALUE', 'this deployment does not serve world sessions (add WORLD to its tasks)', { param: 'task' });
     const parsed = this.sessionSchema.safeParse(input);
-    if (!parsed.success) {
-      const issue = parsed.error.issues[0];
-      const field = issue.path.map(String).join('.');
-      throw new OmniError('OMNIRX_ERR_INVALID_REQUEST', `${field || '(root)'}: ${issue.message}`, { param: field || undefined });
-    }
+    if (!parsed.success) throw invalidInput(parsed.error);
     const req = parsed.data;
     const model = await this.models.get(req.model);
     const cfg = this.sessionConfig;
-    const width = req.width ?? req.image?.width ?? model.spec.defaults.width;
-    const height = req.height ?? req.image?.height ?? model.spec.defaults.height;
-    const stride = model.pixelStride;
-    for (const [field, v] of [['width', width], ['height', height]] as const) {
-      if (v % stride !== 0) throw new OmniError('OMNIRX_ERR_UNSUPPORTED_VALUE', `${field} ${v} is not a multiple of ${stride} (VAE scale × patch size of '${model.spec.id}')`, { param: field });
-    }
+    const resolved = resolveSessionParams(req, model);
+    const { width, height } = resolved;
     // Checked after the model load so that concurrent opens cannot both pass.
     if (this.closed) throw new OmniError('OMNIRX_ERR_UNAVAILABLE', 'the engine is closed');
     const sessionId = req.sessionId ?? randomUUID();
@@ -242,18 +237,7 @@ export class Engine {
     }
     this.slabReservations.set(sessionId, need);
     const session = new WorldSession(
-      {
-        sessionId,
-        prompt: req.prompt,
-        image: req.image,
-        width,
-        height,
-        fps: req.fps,
-        seed: req.seed ?? randomInt(0, 2 ** 32),
-        flowShift: req.flowShift ?? model.spec.defaults.flowShift,
-        initialAction: req.initialAction,
-        priority: req.priority,
-      },
+      { sessionId, prompt: req.prompt, image: req.image, initialAction: req.initialAction, ...resolved },
       {
         native: this.native,
         model,
@@ -275,34 +259,20 @@ export class Engine {
   /** Runs one request as a cold event stream (see the class docs). */
   generate(input: OmniRequestInput): Observable<OmniEvent> {
     return new Observable<OmniEvent>((subscriber) => {
-      let fallbackId: string;
-      try {
-        fallbackId = typeof (input as { requestId?: unknown })?.requestId === 'string' ? String((input as { requestId: string }).requestId) : randomUUID();
-      } catch {
-        fallbackId = randomUUID();
-      }
       const finish = (ev: OmniEvent) => {
         subscriber.next(ev);
         subscriber.complete();
       };
+      const intake = takeRequest(this.schema, input);
+      if (!intake.ok) {
+        finish(intake.event);
+        return undefined;
+      }
+      const { request: req, requestId } = intake;
       if (this.closed) {
-        finish(failureEvent(fallbackId, new OmniError('OMNIRX_ERR_UNAVAILABLE', 'the engine is closed')));
+        finish(failureEvent(requestId, new OmniError('OMNIRX_ERR_UNAVAILABLE', 'the engine is closed')));
         return undefined;
       }
-      let parsed: ReturnType<typeof this.schema.safeParse>;
-      try {
-        parsed = this.schema.safeParse(input);
-      } catch (err) {
-        // A getter or Proxy in the input threw while it was read: still an error event, never a stream error.
-        finish(failureEvent(fallbackId, new OmniError('OMNIRX_ERR_INVALID_REQUEST', `the request could not be read: ${(err as Error)?.message ?? String(err)}`)));
-        return undefined;
-      }
-      if (!parsed.success) {
-        finish(validationErrorEvent(fallbackId, parsed.error));
-        return undefined;
-      }
-      const req = parsed.data;
-      const requestId = req.requestId ?? fallbackId;
       if (this.runningIds.has(requestId) || this.waiting.some((w) => w.requestId === requestId)) {
         finish(failureEvent(requestId, new OmniError('OMNIRX_ERR_INVALID_REQUEST', `requestId '${requestId}' is already queued or running`, { param: 'requestId' })));
         return undefined;

@@ -11,7 +11,7 @@ import { RequestState } from '../pipeline/request-state';
 import { encodePrompt } from '../pipeline/wan-t2v/text-encode';
 import { ChunkRollout, type ChunkAttempt } from '../pipeline/world/chunk-rollout';
 import type { OmniEvent, RolloutInfo } from '../request/omni-event';
-import { SessionActionSchema, type SessionAction } from '../request/session-request';
+import { parseSessionAction, type SessionAction } from '../request/session-request';
 import { failureEvent } from './events';
 import type { StepScheduler } from './scheduler';
 
@@ -182,16 +182,11 @@ export class WorldSession {
 
   private act(input: unknown): void {
     if (this.finished) return;
-    const r = SessionActionSchema.safeParse(input);
-    if (!r.success) {
-      const issue = r.error.issues[0];
-      const field = ['action', ...issue.path.map(String)].join('.');
-      throw new OmniError('OMNIRX_ERR_INVALID_REQUEST', `${field}: ${issue.message}`, { param: field });
-    }
-    this.chunkActions(r.data); // checked against the model now, so a bad action fails here and not when a chunk samples it
+    const action = parseSessionAction(input);
+    this.chunkActions(action); // checked against the model now, so a bad action fails here and not when a chunk samples it
     this.touch();
-    this.latest = r.data;
-    this.actionIn.next(r.data);
+    this.latest = action;
+    this.actionIn.next(action);
   }
 
   private grant(n: number): void {

@@ -1,8 +1,11 @@
-import { randomInt, randomUUID } from 'node:crypto';
+import { randomUUID } from 'node:crypto';
 import { Observable, type Subscriber } from 'rxjs';
 import { OmniError } from '../errors';
 import { resolveParams } from '../engine/admission';
-import { failureEvent, validationErrorEvent } from '../engine/events';
+import { failureEvent } from '../engine/events';
+import { takeRequest } from '../engine/intake';
+import { resolveSessionParams } from '../engine/session-params';
+import { invalidInput } from '../request/invalid-input';
 import type { ModelRegistry } from '../models/registry';
 import type { WanT2VPolicies } from '../pipeline/wan-t2v/pipeline';
 import type { BuiltPipeline } from '../pipeline/spec';
@@ -107,18 +110,11 @@ export class StageFront {
   async session(input: SessionRequestInput): Promise<StageSession> {
     if (this.closed) throw new OmniError('OMNIRX_ERR_UNAVAILABLE', 'the pipeline is closed');
     const parsed = this.sessionSchema.safeParse(input);
-    if (!parsed.success) {
-      const issue = parsed.error.issues[0];
-      const field = issue.path.map(String).join('.');
-      throw new OmniError('OMNIRX_ERR_INVALID_REQUEST', `${field || '(root)'}: ${issue.message}`, { param: field || undefined });
-    }
+    if (!parsed.success) throw invalidInput(parsed.error);
     const req = parsed.data;
     const model = await this.o.models.get(req.model);
-    const width = req.width ?? req.image?.width ?? model.spec.defaults.width;
-    const height = req.height ?? req.image?.height ?? model.spec.defaults.height;
-    for (const [field, v] of [['width', width], ['height', height]] as const) {
-      if (v % model.pixelStride !== 0) throw new OmniError('OMNIRX_ERR_UNSUPPORTED_VALUE', `${field} ${v} is not a multiple of ${model.pixelStride} (VAE scale × patch size of '${model.spec.id}')`, { param: field });
-    }
+    const resolved = resolveSessionParams(req, model);
+    const { width, height } = resolved;
     const sessionId = req.sessionId ?? randomUUID();
     if (this.sessions.has(sessionId)) throw new OmniError('OMNIRX_ERR_INVALID_REQUEST', `sessionId '${sessionId}' is already in use`, { param: 'sessionId' });
     const c = this.sessionConfig;
@@ -126,12 +122,7 @@ export class StageFront {
     const spec: WanSessionSpec = {
       model: model.spec.id,
       prompt: req.prompt,
-      width,
-      height,
-      fps: req.fps,
-      seed: req.seed ?? randomInt(0, 2 ** 32),
-      flowShift: req.flowShift ?? model.spec.defaults.flowShift,
-      priority: req.priority,
+      ...resolved,
       chunkFrames: c.chunkFrames,
       sinkFrames: c.sinkFrames,
       localWindowFrames: c.localWindowFrames,
@@ -163,34 +154,20 @@ export class StageFront {
   /** Runs one request through the stages as a cold event stream. */
   generate(input: OmniRequestInput): Observable<OmniEvent> {
     return new Observable<OmniEvent>((subscriber) => {
-      let fallbackId: string = randomUUID();
-      try {
-        const given = (input as { requestId?: unknown } | null)?.requestId;
-        if (typeof given === 'string') fallbackId = given;
-      } catch {
-        // a getter or Proxy in the input threw: the parse below reports it
-      }
       const finish = (ev: OmniEvent) => {
         subscriber.next(ev);
         subscriber.complete();
       };
+      const intake = takeRequest(this.schema, input);
+      if (!intake.ok) {
+        finish(intake.event);
+        return undefined;
+      }
+      const { request: req, requestId } = intake;
       if (this.closed) {
-        finish(failureEvent(fallbackId, new OmniError('OMNIRX_ERR_UNAVAILABLE', 'the pipeline is closed')));
+        finish(failureEvent(requestId, new OmniError('OMNIRX_ERR_UNAVAILABLE', 'the pipeline is closed')));
         return undefined;
       }
-      let parsed: ReturnType<typeof this.schema.safeParse>;
-      try {
-        parsed = this.schema.safeParse(input);
-      } catch (err) {
-        finish(failureEvent(fallbackId, new OmniError('OMNIRX_ERR_INVALID_REQUEST', `the request could not be read: ${(err as Error)?.message ?? String(err)}`)));
-        return undefined;
-      }
-      if (!parsed.success) {
-        finish(validationErrorEvent(fallbackId, parsed.error));
-        return undefined;
-      }
-      const req = parsed.data;
-      const requestId = req.requestId ?? fallbackId;
       if (this.pending.has(requestId)) {
         finish(failureEvent(requestId, new OmniError('OMNIRX_ERR_INVALID_REQUEST', `requestId '${requestId}' is already in the pipeline`, { param: 'requestId' })));
         return undefined;

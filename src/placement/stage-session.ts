@@ -2,7 +2,7 @@ import { ReplaySubject, type Observable, type Observer } from 'rxjs';
 import { failureEvent } from '../engine/events';
 import { OmniError } from '../errors';
 import type { ChunkEvent, OmniEvent } from '../request/omni-event';
-import { SessionActionSchema, type SessionAction } from '../request/session-request';
+import { parseSessionAction, SessionActionSchema, type SessionAction } from '../request/session-request';
 import type { StageSender } from './connectors/stage-connector';
 import { STAGE_ERROR_PAYLOAD, stageErrorOf } from './stage-error';
 import type { DiffusionStagePayload } from './stage-payload';
@@ -92,13 +92,8 @@ export class StageSession {
 
   private act(input: unknown): void {
     if (this.finished) return;
-    const r = SessionActionSchema.safeParse(input);
-    if (!r.success) {
-      const issue = r.error.issues[0];
-      const field = ['action', ...issue.path.map(String)].join('.');
-      throw new OmniError('OMNIRX_ERR_INVALID_REQUEST', `${field}: ${issue.message}`, { param: field });
-    }
-    this.latest = r.data;
+    const action = parseSessionAction(input);
+    this.latest = action;
   }
 
   private grant(n: number): void {

@@ -1,5 +1,6 @@
 import { z } from 'zod';
 import { ActionSchema } from '../models/wan/actions';
+import { invalidInput } from './invalid-input';
 import { DEFAULT_LIMITS, type RequestLimits } from './limits';
 
 /**
@@ -61,3 +62,13 @@ export type SessionRequestInput = z.input<typeof SessionRequestSchema>;
  */
 export const SessionActionSchema = ActionSchema.extend({ id: z.string().min(1).max(64).optional() });
 export type SessionAction = z.infer<typeof SessionActionSchema>;
+
+/**
+ * Validates one action fed to a session.
+ * @throws OmniError OMNIRX_ERR_INVALID_REQUEST whose `param` names the field (`action.key`, `action.vector.1`, …).
+ */
+export function parseSessionAction(input: unknown): SessionAction {
+  const r = SessionActionSchema.safeParse(input);
+  if (!r.success) throw invalidInput(r.error, 'action');
+  return r.data;
+}

@@ -13,21 +13,15 @@ import { Engine } from '../../src/engine/engine';
 import type { WorldSession } from '../../src/engine/session';
 import { loadNative } from '../../src/native/binding';
 import type { ChunkEvent, OmniEvent } from '../../src/request/omni-event';
-import type { ModelSpec } from '../../src/models/model-spec';
 import { finalOf } from '../helpers/events';
-import { makeModelsDir, tinySpec } from '../helpers/tiny-model';
+import { makeModelsDir, tinyWorldSpec } from '../helpers/tiny-model';
 
-/** The tiny model with an action module (keys none/up/down/left/right, 2-vectors). */
-function actionSpec(): ModelSpec {
-  const s = tinySpec('tiny-world');
-  return { ...s, transformer: { ...s.transformer, action: { numKeys: 5, vectorDim: 2 } } };
-}
 
 let modelsDir: string;
 let engine: Engine;
 
 beforeAll(async () => {
-  modelsDir = await makeModelsDir([{ spec: actionSpec(), seed: 3 }]);
+  modelsDir = await makeModelsDir([{ spec: tinyWorldSpec(), seed: 3 }]);
   engine = await Engine.create({ modelsDir, defaultModel: 'tiny-world', sessions: { chunkFrames: 1, sinkFrames: 1, localWindowFrames: 2, steps: 2, maxSessions: 3 } });
 });
 

@@ -22,6 +22,12 @@ export function tinySpec(id = 'tiny'): ModelSpec {
   };
 }
 
+/** The tiny world model (`tiny-world`): the tiny model with a 5-key (none/up/down/left/right) + 2-vector action module. */
+export function tinyWorldSpec(): ModelSpec {
+  const s = tinySpec('tiny-world');
+  return { ...s, transformer: { ...s.transformer, action: { numKeys: 5, vectorDim: 2 } } };
+}
+
 export const TINY_TOKENIZER: TokenizerFile = { type: 'word-bytes', words: TINY_WORDS };
 
 /** Writes a models folder holding the tiny model (and any extra specs) into a fresh temp dir; returns its path. */

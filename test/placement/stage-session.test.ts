@@ -1,6 +1,5 @@
 import * as path from 'node:path';
 import { Engine } from '../../src/engine/engine';
-import type { ModelSpec } from '../../src/models/model-spec';
 import { loadNative } from '../../src/native/binding';
 import { defaultWanT2VPolicies } from '../../src/pipeline/wan-t2v/pipeline';
 import { SessionConfigSchema } from '../../src/placement/deploy-config';
@@ -9,16 +8,11 @@ import { StageProcesses } from '../../src/placement/stage-processes';
 import { TopologySchema, type DisaggregatedTopology } from '../../src/placement/topology';
 import { DEFAULT_LIMITS } from '../../src/request/limits';
 import type { ChunkEvent, OmniEvent } from '../../src/request/omni-event';
-import { makeModelsDir, tinySpec } from '../helpers/tiny-model';
+import { makeModelsDir, tinyWorldSpec } from '../helpers/tiny-model';
 
 // Stage processes run compiled JS (see stage-processes.test.ts): dist/ from `npm test`'s pretest, or OMNIRX_STAGE_ENTRY.
 const entry = process.env.OMNIRX_STAGE_ENTRY ?? path.resolve(__dirname, '../../dist/src/placement/stage-main.js');
 
-/** The tiny model with an action module (as in test/engine/session.test.ts). */
-function actionSpec(): ModelSpec {
-  const s = tinySpec('tiny-world');
-  return { ...s, transformer: { ...s.transformer, action: { numKeys: 5, vectorDim: 2 } } };
-}
 
 type Key = 'none' | 'up' | 'down' | 'left' | 'right';
 const PLAN: Array<{ key: Key; id: string; vector?: [number, number] }> = (['none', 'up', 'up', 'left', 'down', 'right', 'none', 'left', 'right', 'up'] as Key[]).map((key, i) => ({ key, id: `a${i}`, ...(i === 4 ? { vector: [0.5, -0.25] as [number, number] } : {}) }));
@@ -64,7 +58,7 @@ const options = () => ({
 });
 
 beforeAll(async () => {
-  modelsDir = await makeModelsDir([{ spec: actionSpec(), seed: 3 }]);
+  modelsDir = await makeModelsDir([{ spec: tinyWorldSpec(), seed: 3 }]);
   engine = await Engine.create({ modelsDir, defaultModel: 'tiny-world', native, sessions });
   const r = await scripted(await engine.session({ prompt: 'a red ball in a blue room', seed: 21, fps: 10 }));
   expect(r.last.type).toBe('final');

@@ -3,30 +3,17 @@
  * listening server opens a WebRTC session over `/v1/rtc`, decodes the H.264 track, and a key press becomes an action
  * on the data channel whose id shows up in the metadata of frames the page displays.
  */
-import { chromium, type Browser } from 'playwright-core';
+import type { Browser } from 'playwright-core';
+import { launchChromium } from '../../helpers/chromium';
 import { startRtcServer, until, type RtcTestServer } from './helpers';
 
-/** Headless flags plus the loopback-peer flags of ../shared/FACTS.md; playwright gives each launch a fresh profile. */
-const CHROMIUM_ARGS = [
-  '--headless',
-  '--no-sandbox',
-  '--disable-gpu',
-  '--disable-quic',
-  '--no-first-run',
-  '--disable-background-networking',
-  '--disable-component-update',
-  '--disable-sync',
-  '--autoplay-policy=no-user-gesture-required',
-  '--allow-loopback-in-peer-connection',
-  '--disable-features=WebRtcHideLocalIpsWithMdns',
-];
 
 let server: RtcTestServer;
 let browser: Browser;
 
 beforeAll(async () => {
   server = await startRtcServer();
-  browser = await chromium.launch({ executablePath: '/usr/bin/chromium', args: CHROMIUM_ARGS });
+  browser = await launchChromium();
 });
 
 afterAll(async () => {

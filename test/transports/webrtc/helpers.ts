@@ -2,16 +2,10 @@ import type { FastifyInstance } from 'fastify';
 import { RTCPeerConnection, type RTCDataChannel } from 'werift';
 import WebSocket from 'ws';
 import { Engine } from '../../../src/engine/engine';
-import type { ModelSpec } from '../../../src/models/model-spec';
 import { createServer } from '../../../transports/http/server';
 import { rtcPeerConfig } from '../../../transports/webrtc/peer-config';
-import { makeModelsDir, tinySpec } from '../../helpers/tiny-model';
+import { makeModelsDir, tinyWorldSpec } from '../../helpers/tiny-model';
 
-/** The tiny world model: the tiny test model with a 5-key + 2-vector action module. */
-export function actionSpec(): ModelSpec {
-  const s = tinySpec('tiny-world');
-  return { ...s, transformer: { ...s.transformer, action: { numKeys: 5, vectorDim: 2 } } };
-}
 
 /** A listening server over an engine on the tiny world model (chunks of one frame, two denoise steps). */
 export interface RtcTestServer {
@@ -24,7 +18,7 @@ export interface RtcTestServer {
 /** Starts the server on 127.0.0.1 (random port); `maxSessions` bounds the engine's open sessions. */
 export async function startRtcServer(opts: { maxSessions?: number } = {}): Promise<RtcTestServer> {
   const maxSessions = opts.maxSessions ?? 4;
-  const modelsDir = await makeModelsDir([{ spec: actionSpec(), seed: 3 }]);
+  const modelsDir = await makeModelsDir([{ spec: tinyWorldSpec(), seed: 3 }]);
   const engine = await Engine.create({ modelsDir, defaultModel: 'tiny-world', sessions: { chunkFrames: 1, sinkFrames: 1, localWindowFrames: 2, steps: 2, maxSessions } });
   const app = await createServer({ engine });
   await app.omnirx.engineReady;

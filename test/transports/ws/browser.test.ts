@@ -3,28 +3,16 @@
  * `/demos/generate`, served by a listening server on 127.0.0.1, streams a generation over `/v1/stream` and plays
  * the fMP4 fragments through Media Source Extensions — the video element's time advances and frames are decoded.
  */
-import { chromium, type Browser } from 'playwright-core';
+import type { Browser } from 'playwright-core';
+import { launchChromium } from '../../helpers/chromium';
 import { startServer, type TestServer } from '../http/helpers';
-
-/** Headless flags (../shared/FACTS.md); playwright gives each launch a fresh user data dir of its own. */
-const CHROMIUM_ARGS = [
-  '--headless',
-  '--no-sandbox',
-  '--disable-gpu',
-  '--disable-quic',
-  '--no-first-run',
-  '--disable-background-networking',
-  '--disable-component-update',
-  '--disable-sync',
-  '--autoplay-policy=no-user-gesture-required',
-];
 
 let server: TestServer;
 let browser: Browser;
 
 beforeAll(async () => {
   server = await startServer({ apiKey: 'demo-token' });
-  browser = await chromium.launch({ executablePath: '/usr/bin/chromium', args: CHROMIUM_ARGS });
+  browser = await launchChromium();
 });
 
 afterAll(async () => {

@@ -8,22 +8,16 @@ import { mkdtempSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import * as path from 'node:path';
 import { Engine } from '../../../src/engine/engine';
-import type { ModelSpec } from '../../../src/models/model-spec';
-import { makeModelsDir, tinySpec } from '../../helpers/tiny-model';
+import { makeModelsDir, tinyWorldSpec } from '../../helpers/tiny-model';
 import { startServer, type TestServer } from '../http/helpers';
 import { StreamClient } from './stream-client';
 
-/** The tiny model with an action module (keys none/up/down/left/right, 2-vectors). */
-function actionSpec(): ModelSpec {
-  const s = tinySpec('tiny-world');
-  return { ...s, transformer: { ...s.transformer, action: { numKeys: 5, vectorDim: 2 } } };
-}
 
 let engine: Engine;
 let server: TestServer;
 
 beforeAll(async () => {
-  const modelsDir = await makeModelsDir([{ spec: actionSpec(), seed: 3 }]);
+  const modelsDir = await makeModelsDir([{ spec: tinyWorldSpec(), seed: 3 }]);
   engine = await Engine.create({ modelsDir, defaultModel: 'tiny-world', sessions: { chunkFrames: 1, sinkFrames: 1, localWindowFrames: 2, steps: 2, maxSessions: 2 } });
   server = await startServer({ engine, modelsDir });
 });
