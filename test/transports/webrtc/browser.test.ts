@@ -7,7 +7,6 @@ import type { Browser } from 'playwright-core';
 import { launchChromium } from '../../helpers/chromium';
 import { startRtcServer, until, type RtcTestServer } from './helpers';
 
-
 let server: RtcTestServer;
 let browser: Browser;
 
