@@ -77,7 +77,7 @@ export async function runServe(argv: string[], deps: ServeDeps): Promise<number>
   try {
     deploy = args.config === undefined ? undefined : await loadDeployConfig(args.config);
   } catch (err) {
-    deps.stderr.write(`error: ${(err as Error).message}\n`);
+    deps.stderr.write(`error: ${(err as OmniError).code ?? 'OMNIRX_ERR_CONFIG'}: ${(err as Error).message}\n`);
     return EXIT.USAGE;
   }
   const { createServer } = await import('../../transports/http/server');

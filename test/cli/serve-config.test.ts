@@ -28,10 +28,21 @@ describe('omnirx serve --config', () => {
     const err = sink();
     const code = await runServe(['--port', '0', '--config', configFile({ schemaVersion: 1, sessions: { steps: 0 } })], { stdout: out.stream, stderr: err.stream });
     expect(code).toBe(2);
-    expect(err.text()).toMatch(/sessions\.steps/);
+    expect(err.text()).toMatch(/OMNIRX_ERR_CONFIG: .*sessions\.steps/);
     expect(out.text()).not.toMatch(/listening/);
     expect(await runServe(['--config', configFile('{oops')], { stdout: out.stream, stderr: err.stream })).toBe(2);
     expect(err.text()).toMatch(/not valid JSON/);
+  });
+
+  it('refuses to start (exit 1) when the default model is not in the models folder', async () => {
+    const modelsDir = await makeModelsDir();
+    for (const config of [{ schemaVersion: 1, modelsDir, defaultModel: 'nope' }, { schemaVersion: 1, modelsDir: '/nonexistent/models', defaultModel: 'tiny' }]) {
+      const out = sink();
+      const err = sink();
+      expect(await runServe(['--port', '0', '--config', configFile(config)], { stdout: out.stream, stderr: err.stream, onSigterm: () => () => undefined })).toBe(1);
+      expect(err.text()).toMatch(/the default model '(nope|tiny)' is not in/);
+      expect(out.text()).not.toMatch(/listening/);
+    }
   });
 
   it('serves the deployment the config describes (its models folder, default model and tasks)', async () => {

@@ -14,7 +14,7 @@ export interface ServedEngine {
   /** Requests waiting for admission, and running. */
   stats(): { queued: number; running: number };
   /** The model registry: `get(id)` loads (once) and returns a model, or rejects with OMNIRX_ERR_UNKNOWN_MODEL. */
-  readonly models: { get(id: string | undefined): Promise<WanT2VModel> };
+  readonly models: { get(id: string | undefined): Promise<WanT2VModel>; readonly defaultModel?: string; readonly modelsDir?: string };
   /** Opens an interactive world session (rejects with an OmniError naming the field for bad input). */
   session(input: SessionRequestInput): Promise<WorldSession>;
   /** Stops admitting and frees every model. */

@@ -1,6 +1,7 @@
 import { createHash, timingSafeEqual } from 'node:crypto';
 import multipart from '@fastify/multipart';
-import Fastify, { type FastifyInstance } from 'fastify';
+import Fastify, { type FastifyInstance, type FastifyReply } from 'fastify';
+import { OmniError } from '../../src/errors';
 import { resolveFfmpeg } from '../../src/media/ffmpeg';
 import type { ServerContext } from './context';
 import { HttpError, toHttpError } from './errors';
@@ -89,7 +90,18 @@ function sameSecret(given: string, expected: string): boolean {
  */
 export async function createServer(options: ServerOptions = {}): Promise<FastifyInstance> {
   const bodyLimit = options.bodyLimitBytes ?? 2 ** 20;
-  const app = Fastify({ logger: options.logger ?? false, bodyLimit, requestTimeout: 60_000, connectionTimeout: 60_000, return503OnClosing: true });
+  const app = Fastify({
+    logger: options.logger ?? false,
+    bodyLimit,
+    requestTimeout: 60_000,
+    connectionTimeout: 60_000,
+    return503OnClosing: true,
+    // Errors Fastify raises before routing (a URL that is not valid percent-encoding, …) in the same error shape.
+    frameworkErrors: (err, _req, reply) => {
+      const h = toHttpError(err);
+      void (reply as FastifyReply).status(h.status).send(h.body());
+    },
+  });
   app.removeContentTypeParser('text/plain');
   await app.register(multipart, {
     limits: { fileSize: options.maxUploadBytes ?? 8 * 2 ** 20, files: 1, fields: 32, fieldSize: 64 * 2 ** 10, parts: 40, fieldNameSize: 100 },
@@ -131,7 +143,14 @@ export async function createServer(options: ServerOptions = {}): Promise<Fastify
     const { Engine } = await import('../../src/engine/engine');
     const overrides = { ...(options.modelsDir === undefined ? {} : { modelsDir: options.modelsDir }), ...(options.defaultModel === undefined ? {} : { defaultModel: options.defaultModel }) };
     const e = options.engine ?? (options.deploy === undefined ? Engine.create(overrides) : Engine.fromDeployConfig({ ...options.deploy, ...overrides }));
-    engine = await e;
+    const started = await e;
+    // A deployment whose default model is not there could never serve a request that names none: refuse to start.
+    const def = started.models.defaultModel;
+    if (def !== undefined && !started.listModels().includes(def)) {
+      await started.close();
+      throw new OmniError('OMNIRX_ERR_UNKNOWN_MODEL', `the default model '${def}' is not in ${started.models.modelsDir ?? 'the models folder'} (found: ${started.listModels().join(', ') || 'none'})`);
+    }
+    engine = started;
     if (state.phase === 'starting') state.phase = 'ready';
   })();
   engineReady.catch((err: unknown) => {

@@ -28,6 +28,21 @@ describe('hostile input gets a clear 4xx in the error shape, and the server keep
     expect(r.json).toEqual({ error: { type: 'invalid_request_error', code: 'invalid_json', message: expect.any(String), param: null } });
   });
 
+  it('a multipart body cut off before its closing boundary → 400 invalid_body, not a server error', async () => {
+    const body = '--zzz\r\nContent-Disposition: form-data; name="prompt"\r\n\r\nx';
+    const r = await post('/v1/videos', body, { 'content-type': 'multipart/form-data; boundary=zzz' });
+    expect(r.status).toBe(400);
+    expect(r.json.error).toMatchObject({ type: 'invalid_request_error', code: 'invalid_body', message: expect.stringMatching(/multipart body could not be read/) });
+  });
+
+  it('a URL that is not valid percent-encoding → 400 in the error shape', async () => {
+    for (const p of ['/v1/videos/%ff', '/demos/%ff']) {
+      const res = await fetch(`${server.origin}${p}`, { headers: auth });
+      expect(res.status).toBe(400);
+      expect(((await res.json()) as { error: { code: string } }).error).toMatchObject({ type: 'invalid_request_error', code: 'invalid_body' });
+    }
+  });
+
   it('a body over the limit → 413 body_too_large', async () => {
     const r = await postJson({ prompt: 'x'.repeat(10_000) });
     expect(r.status).toBe(413);

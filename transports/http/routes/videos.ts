@@ -22,6 +22,18 @@ const ContentQuerySchema = z.strictObject({ variant: z.literal('video').optional
  * @throws HttpError 400 for a duplicate field or a file under another name; the multipart plugin's 413 for limits.
  */
 async function readForm(req: FastifyRequest): Promise<Record<string, unknown>> {
+  try {
+    return await readFormParts(req);
+  } catch (err) {
+    // The multipart parser's own failures (a body cut off before its closing boundary, a malformed part header)
+    // carry no HTTP status: they are the client's malformed body, not a server error.
+    const status = (err as { statusCode?: unknown })?.statusCode;
+    if (err instanceof HttpError || typeof status === 'number') throw err;
+    throw HttpError.of('invalid_body', `the multipart body could not be read: ${(err as Error)?.message ?? String(err)}`);
+  }
+}
+
+async function readFormParts(req: FastifyRequest): Promise<Record<string, unknown>> {
   const fields: Record<string, string> = {};
   let reference: { filename: string; bytes: number } | undefined;
   for await (const part of req.parts()) {
