@@ -191,7 +191,7 @@ export class WorldSession {
 
   private grant(n: number): void {
     if (this.finished) return;
-    if (!Number.isSafeInteger(n) || n < 1) throw new OmniError('OMNIRX_ERR_INVALID_REQUEST', `credits: a grant must be a positive integer (frames), got ${String(n)}`, { param: 'credits' });
+    if (!Number.isSafeInteger(n) || n < 1) throw new OmniError('OMNIRX_ERR_INVALID_REQUEST', `credits: a grant must be a positive integer (frames), got ${typeof n === 'number' ? String(n) : `${typeof n} ${JSON.stringify(n) ?? String(n)}`}`, { param: 'credits' });
     this.touch();
     this.balance += n;
     if (this.gateAttached) this.creditIn.next(n);
