@@ -70,12 +70,16 @@ export function errorTypeOf(status: number): HttpErrorType {
 /**
  * Turns an engine `error` event into an {@link HttpError}: the status from the engine's catalogue (500 for a code
  * it does not know), `param` translated from the request path (`diffusion.numFrames`) to the HTTP field name by
- * `fieldOf`.
+ * `fieldOf`; a message that starts with the request path starts with the HTTP field instead (`size (diffusion.width): …`).
  */
 export function fromErrorEvent(ev: ErrorEvent, fieldOf: (path: string | undefined) => string | null): HttpError {
   const known = Object.prototype.hasOwnProperty.call(ERROR_CATALOGUE, ev.code);
   const status = known ? ERROR_CATALOGUE[ev.code as ErrorCode].status : 500;
-  return new HttpError(status, ev.code, ev.message, fieldOf(ev.param));
+  const field = fieldOf(ev.param);
+  // The engine's message starts with its request path; name the HTTP field the client sent first.
+  const prefix = ev.param === undefined ? undefined : `${ev.param}:`;
+  const message = field !== null && prefix !== undefined && field !== ev.param && ev.message.startsWith(prefix) ? `${field} (${ev.param}):${ev.message.slice(prefix.length)}` : ev.message;
+  return new HttpError(status, ev.code, message, field);
 }
 
 /**

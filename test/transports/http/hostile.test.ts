@@ -86,6 +86,9 @@ describe('hostile input gets a clear 4xx in the error shape, and the server keep
       expect({ body, status: r.status, param: r.json.error?.param, type: r.json.error?.type }).toEqual({ body, status: 400, param, type: 'invalid_request_error' });
       expect(typeof r.json.error.message).toBe('string');
     }
+    // An engine-side rejection names the HTTP field first in its message, then the request path it maps to.
+    const steps = await postJson({ prompt: 'a', num_inference_steps: 1000 });
+    expect(steps.json.error.message).toMatch(/^num_inference_steps \(diffusion\.numInferenceSteps\): /);
     const notObject = await post('/v1/videos', '[1,2]');
     expect(notObject.status).toBe(400);
     const proto = await post('/v1/videos', '{"prompt":"a","__proto__":{"x":1}}');
