@@ -263,27 +263,12 @@ export class Engine {
         subscriber.next(ev);
         subscriber.complete();
       };
-      const intake = takeRequest(this.schema, input);
+      const intake = takeRequest(this.schema, input, (id) => this.refusal(id));
       if (!intake.ok) {
         finish(intake.event);
         return undefined;
       }
       const { request: req, requestId } = intake;
-      if (this.closed) {
-        finish(failureEvent(requestId, new OmniError('OMNIRX_ERR_UNAVAILABLE', 'the engine is closed')));
-        return undefined;
-      }
-      if (this.runningIds.has(requestId) || this.waiting.some((w) => w.requestId === requestId)) {
-        finish(failureEvent(requestId, new OmniError('OMNIRX_ERR_INVALID_REQUEST', `requestId '${requestId}' is already queued or running`, { param: 'requestId' })));
-        return undefined;
-      }
-      // Waiters headed for a free running slot (still loading their model) are not queued behind anything: only the
-      // rest count against maxQueued, so the engine holds at most maxQueued + maxRunning requests.
-      const queued = this.waiting.length - Math.max(0, this.options.maxRunning - this.runningIds.size);
-      if (queued >= this.options.maxQueued) {
-        finish(failureEvent(requestId, new OmniError('OMNIRX_ERR_QUEUE_FULL', `the queue holds ${queued} requests, its bound; retry later`)));
-        return undefined;
-      }
       const started = performance.now();
       let run: Subscription | undefined;
       const waiter: Waiter = {
@@ -336,6 +321,19 @@ export class Engine {
         }
       };
     });
+  }
+
+  /** Why a valid request cannot enter now (closed engine, an id in use, a full queue), or undefined. */
+  private refusal(requestId: string): OmniError | undefined {
+    if (this.closed) return new OmniError('OMNIRX_ERR_UNAVAILABLE', 'the engine is closed');
+    if (this.runningIds.has(requestId) || this.waiting.some((w) => w.requestId === requestId) || this.worldSessions.has(requestId)) {
+      return new OmniError('OMNIRX_ERR_INVALID_REQUEST', `requestId '${requestId}' is already queued or running`, { param: 'requestId' });
+    }
+    // Waiters headed for a free running slot (still loading their model) are not queued behind anything: only the
+    // rest count against maxQueued, so the engine holds at most maxQueued + maxRunning requests.
+    const queued = this.waiting.length - Math.max(0, this.options.maxRunning - this.runningIds.size);
+    if (queued >= this.options.maxQueued) return new OmniError('OMNIRX_ERR_QUEUE_FULL', `the queue holds ${queued} requests, its bound; retry later`);
+    return undefined;
   }
 
   /** Loads the model and resolves the request while it waits in the queue. */

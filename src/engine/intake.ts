@@ -11,9 +11,10 @@ export type Intake<R> = { ok: true; request: R; requestId: string } | { ok: fals
  * Validates one request at the door of a front end (the engine, the stage front): the caller's `requestId` if it is
  * a string (else a fresh UUID) names the request even when validation fails; a zod failure becomes a validation
  * `error` event naming the field, and an input whose getters or Proxy throw while read becomes an
- * OMNIRX_ERR_INVALID_REQUEST event — never a thrown error or a stream error.
+ * OMNIRX_ERR_INVALID_REQUEST event — never a thrown error or a stream error. `refuse` is the front end's own door
+ * check on a valid request (closed, duplicate id, queue bound): the error it returns becomes the answer.
  */
-export function takeRequest<R extends { requestId?: string }>(schema: z.ZodType<R>, input: unknown): Intake<R> {
+export function takeRequest<R extends { requestId?: string }>(schema: z.ZodType<R>, input: unknown, refuse?: (requestId: string) => OmniError | undefined): Intake<R> {
   let fallbackId: string = randomUUID();
   try {
     const given = (input as { requestId?: unknown } | null)?.requestId;
@@ -28,5 +29,8 @@ export function takeRequest<R extends { requestId?: string }>(schema: z.ZodType<
     return { ok: false, event: failureEvent(fallbackId, new OmniError('OMNIRX_ERR_INVALID_REQUEST', `the request could not be read: ${(err as Error)?.message ?? String(err)}`)) };
   }
   if (!parsed.success) return { ok: false, event: validationErrorEvent(fallbackId, parsed.error) };
-  return { ok: true, request: parsed.data, requestId: parsed.data.requestId ?? fallbackId };
+  const requestId = parsed.data.requestId ?? fallbackId;
+  const refusal = refuse?.(requestId);
+  if (refusal !== undefined) return { ok: false, event: failureEvent(requestId, refusal) };
+  return { ok: true, request: parsed.data, requestId };
 }

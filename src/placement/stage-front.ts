@@ -151,6 +151,14 @@ export class StageFront {
     for (const s of [...this.sessions.values()]) s.end(failureEvent(s.id, err, { node: 'chunk_rollout' }));
   }
 
+  /** Why a valid request cannot enter now (closed pipeline, an id in use, the pending bound), or undefined. */
+  private refusal(requestId: string): OmniError | undefined {
+    if (this.closed) return new OmniError('OMNIRX_ERR_UNAVAILABLE', 'the pipeline is closed');
+    if (this.pending.has(requestId)) return new OmniError('OMNIRX_ERR_INVALID_REQUEST', `requestId '${requestId}' is already in the pipeline`, { param: 'requestId' });
+    if (this.pending.size >= this.maxPending) return new OmniError('OMNIRX_ERR_QUEUE_FULL', `${this.pending.size} requests are in the pipeline, its bound; retry later`);
+    return undefined;
+  }
+
   /** Runs one request through the stages as a cold event stream. */
   generate(input: OmniRequestInput): Observable<OmniEvent> {
     return new Observable<OmniEvent>((subscriber) => {
@@ -158,24 +166,12 @@ export class StageFront {
         subscriber.next(ev);
         subscriber.complete();
       };
-      const intake = takeRequest(this.schema, input);
+      const intake = takeRequest(this.schema, input, (id) => this.refusal(id));
       if (!intake.ok) {
         finish(intake.event);
         return undefined;
       }
       const { request: req, requestId } = intake;
-      if (this.closed) {
-        finish(failureEvent(requestId, new OmniError('OMNIRX_ERR_UNAVAILABLE', 'the pipeline is closed')));
-        return undefined;
-      }
-      if (this.pending.has(requestId)) {
-        finish(failureEvent(requestId, new OmniError('OMNIRX_ERR_INVALID_REQUEST', `requestId '${requestId}' is already in the pipeline`, { param: 'requestId' })));
-        return undefined;
-      }
-      if (this.pending.size >= this.maxPending) {
-        finish(failureEvent(requestId, new OmniError('OMNIRX_ERR_QUEUE_FULL', `${this.pending.size} requests are in the pipeline, its bound; retry later`)));
-        return undefined;
-      }
       const entry: Pending = { subscriber, started: performance.now(), seed: 0, location: 'front' };
       this.pending.set(requestId, entry);
       subscriber.next({ type: 'queued', requestId, position: this.pending.size - 1 });
