@@ -114,3 +114,15 @@ export class TensorPool {
     for (const t of this.live.splice(0).reverse()) t.dispose();
   }
 }
+
+/** Per-frame Euler step on channels-first [1, C, F, h, w]: x[:, :, f] += (σ_next,f − σ_f) · v[:, :, f]. */
+export function eulerFrames(x: Float32Array, v: ArrayLike<number>, shape: number[], sig: number[], sigNext: number[]): void {
+  const [, C, F, h, w] = shape;
+  const hw = h * w;
+  for (let c = 0; c < C; c++)
+    for (let f = 0; f < F; f++) {
+      const d = sigNext[f] - sig[f];
+      const o = (c * F + f) * hw;
+      for (let i = 0; i < hw; i++) x[o + i] = x[o + i] + d * v[o + i];
+    }
+}

@@ -28,7 +28,7 @@ import { WanDiTConfigSchema } from '../../src/models/wan/config';
 import { WanDiT, wanDiTParams } from '../../src/models/wan/dit';
 import { WeightStore } from '../../src/models/weights/weight-store';
 import { loadNative, type NativeBinding } from '../../src/native/binding';
-import { loadFixtures, maxRelErr, ParityReport, readJson, REFERENCE_DIR, TensorPool } from '../helpers/fixtures';
+import { loadFixtures, maxRelErr, ParityReport, readJson, REFERENCE_DIR, TensorPool, eulerFrames } from '../helpers/fixtures';
 
 const TOL = 1e-4;
 const MODEL_DIR = path.join(REFERENCE_DIR, 'action-model');
@@ -50,18 +50,6 @@ interface ActionMeta {
   };
   bidirectional: { latentShape: number[]; t: number[]; keys: number[][]; textLen: number };
   diagnostics: Record<string, number>;
-}
-
-/** Per-frame Euler step on channels-first [1, C, F, h, w]: x[:, :, f] += (σ_next,f − σ_f) · v[:, :, f]. */
-function eulerFrames(x: Float32Array, v: ArrayLike<number>, shape: number[], sig: number[], sigNext: number[]): void {
-  const [, C, F, h, w] = shape;
-  const hw = h * w;
-  for (let c = 0; c < C; c++)
-    for (let f = 0; f < F; f++) {
-      const d = sigNext[f] - sig[f];
-      const o = (c * F + f) * hw;
-      for (let i = 0; i < hw; i++) x[o + i] = x[o + i] + d * v[o + i];
-    }
 }
 
 describe('per-frame action conditioning (Wan DiT family): parity with the PyTorch reference', () => {
