@@ -17,21 +17,24 @@ export type ServerMessage =
   | { type: 'end'; frames: number; reason: 'completed' | 'closed' }
   /**
    * A refused message (the stream keeps going) or, with `fatal`, the failure that ended the stream (the socket is
-   * closed next). `param` names the offending field as a dotted path, or null.
+   * closed next). `param` names the offending field as a dotted path, or null. `replyTo` is the `id` of the client
+   * message it answers (a refused message's own id; for a failure of the stream, the start message's id), or null
+   * when that message had no id or the error answers no message (a slow consumer).
    */
-  | { type: 'error'; code: string; message: string; param: string | null; fatal: boolean };
+  | { type: 'error'; code: string; message: string; param: string | null; fatal: boolean; replyTo: string | null };
 
 /** An error as sent to the client. */
 export type ErrorMessage = Extract<ServerMessage, { type: 'error' }>;
 
 /**
  * Turns anything thrown or emitted as a failure (an OmniError, an HttpError, an engine `error` event, an Error)
- * into an error message; `fieldOf` maps the error's `param` to the client's field name.
+ * into an error message answering the client message `replyTo`; `fieldOf` maps the error's `param` to the client's
+ * field name.
  */
-export function toErrorMessage(err: unknown, fatal: boolean, fieldOf: (param: string | undefined) => string | null = (p) => p ?? null): ErrorMessage {
+export function toErrorMessage(err: unknown, fatal: boolean, replyTo: string | null, fieldOf: (param: string | undefined) => string | null = (p) => p ?? null): ErrorMessage {
   const e = (err ?? {}) as { code?: unknown; message?: unknown; param?: unknown };
   const code = typeof e.code === 'string' ? e.code : 'OMNIRX_ERR_INTERNAL';
   const message = typeof e.message === 'string' ? e.message : String(err);
   const param = typeof e.param === 'string' ? fieldOf(e.param) : null;
-  return { type: 'error', code, message, param, fatal };
+  return { type: 'error', code, message, param, fatal, replyTo };
 }

@@ -76,6 +76,8 @@ export class StreamConnection {
   private producerDone = false;
   private closedByClient = false;
   private sent = 0;
+  /** The `id` of the start message being served (errors of the stream answer it), or null. */
+  private startId: string | null = null;
 
   constructor(
     private readonly ws: WebSocket,
@@ -90,42 +92,44 @@ export class StreamConnection {
   private onMessage(data: RawData, isBinary: boolean): void {
     if (this.phase === 'ended') return;
     if (isBinary) {
-      this.refuse('invalid_message', 'binary messages are not accepted on this socket; send JSON text messages', null);
+      this.refuse('invalid_message', 'binary messages are not accepted on this socket; send JSON text messages', null, null);
       return;
     }
     const text = Array.isArray(data) ? Buffer.concat(data).toString('utf8') : Buffer.from(data as ArrayBuffer).toString('utf8');
     const parsed = parseClientMessage(text);
     if (!parsed.ok) {
-      this.refuse(parsed.problem.code, parsed.problem.message, parsed.problem.param);
+      this.refuse(parsed.problem.code, parsed.problem.message, parsed.problem.param, parsed.problem.replyTo);
       return;
     }
     this.handle(parsed.message);
   }
 
   private handle(m: ClientMessage): void {
+    const replyTo = m.id ?? null;
     switch (m.type) {
       case 'generate':
       case 'session':
         if (this.phase !== 'idle') {
-          this.refuse('already_started', 'this connection already has a stream (one per connection); open another connection for another one', 'type');
+          this.refuse('already_started', 'this connection already has a stream (one per connection); open another connection for another one', 'type', replyTo);
           return;
         }
         this.phase = 'starting';
+        this.startId = replyTo;
         this.format = m.format;
         void (m.type === 'generate' ? this.startGeneration(m) : this.startSession(m));
         return;
       case 'credit':
-        if (this.phase === 'idle') return this.refuse('not_started', 'credits apply to a stream: send "generate" or "session" first', 'type');
+        if (this.phase === 'idle') return this.refuse('not_started', 'credits apply to a stream: send "generate" or "session" first', 'type', replyTo);
         try {
           this.queue.grant(m.frames);
         } catch (err) {
-          return this.refuse('invalid_message', `credit: ${(err as Error).message}`, 'frames');
+          return this.refuse('invalid_message', `credit: ${(err as Error).message}`, 'frames', replyTo);
         }
         this.session?.credits.next(m.frames);
         return;
       case 'action': {
         const action = { key: m.key, ...(m.vector === undefined ? {} : { vector: m.vector }), ...(m.id === undefined ? {} : { id: m.id }) };
-        if (!this.isSession()) return this.refuse('not_started', 'actions apply to a world session: send "session" first', 'type');
+        if (!this.isSession()) return this.refuse('not_started', 'actions apply to a world session: send "session" first', 'type', replyTo);
         if (this.session === undefined) {
           this.earlyAction = action;
           return;
@@ -134,7 +138,7 @@ export class StreamConnection {
         return;
       }
       case 'flush':
-        if (!this.isSession()) return this.refuse('not_started', 'flush applies to a world session: send "session" first', 'type');
+        if (!this.isSession()) return this.refuse('not_started', 'flush applies to a world session: send "session" first', 'type', replyTo);
         this.session?.flush();
         return;
       case 'close':
@@ -152,7 +156,7 @@ export class StreamConnection {
     try {
       this.session!.actions.next(action);
     } catch (err) {
-      this.sendJson(toErrorMessage(err, false, (p) => sessionFieldOf(p)?.replace(/^action\./, '') ?? null));
+      this.sendJson(toErrorMessage(err, false, action.id ?? null, (p) => sessionFieldOf(p)?.replace(/^action\./, '') ?? null));
     }
   }
 
@@ -169,11 +173,11 @@ export class StreamConnection {
       try {
         model = await engine.models.get(body.model);
       } catch (err) {
-        throw Object.assign(toErrorMessage(err, false), { param: 'model' });
+        throw Object.assign(toErrorMessage(err, false, this.startId), { param: 'model' });
       }
       mapped = toVideoRequest(body, `stream_${randomUUID().replace(/-/g, '')}`, model.spec.id, model.spec.defaults.fps);
     } catch (err) {
-      return this.startFailed(toErrorMessage(err, false, (p) => `request.${p}`));
+      return this.startFailed(toErrorMessage(err, false, this.startId, (p) => `request.${p}`));
     }
     if (this.phase !== 'starting') return;
     this.phase = 'streaming';
@@ -183,7 +187,7 @@ export class StreamConnection {
     };
     this.stream = engine.generate(mapped.request).subscribe({
       next: (ev) => this.onEvent(ev, fieldOf),
-      error: (err: unknown) => this.fail(toErrorMessage(err, true, fieldOf)),
+      error: (err: unknown) => this.fail(toErrorMessage(err, true, this.startId, fieldOf)),
     });
   }
 
@@ -203,7 +207,7 @@ export class StreamConnection {
       session = await this.deps.engine().session(input);
     } catch (err) {
       this.sessionPending = false;
-      return this.startFailed(toErrorMessage(err, false, sessionFieldOf));
+      return this.startFailed(toErrorMessage(err, false, this.startId, sessionFieldOf));
     }
     this.sessionPending = false;
     if (this.phase !== 'starting') {
@@ -214,7 +218,7 @@ export class StreamConnection {
     this.session = session;
     this.stream = session.events$.subscribe({
       next: (ev) => this.onEvent(ev, sessionFieldOf),
-      error: (err: unknown) => this.fail(toErrorMessage(err, true, sessionFieldOf)),
+      error: (err: unknown) => this.fail(toErrorMessage(err, true, this.startId, sessionFieldOf)),
     });
     if (this.queue.balance > 0) session.credits.next(this.queue.balance);
     if (this.earlyAction !== undefined) this.act(this.earlyAction);
@@ -258,7 +262,7 @@ export class StreamConnection {
       case 'final': {
         const video = ev.output.artifacts.video;
         if (this.session === undefined) {
-          if (video === undefined || video.kind !== 'video') return this.fail({ type: 'error', code: 'OMNIRX_ERR_INTERNAL', message: 'the generation finished without a video artifact', param: null, fatal: true });
+          if (video === undefined || video.kind !== 'video') return this.fail({ type: 'error', code: 'OMNIRX_ERR_INTERNAL', message: 'the generation finished without a video artifact', param: null, fatal: true, replyTo: this.startId });
           this.pushFrames(video.frames, video.width, video.height, video.fps, video.numFrames, 0, null, null);
         }
         this.producerDone = true;
@@ -266,8 +270,8 @@ export class StreamConnection {
         return;
       }
       case 'error':
-        if (this.admitted) this.fail(toErrorMessage(ev, true, fieldOf));
-        else this.refusedByEngine(toErrorMessage(ev, false, fieldOf));
+        if (this.admitted) this.fail(toErrorMessage(ev, true, this.startId, fieldOf));
+        else this.refusedByEngine(toErrorMessage(ev, false, this.startId, fieldOf));
         return;
       default:
         return;
@@ -294,7 +298,7 @@ export class StreamConnection {
     const { width, height, fps } = first;
     this.encoder = this.frames$.pipe(videoPackets({ format: this.format, width, height, fps, ffmpegPath: this.ffmpegPath })).subscribe({
       next: (p) => this.sendPacket(p, width, height, fps),
-      error: (err: unknown) => this.fail(toErrorMessage(err, true)),
+      error: (err: unknown) => this.fail(toErrorMessage(err, true, this.startId)),
       complete: () => this.end(),
     });
   }
@@ -350,9 +354,9 @@ export class StreamConnection {
     if (this.ws.readyState === WebSocket.OPEN) this.ws.close(1011, 'stream failed');
   }
 
-  /** Answers a refused client message; the connection keeps serving. */
-  private refuse(code: string, message: string, param: string | null): void {
-    this.sendJson({ type: 'error', code, message, param, fatal: false });
+  /** Answers a refused client message (its `id` is `replyTo`); the connection keeps serving. */
+  private refuse(code: string, message: string, param: string | null, replyTo: string | null): void {
+    this.sendJson({ type: 'error', code, message, param, fatal: false, replyTo });
   }
 
   /** Frees everything: cancels the generation or closes the session, kills the encoder. Idempotent. */
@@ -382,7 +386,7 @@ export class StreamConnection {
     if (this.ws.bufferedAmount <= this.deps.maxBufferedBytes) return false;
     const buffered = this.ws.bufferedAmount;
     this.dispose();
-    this.ws.send(JSON.stringify({ type: 'error', code: 'slow_consumer', message: `the client is not reading: ${buffered} bytes are waiting to be sent (the limit is ${this.deps.maxBufferedBytes}); grant fewer credits or read faster`, param: null, fatal: true } satisfies ServerMessage));
+    this.ws.send(JSON.stringify({ type: 'error', code: 'slow_consumer', message: `the client is not reading: ${buffered} bytes are waiting to be sent (the limit is ${this.deps.maxBufferedBytes}); grant fewer credits or read faster`, param: null, fatal: true, replyTo: null } satisfies ServerMessage));
     this.ws.close(1008, 'slow consumer');
     return true;
   }

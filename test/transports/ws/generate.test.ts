@@ -152,15 +152,44 @@ describe('hostile input on /v1/stream', () => {
     expect(await c.waitJson('end')).toMatchObject({ frames: 9, reason: 'completed' });
   });
 
+  it('an error echoes the id of the message it answers (replyTo), so pipelined messages can be told apart', async () => {
+    const c = await StreamClient.connect(server.origin);
+    c.send({ type: 'credit', id: 'c1', frames: 1 });
+    c.send({ type: 'flush', id: 'f1' });
+    c.send({ type: 'credit', id: 'c2', frames: 0 });
+    c.send({ type: 'launch', id: 'l1' });
+    c.send({ type: 'flush', id: 7 });
+    c.send({ type: 'flush', id: 'x'.repeat(65) });
+    c.send('{"type": "flush", "id": "j1"'); // not JSON: no id can be read
+    c.send({ type: 'generate', id: 'g1', request: { prompt: 'a', size: '30x30' } });
+    await c.wait(() => c.json('error').length >= 8);
+    expect(c.json('error').map((e) => [e.replyTo, e.param])).toEqual([
+      ['c1', 'type'],
+      ['f1', 'type'],
+      ['c2', 'frames'],
+      ['l1', 'type'],
+      [null, 'id'],
+      [null, 'id'],
+      [null, null],
+      ['g1', 'request.size'],
+    ]);
+    // The refused start can be followed by another, whose errors answer the new id.
+    c.send({ type: 'generate', id: 'g2', request: REQUEST });
+    c.send({ type: 'generate', id: 'g3', request: REQUEST });
+    expect(await c.waitJson('error', (e) => e.code === 'already_started')).toMatchObject({ replyTo: 'g3' });
+    c.send({ type: 'credit', frames: 9 });
+    expect(await c.waitJson('end')).toMatchObject({ frames: 9, reason: 'completed' });
+  });
+
   it('a message over 1 MiB closes that connection with 1009; a failure after admission is a fatal error; others are unaffected', async () => {
     const big = await StreamClient.connect(server.origin);
     big.send({ type: 'generate', request: { prompt: 'x'.repeat(2 ** 20 + 10) } });
     expect((await big.closed).code).toBe(1009);
     const c = await StreamClient.connect(server.origin);
-    c.send({ type: 'generate', request: { ...REQUEST, model: 'poisoned' } });
+    c.send({ type: 'generate', id: 'start-1', request: { ...REQUEST, model: 'poisoned' } });
     c.send({ type: 'credit', frames: 9 });
     const err = await c.waitJson('error');
-    expect(err).toMatchObject({ code: 'OMNIRX_ERR_NON_FINITE', fatal: true });
+    expect(err).toMatchObject({ code: 'OMNIRX_ERR_NON_FINITE', fatal: true, replyTo: 'start-1' });
     expect(c.json('admitted')).toHaveLength(1);
     expect((await c.closed).code).toBe(1011);
     const d = await generate('fmp4', 9);
