@@ -14,10 +14,17 @@ const size = z
     return { width: w!, height: h! };
   });
 
+/**
+ * `prompt` of the HTTP (and `/v1/stream` generate) requests: required and non-empty, as in OpenAI's API. The library
+ * still takes an empty prompt (unconditional generation, `inputs.prompt: ""`); over HTTP an empty one is far more
+ * often a client bug than a wish, so it is refused naming the field.
+ */
+const PromptSchema = z.string().min(1, 'prompt must not be empty').max(100_000);
+
 /** Fields of `POST /v1/videos` (JSON, or multipart form fields after {@link coerceFormFields}). Unknown fields are rejected. */
 export const VideoCreateBodySchema = z.strictObject({
   model: z.string().min(1).max(128).optional(),
-  prompt: z.string().max(100_000),
+  prompt: PromptSchema,
   seconds: seconds.optional(),
   size: size.optional(),
   /** Accepted so that it is rejected with a clear message: no served model does image-to-video. */
@@ -34,7 +41,7 @@ export type VideoCreateBody = z.infer<typeof VideoCreateBodySchema>;
 /** Fields of `POST /v1/images/generations` (OpenAI's images API plus the diffusion knobs). */
 export const ImageGenerateBodySchema = z.strictObject({
   model: z.string().min(1).max(128).optional(),
-  prompt: z.string().max(100_000),
+  prompt: PromptSchema,
   n: int.optional(),
   size: size.optional(),
   response_format: z.string().optional(),

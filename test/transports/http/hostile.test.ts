@@ -80,6 +80,7 @@ describe('hostile input gets a clear 4xx in the error shape, and the server keep
       // past the engine's ceiling of 200 steps
       [{ prompt: 'a', num_inference_steps: 1000 }, 'num_inference_steps'],
       [{}, 'prompt'],
+      [{ prompt: '' }, 'prompt'],
     ];
     for (const [body, param] of cases) {
       const r = await postJson(body);
@@ -136,7 +137,9 @@ describe('hostile input gets a clear 4xx in the error shape, and the server keep
     expect(del.status).toBe(200);
   });
 
-  it('images: n other than 1 and a url response_format → 400 naming the field', async () => {
+  it('images: n other than 1, a url response_format and an empty prompt → 400 naming the field', async () => {
+    const empty = await post('/v1/images/generations', JSON.stringify({ prompt: '' }));
+    expect([empty.status, empty.json.error.param, empty.json.error.message]).toEqual([400, 'prompt', expect.stringMatching(/prompt must not be empty/)]);
     const n = await post('/v1/images/generations', JSON.stringify({ prompt: 'a', n: 2 }));
     expect([n.status, n.json.error.param]).toEqual([400, 'n']);
     const fmt = await post('/v1/images/generations', JSON.stringify({ prompt: 'a', response_format: 'url' }));
