@@ -18,6 +18,11 @@ import type { StepScheduler } from './scheduler';
 /** Name of the session's loop node in `step` and `chunk` events. */
 export const ROLLOUT_NODE = 'chunk_rollout';
 
+/** The error that ends session `sessionId` after `idleTimeoutMs` ms without an action, credit, flush or frame. */
+export function sessionExpired(sessionId: string, idleTimeoutMs: number): OmniError {
+  return new OmniError('OMNIRX_ERR_SESSION_EXPIRED', `session '${sessionId}' was idle (no action, credit, flush or frame) for ${idleTimeoutMs} ms`);
+}
+
 /** A session's resolved parameters (the request with the model's defaults applied). */
 export interface WorldSessionParams {
   sessionId: string;
@@ -203,7 +208,7 @@ export class WorldSession {
     if (this.finished) return;
     this.idle?.unsubscribe();
     this.idle = this.deps.timers.schedule(() => {
-      this.end(failureEvent(this.id, new OmniError('OMNIRX_ERR_SESSION_EXPIRED', `session '${this.id}' was idle (no action, credit, flush or frame) for ${this.deps.config.idleTimeoutMs} ms`)));
+      this.end(failureEvent(this.id, sessionExpired(this.id, this.deps.config.idleTimeoutMs)));
     }, this.deps.config.idleTimeoutMs);
   }
 

@@ -8,6 +8,7 @@ import { createInProcessConnector } from './connectors/in-process';
 import { StageFront } from './stage-front';
 import { StageHost, type StageMemory } from './stage-host';
 import type { StageRole } from './stage-payload';
+import type { StageProgress } from './stage-progress';
 import type { SessionConfig } from './deploy-config';
 import type { DisaggregatedTopology } from './topology';
 
@@ -43,10 +44,12 @@ export function createInProcessStages(o: StagePipelineOptions): StagePipeline {
   const toDecode = createInProcessConnector({ credits: s.decode.credits, name: 'denoise → decode' });
   const results = createInProcessConnector({ credits: 4, name: 'decode → front' });
   const common = { native: o.native, modelsDir: o.modelsDir, defaultModel: o.defaultModel, policies: o.policies, tasks: o.tasks };
+  // Progress goes straight to the front (the front is created below, before any payload flows).
+  const progress = { onProgress: (ev: StageProgress) => front.progress(ev) };
   const hosts = {
-    encode: new StageHost({ ...common, role: 'encode', input: toEncode.receiver, output: toDenoise.sender, maxInFlight: s.encode.maxInFlight }),
-    denoise: new StageHost({ ...common, role: 'denoise', input: toDenoise.receiver, output: toDecode.sender, maxInFlight: s.denoise.maxInFlight }),
-    decode: new StageHost({ ...common, role: 'decode', input: toDecode.receiver, output: results.sender, maxInFlight: s.decode.maxInFlight }),
+    encode: new StageHost({ ...common, ...progress, role: 'encode', input: toEncode.receiver, output: toDenoise.sender, maxInFlight: s.encode.maxInFlight }),
+    denoise: new StageHost({ ...common, ...progress, role: 'denoise', input: toDenoise.receiver, output: toDecode.sender, maxInFlight: s.denoise.maxInFlight }),
+    decode: new StageHost({ ...common, ...progress, role: 'decode', input: toDecode.receiver, output: results.sender, maxInFlight: s.decode.maxInFlight }),
   };
   for (const h of Object.values(hosts)) void h.worker.start();
   const front = new StageFront({

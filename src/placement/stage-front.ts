@@ -1,5 +1,5 @@
 import { randomUUID } from 'node:crypto';
-import { Observable, type Subscriber } from 'rxjs';
+import { asyncScheduler, Observable, type SchedulerLike, type Subscriber } from 'rxjs';
 import { OmniError } from '../errors';
 import { resolveParams } from '../engine/admission';
 import { failureEvent } from '../engine/events';
@@ -18,6 +18,8 @@ import { createOmniRequestSchema, type OmniRequestInput } from '../request/omni-
 import { createSessionRequestSchema, type SessionRequestInput } from '../request/session-request';
 import { SessionConfigSchema, type SessionConfig } from './deploy-config';
 import { StageSession } from './stage-session';
+import type { StageProgress } from './stage-progress';
+import { ROLLOUT_NODE } from '../engine/session';
 import { sessionPayload, WAN_SESSION_PAYLOAD, type WanSessionSpec } from './wan-session-stages';
 import { isConnectorClosed, type StageReceiver, type StageSender } from './connectors/stage-connector';
 import { STAGE_ERROR_PAYLOAD, stageErrorOf } from './stage-error';
@@ -51,6 +53,8 @@ export interface StageFrontOptions {
   sessions?: SessionConfig;
   /** A request was cancelled (unsubscribed) while in the pipeline: tell the stages to stop its work. */
   onCancel?(requestId: string): void;
+  /** Time source of the sessions' idle timers (virtual time in tests). Default `asyncScheduler`. */
+  timers?: SchedulerLike;
 }
 
 /**
@@ -128,7 +132,8 @@ export class StageFront {
       localWindowFrames: c.localWindowFrames,
       steps: c.steps,
     };
-    const session = new StageSession(sessionId, spec, req.initialAction, this.o.toEncode, (id) => this.sessions.delete(id));
+    const expiry = { timeoutMs: c.idleTimeoutMs, timers: this.o.timers ?? asyncScheduler };
+    const session = new StageSession(sessionId, spec, req.initialAction, this.o.toEncode, expiry, (id) => this.sessions.delete(id));
     this.sessions.set(sessionId, session);
     try {
       await new Promise<void>((resolve, reject) => {
@@ -142,13 +147,27 @@ export class StageFront {
     } finally {
       this.opening.delete(sessionId);
     }
+    session.start();
     return session;
   }
 
-  /** Ends every open session with `err` (a stage holding session state died). */
+  /**
+   * Ends every open session with `err` (a stage holding session state died, or the pipeline closes) and forgets it at
+   * once; the stages that still hold its state are asked to free it.
+   */
   failSessions(err: OmniError): void {
     for (const o of this.opening.values()) o.reject(err);
-    for (const s of [...this.sessions.values()]) s.end(failureEvent(s.id, err, { node: 'chunk_rollout' }));
+    for (const s of [...this.sessions.values()]) {
+      s.end(failureEvent(s.id, err, { node: ROLLOUT_NODE }));
+      s.release();
+    }
+  }
+
+  /** A stage's progress on a request or a session (see `StageProgress`); dropped once that has finished. */
+  progress(ev: StageProgress): void {
+    const p = this.pending.get(ev.requestId);
+    if (p !== undefined) p.subscriber.next(ev);
+    else this.sessions.get(ev.requestId)?.progress(ev);
   }
 
   /** Why a valid request cannot enter now (closed pipeline, an id in use, the pending bound), or undefined. */

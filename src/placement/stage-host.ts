@@ -10,9 +10,10 @@ import type { WanT2VState } from '../pipeline/wan-t2v/state';
 import type { Task } from '../request/omni-request';
 import type { StageReceiver, StageSender } from './connectors/stage-connector';
 import type { StageRole } from './stage-payload';
+import type { StageProgress } from './stage-progress';
 import { StageWorker, type PhaseRun } from './stage-worker';
 import { DEFAULT_MAX_IN_FLIGHT } from './topology';
-import { WanSessionStage } from './wan-session-stages';
+import { WanSessionStage, type SessionStageStats } from './wan-session-stages';
 
 export interface StageHostOptions {
   role: StageRole;
@@ -28,6 +29,7 @@ export interface StageHostOptions {
   maxInFlight?: number;
   onHeld?(requestId: string): void;
   onPassed?(requestId: string): void;
+  onProgress?(ev: StageProgress): void;
 }
 
 /** What a stage holds resident: its loaded components' weight bytes, per model and in sum. */
@@ -42,6 +44,8 @@ export interface StageMemory {
   weightBytes: Record<string, number>;
   /** Weight bytes of encoder components (tokenizer, text encoder, VAE encoder) constructed here. */
   encoderBytes: number;
+  /** World-session state held here. */
+  sessions: SessionStageStats;
 }
 
 /**
@@ -76,7 +80,7 @@ export class StageHost {
       phases: {
         open: (role, p) => openWanPhase(env, role, p),
         pack: (role, run: PhaseRun<WanT2VContext, WanT2VState>) => packWanPhase(role, run as WanPhaseRun),
-        session: { claims: (p) => sessions.claims(p), handle: (p, emit) => sessions.handle(p, emit) },
+        session: { claims: (p) => sessions.claims(p), handle: (p, emit, report) => sessions.handle(p, emit, report) },
       },
       input: o.input,
       output: o.output,
@@ -85,6 +89,7 @@ export class StageHost {
       maxInFlight: o.maxInFlight ?? DEFAULT_MAX_IN_FLIGHT[o.role],
       onHeld: o.onHeld,
       onPassed: o.onPassed,
+      onProgress: o.onProgress,
     });
   }
 
@@ -106,7 +111,7 @@ export class StageHost {
       for (const [c, b] of Object.entries(m.weightBytes)) weightBytes[c] = (weightBytes[c] ?? 0) + b;
     }
     const encoderBytes = WAN_ENCODER_COMPONENTS.reduce((n, c) => n + (weightBytes[c] ?? 0), 0);
-    return { role: this.o.role, components: [...components].sort(), weightBytes, encoderBytes };
+    return { role: this.o.role, components: [...components].sort(), weightBytes, encoderBytes, sessions: this.sessions.stats() };
   }
 
   async close(): Promise<void> {

@@ -1,5 +1,7 @@
 import { z } from 'zod';
 import { StageRoleSchema } from './stage-payload';
+import type { SessionStageStats } from './wan-session-stages';
+import type { StageProgress } from './stage-progress';
 
 /** Where a stage process listens or sends: a Unix socket path (shm links) or a TCP port on 127.0.0.1. */
 export const LinkAddressSchema = z.union([z.strictObject({ socketPath: z.string().min(1).max(4096) }), z.strictObject({ port: z.number().int().min(0).max(65535) })]);
@@ -30,8 +32,9 @@ export type StageToParent =
   | { type: 'ready'; port?: number }
   | { type: 'held'; requestId: string }
   | { type: 'passed'; requestId: string }
+  | { type: 'progress'; event: StageProgress }
   | { type: 'holding'; seq: number; requestIds: string[] }
-  | { type: 'memory'; seq: number; rssBytes: number; nativeBytesInUse: number; components: string[]; weightBytes: Record<string, number>; encoderBytes: number }
+  | { type: 'memory'; seq: number; rssBytes: number; nativeBytesInUse: number; components: string[]; weightBytes: Record<string, number>; encoderBytes: number; sessions: SessionStageStats }
   | { type: 'fatal'; message: string };
 
 /** Parent → stage process. */

@@ -10,7 +10,7 @@ import { StageProcessConfigSchema, type LinkAddress, type ParentToStage, type St
  * Entry point of a stage process (forked by `StageProcesses`; compiled to `dist/src/placement/stage-main.js`).
  * argv[2] is a `StageProcessConfig` as JSON. The process listens on its input link, connects to the next stage,
  * loads its components (only its own), then reports `ready` over IPC; it reports each request it takes (`held`)
- * and hands on (`passed`), answers `holding?` and `memory?`, and exits on `shutdown` or when the parent is gone.
+ * and hands on (`passed`) and its progress on them (`progress`), answers `holding?` and `memory?`, and exits on `shutdown` or when the parent is gone.
  */
 async function main(): Promise<void> {
   const send = (m: StageToParent) => process.send?.(m);
@@ -34,6 +34,7 @@ async function main(): Promise<void> {
     maxInFlight: config.maxInFlight,
     onHeld: (requestId) => send({ type: 'held', requestId }),
     onPassed: (requestId) => send({ type: 'passed', requestId }),
+    onProgress: (event) => send({ type: 'progress', event }),
   });
   await host.preload(config.defaultModel);
   const stop = async () => {
@@ -44,7 +45,7 @@ async function main(): Promise<void> {
   process.on('message', (m: ParentToStage) => {
     if (m.type === 'holding?') send({ type: 'holding', seq: m.seq, requestIds: host.worker.holding() });
     if (m.type === 'memory?') {
-      void host.memory().then((mem) => send({ type: 'memory', seq: m.seq, rssBytes: process.memoryUsage().rss, nativeBytesInUse: native.stats().bytesInUse, components: mem.components, weightBytes: mem.weightBytes, encoderBytes: mem.encoderBytes }));
+      void host.memory().then((mem) => send({ type: 'memory', seq: m.seq, rssBytes: process.memoryUsage().rss, nativeBytesInUse: native.stats().bytesInUse, components: mem.components, weightBytes: mem.weightBytes, encoderBytes: mem.encoderBytes, sessions: mem.sessions }));
     }
     if (m.type === 'cancel') host.worker.cancel(m.requestId);
     if (m.type === 'shutdown') void stop();

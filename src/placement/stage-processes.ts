@@ -11,6 +11,7 @@ import type { StagePipelineOptions } from './in-process-stages';
 import { StageFront } from './stage-front';
 import type { LinkAddress, ParentToStage, StageProcessConfig, StageToParent } from './stage-ipc';
 import type { StageRole } from './stage-payload';
+import type { SessionStageStats } from './wan-session-stages';
 
 /** What a stage process reports about its memory. */
 export interface StageProcessMemory {
@@ -25,6 +26,8 @@ export interface StageProcessMemory {
   weightBytes: Record<string, number>;
   /** Weight bytes of encoder components (tokenizer, text encoder, VAE encoder); 0 in Denoise. */
   encoderBytes: number;
+  /** World-session state held in the process. */
+  sessions: SessionStageStats;
 }
 
 export interface StageProcessesOptions extends StagePipelineOptions {
@@ -172,6 +175,7 @@ export class StageProcesses {
     this.up.set(role, Promise.resolve());
     proc.on('message', (m: StageToParent) => {
       if (m.type === 'held') this.front.moved(m.requestId, role);
+      else if (m.type === 'progress') this.front.progress(m.event);
       else if (m.type === 'passed') {
         const next = NEXT[role];
         if (next !== undefined) this.front.moved(m.requestId, next);
@@ -264,7 +268,7 @@ export class StageProcesses {
     for (const role of ORDER) {
       const m = await this.ask(role, { type: 'memory?', seq: ++this.seq });
       if (m.type !== 'memory') throw new OmniError('OMNIRX_ERR_STAGE_FAILED', `the ${role} stage process did not report its memory (${m.type === 'fatal' ? m.message : m.type})`);
-      out[role] = { pid: this.children.get(role)!.proc.pid ?? -1, rssBytes: m.rssBytes, nativeBytesInUse: m.nativeBytesInUse, components: m.components, weightBytes: m.weightBytes, encoderBytes: m.encoderBytes };
+      out[role] = { pid: this.children.get(role)!.proc.pid ?? -1, rssBytes: m.rssBytes, nativeBytesInUse: m.nativeBytesInUse, components: m.components, weightBytes: m.weightBytes, encoderBytes: m.encoderBytes, sessions: m.sessions };
     }
     return out;
   }

@@ -1,4 +1,4 @@
-import { fromEvent, lastValueFrom, takeUntil } from 'rxjs';
+import { fromEvent, lastValueFrom, takeUntil, tap } from 'rxjs';
 import { OmniError } from '../errors';
 import { runGraph } from '../engine/graph-runner';
 import type { StepScheduler } from '../engine/scheduler';
@@ -7,6 +7,7 @@ import type { NodeSpec } from '../pipeline/spec';
 import { isConnectorClosed, type StageReceiver, type StageSender } from './connectors/stage-connector';
 import { forwardStageError, STAGE_ERROR_PAYLOAD, stageErrorPayload } from './stage-error';
 import type { DiffusionStagePayload, StageRole } from './stage-payload';
+import { isStageProgress, type StageProgress } from './stage-progress';
 
 /** One request's run of a phase, as a family opens it (see `openWanPhase`). */
 export interface PhaseRun<C extends { requestId: string }, S extends RequestState> {
@@ -24,10 +25,13 @@ export interface StagePhases<C extends { requestId: string }, S extends RequestS
   open(role: StageRole, p: DiffusionStagePayload): Promise<PhaseRun<C, S>>;
   /** The payload of what the phase produced, for the next stage (after decode: for the front). */
   pack(role: StageRole, run: PhaseRun<C, S>): DiffusionStagePayload;
-  /** Session payloads (world sessions): handled by the family, which puts what they produce through `emit`. */
+  /**
+   * Session payloads (world sessions): handled by the family, which puts what they produce through `emit` and reports
+   * the session's progress (denoise steps) through `report`.
+   */
   session?: {
     claims(p: DiffusionStagePayload): boolean;
-    handle(p: DiffusionStagePayload, emit: (out: DiffusionStagePayload) => Promise<void>): Promise<void>;
+    handle(p: DiffusionStagePayload, emit: (out: DiffusionStagePayload) => Promise<void>, report: (ev: StageProgress) => void): Promise<void>;
   };
 }
 
@@ -55,6 +59,8 @@ export interface StageWorkerOptions<C extends { requestId: string }, S extends R
   onHeld?(requestId: string): void;
   /** A request's output was accepted by the next stage (it is no longer this stage's). */
   onPassed?(requestId: string): void;
+  /** Progress of a request's nodes (node_start, step, node_end) or of a session, as this stage runs them. */
+  onProgress?(ev: StageProgress): void;
 }
 
 const NEXT: Readonly<Record<StageRole, StageRole>> = { encode: 'denoise', denoise: 'decode', decode: 'decode' };
@@ -128,7 +134,7 @@ export class StageWorker<C extends { requestId: string }, S extends RequestState
     const session = this.o.phases.session;
     if (session?.claims(p)) {
       try {
-        await session.handle(p, (out) => this.deliver(p, out));
+        await session.handle(p, (out) => this.deliver(p, out), (ev) => this.o.onProgress?.(ev));
       } catch (e) {
         await this.deliver(p, stageErrorPayload(p, e, role, NEXT[role]));
       }
@@ -144,6 +150,9 @@ export class StageWorker<C extends { requestId: string }, S extends RequestState
       const r = run;
       await lastValueFrom(
         runGraph(r.nodes, r.consumes, r.ctx, r.state, { scheduler: this.o.steps, requestId: r.ctx.requestId, priority: r.job.params.priority }, (n) => (node = n)).pipe(
+          tap((ev) => {
+            if (isStageProgress(ev)) this.o.onProgress?.(ev);
+          }),
           takeUntil(fromEvent(r.abort.signal, 'abort')),
         ),
         { defaultValue: undefined },

@@ -10,9 +10,11 @@ import { createTensor, type NativeBinding, type NativeTensor } from '../native/b
 import { actionAdaLNInjector } from '../pipeline/policies/conditioning-injector';
 import { RequestState } from '../pipeline/request-state';
 import { encodePrompt } from '../pipeline/wan-t2v/text-encode';
-import { ChunkRollout } from '../pipeline/world/chunk-rollout';
+import { ChunkRollout, type ChunkAttempt } from '../pipeline/world/chunk-rollout';
 import { SessionActionSchema, type SessionAction } from '../request/session-request';
+import { ROLLOUT_NODE } from '../engine/session';
 import { CacheBudgetsSchema } from './deploy-config';
+import type { StageProgress } from './stage-progress';
 import { float32Elements, float32Tensor, PAYLOAD_SCHEMA_VERSION, PayloadError, type DiffusionStagePayload, type PayloadTensor, type StageRole } from './stage-payload';
 
 /**
@@ -24,6 +26,12 @@ import { float32Elements, float32Tensor, PAYLOAD_SCHEMA_VERSION, PayloadError, t
  *   front ─wan.session_chunk(action)→ Encode (passes on) → Denoise: steps → wan.latents_chunk → Decode → wan.frames_chunk → front
  *                                                            └─ commit of the chunk's K/V, overlapping its decode
  *
+ * The action a chunk is generated with is the latest one Denoise has received (on a chunk request or a flush) when the
+ * chunk starts. A `wan.session_flush(action)` is handled on arrival, ahead of the session's queued messages: while a
+ * chunk is in its denoise steps, its attempt is dropped (never decoded, never sent) and the chunk starts again with
+ * the flush's action — same noise, so the result equals a run that had the action from the start; otherwise it only
+ * updates the latest action. The flush is consumed on Denoise; nothing travels on for it.
+ *
  * The math is `ChunkRollout`'s own (`startChunk`, `denoiseStep`, `commitPending`) and the decode is the same
  * streaming decoder call as `ChunkRollout.decode`, so frames are bit-identical to a monolithic session.
  */
@@ -33,6 +41,7 @@ export const WAN_SESSION_PAYLOAD = {
   opened: 'wan.session_opened',
   ready: 'wan.session_ready',
   chunk: 'wan.session_chunk',
+  flush: 'wan.session_flush',
   latents: 'wan.latents_chunk',
   frames: 'wan.frames_chunk',
   close: 'wan.session_close',
@@ -99,6 +108,7 @@ function latentsOnlyStream(grid: readonly number[]): VaeDecodeStream {
 }
 
 interface DenoiseSession {
+  id: string;
   spec: WanSessionSpec;
   model: WanT2VModel;
   rollout: ChunkRollout;
@@ -106,6 +116,12 @@ interface DenoiseSession {
   slabs: SlabSession;
   /** Chunks produced: the authoritative progress of the session. */
   next: number;
+  /** The latest action received (chunk request or flush): a chunk (or a flushed chunk's new attempt) starts with it. */
+  latest: SessionAction;
+  /** Whether a chunk is in its denoise steps (only then does a flush drop its attempt). */
+  denoising: boolean;
+  /** A flush arrived during the denoise steps: the next step starts a new attempt of the chunk. */
+  flushed: boolean;
   /** Image-to-world: the clean latents of chunk 0 `[z, C, h, w]`, until chunk 0 is produced. */
   image?: Float32Array;
   chain: Promise<unknown>;
@@ -117,6 +133,14 @@ interface DecodeSession {
   latents: NativeTensor;
   rgb: NativeTensor;
   chain: Promise<unknown>;
+}
+
+/** World-session state a stage holds, for supervision and tests. */
+export interface SessionStageStats {
+  /** Sessions whose state (Denoise: rollout and KV; Decode: decoder state) lives on this stage. */
+  open: number;
+  /** Chunk-KV slabs claimed by them (Denoise; 0 elsewhere). */
+  chunkKvSlabs: number;
 }
 
 export interface SessionStageEnv {
@@ -145,10 +169,11 @@ export class WanSessionStage {
   }
 
   /**
-   * Runs one session payload.
+   * Runs one session payload; reports the denoise steps of its chunks through `report` (`step` events of node
+   * `chunk_rollout`, requestId = the session's id).
    * @throws PayloadError for a malformed payload or an unknown session; model and native errors of the session.
    */
-  async handle(p: DiffusionStagePayload, emit: (out: DiffusionStagePayload) => Promise<void>): Promise<void> {
+  async handle(p: DiffusionStagePayload, emit: (out: DiffusionStagePayload) => Promise<void>, report: (ev: StageProgress) => void): Promise<void> {
     const sid = p.sessionId;
     if (sid === undefined) throw new PayloadError(`${p.payloadType}: sessionId is missing`, { param: 'sessionId' });
     const { role } = this.env;
@@ -176,11 +201,17 @@ export class WanSessionStage {
         state.release();
       }
     }
-    if (role === 'denoise') return this.denoise(sid, p, emit, pass);
+    if (role === 'denoise') return this.denoise(sid, p, emit, pass, report);
     return this.decode(sid, p, emit);
   }
 
-  private async denoise(sid: string, p: DiffusionStagePayload, emit: (out: DiffusionStagePayload) => Promise<void>, pass: (s: StageRole, t: StageRole) => Promise<void>): Promise<void> {
+  private async denoise(
+    sid: string,
+    p: DiffusionStagePayload,
+    emit: (out: DiffusionStagePayload) => Promise<void>,
+    pass: (s: StageRole, t: StageRole) => Promise<void>,
+    report: (ev: StageProgress) => void,
+  ): Promise<void> {
     if (p.payloadType === WAN_SESSION_PAYLOAD.context) {
       if (this.denoising.has(sid)) throw new PayloadError(`session '${sid}' is already open on the denoise stage`, { param: 'sessionId' });
       const spec = specOf(p);
@@ -209,11 +240,18 @@ export class WanSessionStage {
         throw new PayloadError(`${p.payloadType}: image_latents must be float32 [${grid.join(', ')}]`, { param: 'tensors.image_latents' });
       }
       const image = img === undefined ? undefined : float32Elements(img).slice();
-      this.denoising.set(sid, { spec, model, rollout, context, slabs, next: 0, image, chain: Promise.resolve() });
+      this.denoising.set(sid, { id: sid, spec, model, rollout, context, slabs, next: 0, latest: { key: 'none' }, denoising: false, flushed: false, image, chain: Promise.resolve() });
       return emit(sessionPayload(sid, p.requestId, 'denoise', 'decode', WAN_SESSION_PAYLOAD.opened, { session: spec }));
     }
     const s = this.denoising.get(sid);
+    // A close for a session this stage no longer holds (it restarted) still frees the session's decoder state.
+    if (s === undefined && p.payloadType === WAN_SESSION_PAYLOAD.close) return pass('denoise', 'decode');
     if (s === undefined) throw new PayloadError(`session '${sid}' is not open on the denoise stage`, { param: 'sessionId' });
+    if (p.payloadType === WAN_SESSION_PAYLOAD.chunk || p.payloadType === WAN_SESSION_PAYLOAD.flush) s.latest = actionOf(p);
+    if (p.payloadType === WAN_SESSION_PAYLOAD.flush) {
+      if (s.denoising) s.flushed = true;
+      return;
+    }
     const run = s.chain.then(async () => {
       if (p.payloadType === WAN_SESSION_PAYLOAD.close) {
         this.denoising.delete(sid);
@@ -236,20 +274,59 @@ export class WanSessionStage {
         await emit(sessionPayload(sid, p.requestId, 'denoise', 'decode', WAN_SESSION_PAYLOAD.latents, { chunk, firstFrame: chunk * s.spec.chunkFrames, action: { key: 'none' } }, { latents: float32Tensor(attempt.latents, s.rollout.latentShape) }));
         return grant('world-commit', () => s.rollout.commitPending());
       }
-      const action = actionOf(p);
-      const cfg = s.model.spec.transformer.action;
-      const acts = cfg === undefined && action.key === 'none' && action.vector === undefined ? undefined : actionAdaLNInjector.chunkActions(action.vector === undefined ? { key: action.key } : { key: action.key, vector: action.vector }, s.spec.chunkFrames, cfg);
       const chunk = s.next++;
-      const attempt = s.rollout.startChunk(acts, chunk);
-      for (let i = 0; i < s.spec.steps; i++) await grant('world-denoise', () => s.rollout.denoiseStep(attempt));
+      const { attempt, action } = await this.denoiseChunk(s, chunk, grant, report);
       await s.rollout.decode(attempt); // marks the chunk to commit; the frames are the Decode stage's
-      const meta = { chunk, firstFrame: chunk * s.spec.chunkFrames, action: p.metadata.action ?? null };
+      const meta = { chunk, firstFrame: chunk * s.spec.chunkFrames, action };
       await emit(sessionPayload(sid, p.requestId, 'denoise', 'decode', WAN_SESSION_PAYLOAD.latents, meta, { latents: float32Tensor(attempt.latents, s.rollout.latentShape) }));
       // The chunk's K/V commit overlaps its decode on the Decode stage.
       await grant('world-commit', () => s.rollout.commitPending());
     });
     s.chain = run.catch(() => undefined);
     return run;
+  }
+
+  /**
+   * Runs the denoise steps of chunk `chunk`, starting it with the latest action; a flush during the steps drops the
+   * attempt and starts the chunk again (same noise) with the flush's action. Resolves with the attempt that ran all
+   * its steps and the action it was generated with.
+   * @throws OmniError from the injector (an action the model cannot take) or the rollout.
+   */
+  private async denoiseChunk(
+    s: DenoiseSession,
+    chunk: number,
+    grant: <T>(phase: string, fn: () => Promise<T>) => Promise<T>,
+    report: (ev: StageProgress) => void,
+  ): Promise<{ attempt: ChunkAttempt; action: SessionAction }> {
+    let attempt: ChunkAttempt | undefined;
+    let action = s.latest;
+    s.denoising = true;
+    s.flushed = false;
+    try {
+      while (attempt === undefined || s.flushed || attempt.index < s.spec.steps) {
+        const { r, ms } = await grant('world-denoise', async () => {
+          if (attempt === undefined || s.flushed) {
+            s.flushed = false;
+            action = s.latest;
+            attempt = s.rollout.startChunk(this.chunkActions(s, action), chunk);
+          }
+          const t0 = performance.now();
+          return { r: await s.rollout.denoiseStep(attempt), ms: performance.now() - t0 };
+        });
+        // A step whose attempt a flush dropped while it ran is not reported (as the monolithic session drops it).
+        if (!s.flushed) report({ type: 'step', requestId: s.id, node: ROLLOUT_NODE, index: r.index, total: r.total, timestep: r.timestep, sigma: r.sigma, ms });
+      }
+      return { attempt, action };
+    } finally {
+      s.denoising = false;
+    }
+  }
+
+  /** The model's actions for one chunk holding `action` on every frame (none for a model without an action module). */
+  private chunkActions(s: DenoiseSession, action: SessionAction) {
+    const cfg = s.model.spec.transformer.action;
+    if (cfg === undefined && action.key === 'none' && action.vector === undefined) return undefined;
+    return actionAdaLNInjector.chunkActions(action.vector === undefined ? { key: action.key } : { key: action.key, vector: action.vector }, s.spec.chunkFrames, cfg);
   }
 
   private async decode(sid: string, p: DiffusionStagePayload, emit: (out: DiffusionStagePayload) => Promise<void>): Promise<void> {
@@ -287,6 +364,10 @@ export class WanSessionStage {
     });
     s.chain = run.catch(() => undefined);
     return run;
+  }
+
+  stats(): SessionStageStats {
+    return { open: this.denoising.size + this.decoding.size, chunkKvSlabs: this.caches?.stats().chunkKv?.used ?? 0 };
   }
 
   /** Frees every session's state (stage shutdown). */

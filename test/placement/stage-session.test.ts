@@ -25,14 +25,45 @@ interface Handle {
   close(): void;
 }
 
+/** Collects a session's events; `wait(pred)` resolves with the next event matching `pred` (checked synchronously). */
+class Recorder {
+  readonly events: OmniEvent[] = [];
+  private waiters: Array<{ pred: (e: OmniEvent) => boolean; resolve: (e: OmniEvent) => void }> = [];
+  readonly done: Promise<OmniEvent[]>;
+
+  constructor(s: Handle) {
+    this.done = new Promise((resolve) => s.events$.subscribe({ next: (e) => this.push(e), complete: () => resolve(this.events) }));
+  }
+
+  private push(e: OmniEvent): void {
+    this.events.push(e);
+    this.waiters = this.waiters.filter((w) => {
+      if (!w.pred(e)) return true;
+      w.resolve(e);
+      return false;
+    });
+  }
+
+  wait(pred: (e: OmniEvent) => boolean): Promise<OmniEvent> {
+    return new Promise((resolve) => this.waiters.push({ pred, resolve }));
+  }
+
+  chunks(): ChunkEvent[] {
+    return this.events.filter((e): e is ChunkEvent => e.type === 'chunk');
+  }
+}
+
+const isChunk = (n: number) => (e: OmniEvent) => e.type === 'chunk' && e.rollout?.chunk === n;
+const frameBytes = (c: ChunkEvent) => Buffer.from(c.artifact.kind === 'video' ? c.artifact.frames : new Uint8Array());
+
 /** Runs the plan: action k is set before the credit of chunk k, and chunk k is awaited before k+1. */
-async function scripted(s: Handle): Promise<{ chunks: ChunkEvent[]; last: OmniEvent }> {
+async function scripted(s: Handle, plan: ReadonlyArray<{ key: Key; id?: string; vector?: [number, number] }> = PLAN): Promise<{ chunks: ChunkEvent[]; last: OmniEvent }> {
   const events: OmniEvent[] = [];
   let notify: () => void = () => undefined;
   const done = new Promise<void>((resolve) => s.events$.subscribe({ next: (e) => (events.push(e), notify()), complete: resolve }));
   const chunks = () => events.filter((e): e is ChunkEvent => e.type === 'chunk');
-  for (let k = 0; k < PLAN.length; k++) {
-    s.actions.next(PLAN[k]);
+  for (let k = 0; k < plan.length; k++) {
+    s.actions.next(plan[k]);
     s.credits.next(1);
     while (chunks().length <= k && events[events.length - 1]?.type !== 'error') await new Promise<void>((r) => (notify = r));
   }
@@ -41,6 +72,7 @@ async function scripted(s: Handle): Promise<{ chunks: ChunkEvent[]; last: OmniEv
   return { chunks: chunks(), last: events[events.length - 1] };
 }
 
+const inProcess = () => TopologySchema.parse({ kind: 'disaggregated', connector: 'in-process' }) as DisaggregatedTopology;
 const view = (c: ChunkEvent) => ({ rollout: c.rollout, frames: Buffer.from(c.artifact.kind === 'video' ? c.artifact.frames : new Uint8Array()).toString('base64') });
 
 let modelsDir: string;
@@ -115,6 +147,87 @@ describe('world sessions across stages', () => {
       expect(r.last.type).toBe('final');
       expect(r.chunks[0].rollout?.action).toEqual({ key: 'none' });
       expect(r.chunks.map(view)).toEqual(mono.chunks.map(view));
+    } finally {
+      await stages.close();
+    }
+  });
+
+  it('flush during a chunk drops its attempt (never decoded) and redoes it with the new action, equal to the monolithic run that had the action from the start', async () => {
+    const stages = createInProcessStages({ ...options(), topology: inProcess() });
+    try {
+      const s = await stages.front.session({ prompt: 'a red ball', seed: 41 });
+      const rec = new Recorder(s);
+      s.credits.next(1);
+      await rec.wait(isChunk(0));
+      s.credits.next(1);
+      // Chunk 1 starts with 'none'; once Denoise reports its first step, switch to 'left' and flush.
+      const firstStep = await rec.wait((e) => e.type === 'step' && rec.chunks().length === 1);
+      expect(firstStep).toMatchObject({ type: 'step', node: 'chunk_rollout', index: 0, total: 2 });
+      s.actions.next({ key: 'left' });
+      s.flush();
+      const c1 = (await rec.wait(isChunk(1))) as ChunkEvent;
+      s.close();
+      const events = await rec.done;
+      expect(events[events.length - 1].type).toBe('final');
+      expect(c1.rollout?.action).toEqual({ key: 'left' });
+      // Chunk 1: step 0 of the dropped attempt, then steps 0 and 1 of the new one; one chunk event only.
+      const between = events.slice(events.indexOf(rec.chunks()[0]) + 1, events.indexOf(c1));
+      expect(between.map((e) => (e.type === 'step' ? e.index : e.type))).toEqual([0, 0, 1]);
+      expect(rec.chunks().map((c) => c.rollout?.chunk)).toEqual([0, 1]);
+
+      const mono = await scripted(await engine.session({ prompt: 'a red ball', seed: 41 }), [{ key: 'none' }, { key: 'left' }]);
+      expect(frameBytes(c1)).toEqual(frameBytes(mono.chunks[1]));
+      expect(frameBytes(rec.chunks()[0])).toEqual(frameBytes(mono.chunks[0]));
+    } finally {
+      await stages.close();
+    }
+  });
+
+  it('a flush between chunks only updates the action; the next chunk uses it', async () => {
+    const stages = createInProcessStages({ ...options(), topology: inProcess() });
+    try {
+      const s = await stages.front.session({ prompt: 'a red ball', seed: 41 });
+      const rec = new Recorder(s);
+      s.credits.next(1);
+      await rec.wait(isChunk(0));
+      s.actions.next({ key: 'left', id: 'k1' });
+      s.flush();
+      s.credits.next(1);
+      const c1 = (await rec.wait(isChunk(1))) as ChunkEvent;
+      s.close();
+      await rec.done;
+      expect(c1.rollout?.action).toEqual({ key: 'left', id: 'k1' });
+      const mono = await scripted(await engine.session({ prompt: 'a red ball', seed: 41 }), [{ key: 'none' }, { key: 'left' }]);
+      expect(frameBytes(c1)).toEqual(frameBytes(mono.chunks[1]));
+    } finally {
+      await stages.close();
+    }
+  });
+
+  it('an idle session expires with OMNIRX_ERR_SESSION_EXPIRED and the stages free its KV and decoder state; so does one nobody subscribes to', async () => {
+    const stages = createInProcessStages({ ...options(), sessions: { ...sessions, idleTimeoutMs: 100 }, topology: inProcess() });
+    try {
+      const s = await stages.front.session({ prompt: 'a', seed: 1 });
+      const rec = new Recorder(s);
+      s.credits.next(1);
+      await rec.wait(isChunk(0));
+      const held = await stages.memory();
+      expect(held.denoise.sessions.open).toBe(1);
+      expect(held.decode.sessions.open).toBe(1);
+      const events = await rec.done;
+      expect(events[events.length - 1]).toMatchObject({ type: 'error', requestId: s.id, code: 'OMNIRX_ERR_SESSION_EXPIRED' });
+      await s.whenReleased();
+      const freed = await stages.memory();
+      expect(freed.denoise.sessions).toEqual({ open: 0, chunkKvSlabs: 0 });
+      expect(freed.decode.sessions.open).toBe(0);
+      // Ended: feeding it is a no-op, not an exception.
+      expect(() => (s.actions.next({ key: 'up' }), s.credits.next(1), s.flush(), s.close())).not.toThrow();
+
+      const unused = await stages.front.session({ prompt: 'a' });
+      expect((await stages.memory()).denoise.sessions.open).toBe(1);
+      await unused.whenReleased();
+      expect(unused.closed).toBe(true);
+      expect((await stages.memory()).denoise.sessions).toEqual({ open: 0, chunkKvSlabs: 0 });
     } finally {
       await stages.close();
     }
