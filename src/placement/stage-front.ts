@@ -18,6 +18,7 @@ import { createOmniRequestSchema, type OmniRequestInput } from '../request/omni-
 import { createSessionRequestSchema, type SessionRequestInput } from '../request/session-request';
 import { SessionConfigSchema, type SessionConfig } from './deploy-config';
 import { StageSession } from './stage-session';
+import { stageAdmittedEvent } from './stage-admitted';
 import type { StageProgress } from './stage-progress';
 import { ROLLOUT_NODE } from '../engine/session';
 import { sessionPayload, WAN_SESSION_PAYLOAD, type WanSessionSpec } from './wan-session-stages';
@@ -35,6 +36,10 @@ interface Pending {
   started: number;
   seed: number;
   location: RequestLocation;
+  /** The Decode stage reported the hand-over of the request's result (with `reportsDelivery`). */
+  delivered: boolean;
+  /** The request's terminal event, held until `delivered` (with `reportsDelivery`). */
+  result?: OmniEvent;
 }
 
 export interface StageFrontOptions {
@@ -55,13 +60,20 @@ export interface StageFrontOptions {
   onCancel?(requestId: string): void;
   /** Time source of the sessions' idle timers (virtual time in tests). Default `asyncScheduler`. */
   timers?: SchedulerLike;
+  /**
+   * Decode's hand-overs are reported through `delivered` (stage processes, whose progress travels over IPC, apart from
+   * the results link). A result is then held until its report — the report follows every progress event of the
+   * request — so `final` comes after all of them. Off in process, where progress is reported before the hand-over.
+   */
+  reportsDelivery?: boolean;
 }
 
 /**
  * The engine side of a disaggregated topology: validates and resolves each request (model defaults, limits, node
  * params) as the monolithic engine does, sends it into Encode → Denoise → Decode, and turns what comes back from
  * Decode into the request's `final` (or `error`) event. `generate` is cold like `Engine.generate`: it emits
- * `queued`, then `final` or `error`; failures are events, never stream errors. Unsubscribing cancels the request: the
+ * `queued`, `admitted` once the request is resolved, the stages' progress as they run its nodes (`node_start`,
+ * `step` per loop step, `node_end`: see `progress`), then `final` or `error`; failures are events, never stream errors. Unsubscribing cancels the request: the
  * stage holding it stops at its next step boundary (`onCancel`) and nothing more is passed on for it.
  */
 export class StageFront {
@@ -94,13 +106,19 @@ export class StageFront {
     if (p !== undefined && RANK[role] > RANK[p.location]) p.location = role;
   }
 
+  /** The Decode stage handed request `requestId`'s result (or failure) on: every progress event of it has been reported. */
+  delivered(requestId: string): void {
+    const p = this.pending.get(requestId);
+    if (p === undefined) return;
+    p.delivered = true;
+    if (p.result !== undefined) this.finish(requestId, p, p.result);
+  }
+
   /** Fails request `requestId` with `err` (an `error` event) if it is still pending. */
   fail(requestId: string, err: OmniError): void {
     const p = this.pending.get(requestId);
     if (p === undefined) return;
-    this.pending.delete(requestId);
-    p.subscriber.next(failureEvent(requestId, err));
-    p.subscriber.complete();
+    this.finish(requestId, p, failureEvent(requestId, err));
   }
 
   /**
@@ -191,7 +209,7 @@ export class StageFront {
         return undefined;
       }
       const { request: req, requestId } = intake;
-      const entry: Pending = { subscriber, started: performance.now(), seed: 0, location: 'front' };
+      const entry: Pending = { subscriber, started: performance.now(), seed: 0, location: 'front', delivered: false };
       this.pending.set(requestId, entry);
       subscriber.next({ type: 'queued', requestId, position: this.pending.size - 1 });
       void this.send(requestId, req, entry);
@@ -211,6 +229,7 @@ export class StageFront {
       const nodeParams = this.o.pipeline.parseNodeParams(req.nodeParams);
       entry.seed = params.seed;
       if (this.pending.get(requestId) !== entry) return; // cancelled while it was being resolved
+      entry.subscriber.next(stageAdmittedEvent(requestId, params, nodeParams, this.o.policies));
       const payload = packRequest({ requestId, params, nodeParams });
       for (;;) {
         try {
@@ -243,7 +262,6 @@ export class StageFront {
       }
       const entry = this.pending.get(p.requestId);
       if (entry === undefined) continue; // cancelled, or already failed with its stage
-      this.pending.delete(p.requestId);
       let ev: OmniEvent;
       if (p.payloadType === STAGE_ERROR_PAYLOAD) {
         const { error, node } = stageErrorOf(p);
@@ -256,9 +274,15 @@ export class StageFront {
           ev = failureEvent(p.requestId, e);
         }
       }
-      entry.subscriber.next(ev);
-      entry.subscriber.complete();
+      if (this.o.reportsDelivery === true && !entry.delivered) entry.result = ev;
+      else this.finish(p.requestId, entry, ev);
     }
+  }
+
+  private finish(requestId: string, entry: Pending, ev: OmniEvent): void {
+    this.pending.delete(requestId);
+    entry.subscriber.next(ev);
+    entry.subscriber.complete();
   }
 
   /** Hands a session payload to its opener or its session. */

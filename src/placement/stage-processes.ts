@@ -85,6 +85,7 @@ export class StageProcesses {
       toEncode,
       results,
       sessions: o.sessions,
+      reportsDelivery: true,
       onCancel: (requestId) => {
         for (const c of this.children.values()) if (c.proc.connected) c.proc.send({ type: 'cancel', requestId } satisfies ParentToStage);
       },
@@ -179,6 +180,7 @@ export class StageProcesses {
       else if (m.type === 'passed') {
         const next = NEXT[role];
         if (next !== undefined) this.front.moved(m.requestId, next);
+        else this.front.delivered(m.requestId);
       } else if (m.type === 'holding' || m.type === 'memory') {
         child.replies.get(m.seq)?.(m);
         child.replies.delete(m.seq);

@@ -65,6 +65,41 @@ describe('disaggregated stages, in-process', () => {
     expect(dis[0][0]).toEqual({ type: 'queued', requestId: expect.any(String), position: expect.any(Number) });
   });
 
+  it('emit the monolithic engine’s event sequence: queued, admitted, node_start / step / node_end per node, final', async () => {
+    const req: OmniRequestInput = { model: 'tiny', task: 'T2V', inputs: { prompt: 'a red ball in a blue room' }, diffusion: { seed: 7, numInferenceSteps: 3 } };
+    const mono = await lastValueFrom(engine.generate(req).pipe(toArray()));
+    const dis = await lastValueFrom(stages.front.generate(req).pipe(toArray()));
+    const shape = (e: OmniEvent) =>
+      e.type === 'step' ? `step ${e.node} ${e.index}/${e.total}` : e.type === 'node_start' || e.type === 'node_end' ? `${e.type} ${e.node}` : e.type;
+    expect(dis.map(shape)).toEqual(mono.map(shape));
+    expect(dis.map(shape)).toEqual([
+      'queued',
+      'admitted',
+      'node_start text_encoder',
+      'node_end text_encoder',
+      'node_start denoise',
+      'step denoise 0/3',
+      'step denoise 1/3',
+      'step denoise 2/3',
+      'node_end denoise',
+      'node_start decode_video',
+      'node_end decode_video',
+      'final',
+    ]);
+    const admitted = (evs: OmniEvent[]) => evs.find((e) => e.type === 'admitted');
+    const a = admitted(mono);
+    const b = admitted(dis);
+    if (a?.type !== 'admitted' || b?.type !== 'admitted') throw new Error('no admitted event');
+    expect(b.params).toEqual(a.params);
+    expect(b.model).toBe(a.model);
+    expect({ steps: b.estimate.steps, forwards: b.estimate.forwards }).toEqual({ steps: a.estimate.steps, forwards: a.estimate.forwards });
+    // Step fields as the engine reports them: the same timesteps and sigmas, a wall time in ms.
+    const steps = (evs: OmniEvent[]) => evs.flatMap((e) => (e.type === 'step' ? [{ timestep: e.timestep, sigma: e.sigma }] : []));
+    expect(steps(dis)).toEqual(steps(mono));
+    for (const e of dis) if (e.type === 'step' || e.type === 'node_end') expect(e.ms).toBeGreaterThanOrEqual(0);
+    expect(new Set(dis.map((e) => e.requestId)).size).toBe(1);
+  });
+
   it('loads only each stage’s components: no encoder or VAE weights in Denoise', async () => {
     const mem = await stages.memory();
     expect(Object.keys(mem.encode.weightBytes).sort()).toEqual(['text_encoder', 'vae_encoder']);
