@@ -7,6 +7,9 @@ import type { NativeBinding } from '../native/binding';
 import type { WanT2VModel } from '../models/wan/wan-t2v';
 import type { SessionConfig } from '../placement/deploy-config';
 import type { ConditioningInjector } from '../pipeline/policies/conditioning-injector';
+import type { ChunkActions } from '../models/wan/causal-dit';
+import { ACTION_KEYS } from '../models/wan/actions';
+import type { WanActionConfig } from '../models/wan/config';
 import { RequestState } from '../pipeline/request-state';
 import { encodePrompt } from '../pipeline/wan-t2v/text-encode';
 import { ChunkRollout, type ChunkAttempt } from '../pipeline/world/chunk-rollout';
@@ -21,6 +24,44 @@ export const ROLLOUT_NODE = 'chunk_rollout';
 /** The error that ends session `sessionId` after `idleTimeoutMs` ms without an action, credit, flush or frame. */
 export function sessionExpired(sessionId: string, idleTimeoutMs: number): OmniError {
   return new OmniError('OMNIRX_ERR_SESSION_EXPIRED', `session '${sessionId}' was idle (no action, credit, flush or frame) for ${idleTimeoutMs} ms`);
+}
+
+/**
+ * The `admitted` event of world session `sessionId` on model `modelId`: the values used and the work per chunk
+ * (`steps` denoise steps and one more DiT forward for the commit).
+ */
+export function worldAdmittedEvent(sessionId: string, modelId: string, p: Pick<WorldSessionParams, 'width' | 'height' | 'fps' | 'seed' | 'flowShift' | 'priority'>, c: Pick<SessionConfig, 'chunkFrames' | 'sinkFrames' | 'localWindowFrames' | 'steps'>): OmniEvent {
+  return {
+    type: 'admitted',
+    requestId: sessionId,
+    model: modelId,
+    params: { task: 'WORLD', width: p.width, height: p.height, fps: p.fps, seed: p.seed, flowShift: p.flowShift, priority: p.priority, chunkFrames: c.chunkFrames, sinkFrames: c.sinkFrames, localWindowFrames: c.localWindowFrames, stepsPerChunk: c.steps },
+    estimate: { steps: c.steps, forwards: c.steps + 1 },
+  };
+}
+
+/** Which field of `action` a model with action config `cfg` refuses: its key when the model lacks it, else its vector. */
+function refusedActionField(action: SessionAction, cfg: WanActionConfig | undefined): string {
+  const keyRefused = cfg === undefined ? action.key !== 'none' : (ACTION_KEYS as readonly string[]).indexOf(action.key) >= cfg.numKeys;
+  return keyRefused ? 'action.key' : 'action.vector';
+}
+
+/**
+ * The model's actions for one chunk of `frames` latent frames holding `action` on every frame, through `injector`.
+ * A model without an action module (`cfg` undefined) takes only "none" (no conditioning to inject). The monolithic
+ * session and both the front and the Denoise stage of a disaggregated one check actions with it.
+ * @throws OmniError from the injector (OMNIRX_ERR_UNSUPPORTED_VALUE) when the model cannot take the action, its
+ *   `param` naming the refused field (`action.key` or `action.vector`).
+ */
+export function chunkActionsOf(injector: ConditioningInjector, action: SessionAction, frames: number, cfg: WanActionConfig | undefined): ChunkActions | undefined {
+  if (cfg === undefined && action.key === 'none' && action.vector === undefined) return undefined;
+  const { key, vector } = action;
+  try {
+    return injector.chunkActions(vector === undefined ? { key } : { key, vector }, frames, cfg);
+  } catch (e) {
+    if (e instanceof OmniError && e.param === undefined) throw new OmniError(e.code, e.message, { param: refusedActionField(action, cfg) });
+    throw e;
+  }
 }
 
 /** A session's resolved parameters (the request with the model's defaults applied). */
@@ -66,6 +107,23 @@ export interface WorldSessionStats {
   closed: boolean;
 }
 
+/**
+ * What a transport uses of an open world session (WebSocket, WebRTC): the monolithic `WorldSession` and the
+ * disaggregated front's `StageSession` both implement it, with the semantics documented on `WorldSession`.
+ */
+export interface WorldSessionHandle {
+  readonly id: string;
+  /** The resolved parameters; transports read the size (pixels) and PTS rate (frames per second) of the frames. */
+  readonly params: Readonly<WorldSessionParams>;
+  readonly events$: Observable<OmniEvent>;
+  /** Throws an OmniError naming the field (`action.key`, …) for an action the model cannot take; changes nothing then. */
+  readonly actions: Observer<unknown>;
+  readonly credits: Observer<number>;
+  flush(): void;
+  close(): void;
+  stats(): Pick<WorldSessionStats, 'chunks' | 'creditBalance' | 'closed'>;
+}
+
 type Phase = 'idle' | 'denoise' | 'decode';
 
 /**
@@ -90,7 +148,7 @@ type Phase = 'idle' | 'denoise' | 'decode';
  * Every denoise step, commit and decode is one grant of the pool's `StepScheduler`, so sessions and generation
  * requests interleave step by step; a session's outputs depend only on its seed, prompt, image and actions.
  */
-export class WorldSession {
+export class WorldSession implements WorldSessionHandle {
   readonly events$: Observable<OmniEvent>;
   readonly actions: Observer<unknown>;
   readonly credits: Observer<number>;
@@ -213,15 +271,7 @@ export class WorldSession {
   }
 
   private admittedEvent(): OmniEvent {
-    const p = this.params;
-    const c = this.deps.config;
-    return {
-      type: 'admitted',
-      requestId: this.id,
-      model: this.deps.model.spec.id,
-      params: { task: 'WORLD', width: p.width, height: p.height, fps: p.fps, seed: p.seed, flowShift: p.flowShift, priority: p.priority, chunkFrames: c.chunkFrames, sinkFrames: c.sinkFrames, localWindowFrames: c.localWindowFrames, stepsPerChunk: c.steps },
-      estimate: { steps: c.steps, forwards: c.steps + 1 },
-    };
+    return worldAdmittedEvent(this.id, this.deps.model.spec.id, this.params, this.deps.config);
   }
 
   /** Encodes the prompt (feature cache), claims chunk-KV slabs and builds the rollout; primes it with the image. */
@@ -332,16 +382,9 @@ export class WorldSession {
     return { type: 'chunk', requestId: this.id, node: ROLLOUT_NODE, artifact: { kind: 'video', width: p.width, height: p.height, numFrames: C, fps: p.fps, frames }, rollout };
   }
 
-  /**
-   * The model's actions for one chunk holding `action` on every frame (through the bound `ConditioningInjector`). A
-   * model without an action module takes only "none" (no conditioning to inject).
-   * @throws OmniError from the injector when the model cannot take the action.
-   */
+  /** The model's actions for one chunk holding `action` (see {@link chunkActionsOf}). */
   private chunkActions(action: SessionAction) {
-    const cfg = this.deps.model.spec.transformer.action;
-    if (cfg === undefined && action.key === 'none' && action.vector === undefined) return undefined;
-    const { key, vector } = action;
-    return this.deps.injector.chunkActions(vector === undefined ? { key } : { key, vector }, this.deps.config.chunkFrames, cfg);
+    return chunkActionsOf(this.deps.injector, action, this.deps.config.chunkFrames, this.deps.model.spec.transformer.action);
   }
 
   /** One grant of the pool's step scheduler running `run`; emits its value and wall time (ms). */

@@ -15,12 +15,13 @@ import type { WanT2VState } from '../pipeline/wan-t2v/state';
 import type { RequestLimits } from '../request/limits';
 import type { OmniEvent } from '../request/omni-event';
 import { createOmniRequestSchema, type OmniRequestInput } from '../request/omni-request';
-import { createSessionRequestSchema, type SessionRequestInput } from '../request/session-request';
+import { createSessionRequestSchema, type SessionAction, type SessionRequestInput } from '../request/session-request';
 import { SessionConfigSchema, type SessionConfig } from './deploy-config';
 import { StageSession } from './stage-session';
 import { stageAdmittedEvent } from './stage-admitted';
 import type { StageProgress } from './stage-progress';
-import { ROLLOUT_NODE } from '../engine/session';
+import { chunkActionsOf, ROLLOUT_NODE } from '../engine/session';
+import { actionAdaLNInjector } from '../pipeline/policies/conditioning-injector';
 import { sessionPayload, WAN_SESSION_PAYLOAD, type WanSessionSpec } from './wan-session-stages';
 import { isConnectorClosed, type StageReceiver, type StageSender } from './connectors/stage-connector';
 import { STAGE_ERROR_PAYLOAD, stageErrorOf } from './stage-error';
@@ -95,6 +96,18 @@ export class StageFront {
     this.loop = this.collect();
   }
 
+  /** The models the front resolves requests with: specs only, no component constructed, no weights loaded. */
+  get models(): ModelRegistry {
+    return this.o.models;
+  }
+
+  /** Requests at the front (not yet taken by Encode), and requests held by a stage. */
+  stats(): { queued: number; running: number } {
+    let queued = 0;
+    for (const p of this.pending.values()) if (p.location === 'front') queued++;
+    return { queued, running: this.pending.size - queued };
+  }
+
   /** Requests sent and not yet finished, with where each is. */
   locations(): Map<string, RequestLocation> {
     return new Map([...this.pending].map(([id, p]) => [id, p.location]));
@@ -151,7 +164,9 @@ export class StageFront {
       steps: c.steps,
     };
     const expiry = { timeoutMs: c.idleTimeoutMs, timers: this.o.timers ?? asyncScheduler };
-    const session = new StageSession(sessionId, spec, req.initialAction, this.o.toEncode, expiry, (id) => this.sessions.delete(id));
+    const actionConfig = model.spec.transformer.action;
+    const checkAction = (a: SessionAction) => void chunkActionsOf(actionAdaLNInjector, a, c.chunkFrames, actionConfig);
+    const session = new StageSession(sessionId, spec, req.initialAction, this.o.toEncode, expiry, (id) => this.sessions.delete(id), checkAction);
     this.sessions.set(sessionId, session);
     try {
       await new Promise<void>((resolve, reject) => {

@@ -1,6 +1,6 @@
 import { defer, ReplaySubject, type Observable, type Observer, type SchedulerLike, type Subscription } from 'rxjs';
 import { failureEvent } from '../engine/events';
-import { ROLLOUT_NODE, sessionExpired } from '../engine/session';
+import { ROLLOUT_NODE, sessionExpired, worldAdmittedEvent, type WorldSessionHandle, type WorldSessionParams } from '../engine/session';
 import { OmniError } from '../errors';
 import type { ChunkEvent, OmniEvent } from '../request/omni-event';
 import { parseSessionAction, SessionActionSchema, type SessionAction } from '../request/session-request';
@@ -15,11 +15,13 @@ import { sessionPayload, WAN_SESSION_PAYLOAD, type WanSessionSpec } from './wan-
  * session's KV and chunk counter live on the Denoise stage, its decoder state on the Decode stage; this side gates
  * chunks by credits and samples the latest action when it asks for a chunk.
  *
- *  - `events$` (replayed to a late subscriber): per chunk the `step` events Denoise reports and one `chunk` event
+ *  - `events$` (replayed to a late subscriber): `admitted` once the stages have opened the session, then per chunk the `step` events Denoise reports and one `chunk` event
  *    (RGB24 frames `[C, H, W, 3]`, `rollout` = chunk index as Denoise counted it, first frame, PTS, action), then
  *    `final` after `close()`, or `error` (a stage's failure, or OMNIRX_ERR_SESSION_EXPIRED after the idle timeout).
  *  - `actions`: the latest valid action travels with the next chunk request or flush; Denoise starts each chunk with
- *    the latest action it has received (an invalid one throws OMNIRX_ERR_INVALID_REQUEST and changes nothing).
+ *    the latest action it has received. An action is checked here as `WorldSession` checks it — its shape
+ *    (OMNIRX_ERR_INVALID_REQUEST) and what the model can take (`checkAction`: OMNIRX_ERR_UNSUPPORTED_VALUE) — and a
+ *    refused one throws from `next`, naming the field (`action.key`, `action.vector`, …), and changes nothing.
  *  - `credits`: one per frame; a chunk of C frames is asked for whenever C credits are available, so chunks are
  *    pipelined through the stages (Decode of chunk k overlaps Denoise of chunk k+1).
  *  - `flush()`: sends the latest action to Denoise; a chunk still in its denoise steps there is started again with it
@@ -32,7 +34,7 @@ import { sessionPayload, WAN_SESSION_PAYLOAD, type WanSessionSpec } from './wan-
  * the session counts against `sessions.maxSessions`. Once ended, `actions`, `credits`, `flush()` and `close()` are
  * no-ops.
  */
-export class StageSession {
+export class StageSession implements WorldSessionHandle {
   private readonly subject = new ReplaySubject<OmniEvent>();
   readonly events$: Observable<OmniEvent> = defer(() => {
     this.touch(); // a subscription is activity
@@ -40,9 +42,12 @@ export class StageSession {
   });
   readonly actions: Observer<unknown>;
   readonly credits: Observer<number>;
+  /** The resolved parameters (as `WorldSession` has them; the image of an image-to-world session is not kept). */
+  readonly params: Readonly<WorldSessionParams>;
   private latest: SessionAction;
   private balance = 0;
   private asked = 0;
+  private emitted = 0;
   private flushes = 0;
   private finished = false;
   /** The stages have been asked to free the session. */
@@ -56,6 +61,7 @@ export class StageSession {
   /**
    * @param expiry `timeoutMs`: idle time after which the session expires, ms; `timers`: its time source.
    * @param onReleased called once, when the stages have freed the session (or can no longer be asked to).
+   * @param checkAction throws an OmniError naming the field for a (well-formed) action the model cannot take.
    */
   constructor(
     readonly id: string,
@@ -64,8 +70,11 @@ export class StageSession {
     private readonly toEncode: StageSender,
     private readonly expiry: { timeoutMs: number; timers: SchedulerLike },
     private readonly onReleased: (id: string) => void,
+    private readonly checkAction: (action: SessionAction) => void,
   ) {
     this.latest = initialAction;
+    const { prompt, width, height, fps, seed, flowShift, priority } = spec;
+    this.params = { sessionId: id, prompt, width, height, fps, seed, flowShift, initialAction, priority };
     this.actions = { next: (a: unknown) => this.act(a), error: () => undefined, complete: () => undefined };
     this.credits = { next: (n: number) => this.grant(n), error: () => undefined, complete: () => undefined };
   }
@@ -74,8 +83,14 @@ export class StageSession {
     return this.finished;
   }
 
-  /** Starts the idle timer (the stages have confirmed the open). */
+  /** Chunks emitted so far; credits granted and not yet spent on an emitted chunk (frames); whether it has ended. */
+  stats(): { chunks: number; creditBalance: number; closed: boolean } {
+    return { chunks: this.emitted, creditBalance: this.balance + (this.asked - this.emitted) * this.spec.chunkFrames, closed: this.finished };
+  }
+
+  /** Emits `admitted` and starts the idle timer (the stages have confirmed the open). */
   start(): void {
+    this.subject.next(worldAdmittedEvent(this.id, this.spec.model, this.spec, this.spec));
     this.touch();
   }
 
@@ -126,6 +141,7 @@ export class StageSession {
       this.end(failureEvent(this.id, stageErrorOf(p).error, { node: ROLLOUT_NODE }));
     } else if (p.payloadType === WAN_SESSION_PAYLOAD.frames && !this.finished) {
       this.touch(); // frames flowing to a consumer that granted credits ahead is activity too
+      this.emitted++;
       this.subject.next(this.chunkEvent(p));
     }
   }
@@ -160,6 +176,7 @@ export class StageSession {
   private act(input: unknown): void {
     if (this.finished) return;
     const action = parseSessionAction(input);
+    this.checkAction(action); // checked against the model now, so a bad action fails here and not on Denoise
     this.touch();
     this.latest = action;
   }

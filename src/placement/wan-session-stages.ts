@@ -12,7 +12,7 @@ import { RequestState } from '../pipeline/request-state';
 import { encodePrompt } from '../pipeline/wan-t2v/text-encode';
 import { ChunkRollout, type ChunkAttempt } from '../pipeline/world/chunk-rollout';
 import { SessionActionSchema, type SessionAction } from '../request/session-request';
-import { ROLLOUT_NODE } from '../engine/session';
+import { chunkActionsOf, ROLLOUT_NODE } from '../engine/session';
 import { CacheBudgetsSchema } from './deploy-config';
 import type { StageProgress } from './stage-progress';
 import { float32Elements, float32Tensor, PAYLOAD_SCHEMA_VERSION, PayloadError, type DiffusionStagePayload, type PayloadTensor, type StageRole } from './stage-payload';
@@ -322,11 +322,9 @@ export class WanSessionStage {
     }
   }
 
-  /** The model's actions for one chunk holding `action` on every frame (none for a model without an action module). */
+  /** The model's actions for one chunk holding `action` on every frame (see `chunkActionsOf`). */
   private chunkActions(s: DenoiseSession, action: SessionAction) {
-    const cfg = s.model.spec.transformer.action;
-    if (cfg === undefined && action.key === 'none' && action.vector === undefined) return undefined;
-    return actionAdaLNInjector.chunkActions(action.vector === undefined ? { key: action.key } : { key: action.key, vector: action.vector }, s.spec.chunkFrames, cfg);
+    return chunkActionsOf(actionAdaLNInjector, action, s.spec.chunkFrames, s.model.spec.transformer.action);
   }
 
   private async decode(sid: string, p: DiffusionStagePayload, emit: (out: DiffusionStagePayload) => Promise<void>): Promise<void> {

@@ -1,6 +1,6 @@
 import { MediaStreamTrack, RTCPeerConnection, type RTCDataChannel } from 'werift';
 import type { Subscription } from 'rxjs';
-import type { WorldSession } from '../../src/engine/session';
+import type { WorldSessionHandle } from '../../src/engine/session';
 import { OmniError } from '../../src/errors';
 import type { OmniEvent } from '../../src/request/omni-event';
 import type { SessionRequestInput } from '../../src/request/session-request';
@@ -25,8 +25,8 @@ export interface RtcSessionOptions {
   ffmpegPath?: string;
 }
 
-/** What a WebRTC session uses of a world session (a `WorldSession`, or any frame source with its surface). */
-export type RtcWorld = Pick<WorldSession, 'id' | 'params' | 'events$' | 'actions' | 'credits' | 'flush' | 'close' | 'stats'>;
+/** What a WebRTC session uses of a world session (a `WorldSession`, a disaggregated `StageSession`, or any frame source with its surface). */
+export type RtcWorld = WorldSessionHandle;
 
 /** What a WebRTC session needs of the engine. */
 export interface SessionOpener {

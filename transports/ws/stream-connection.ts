@@ -1,7 +1,7 @@
 import { randomUUID } from 'node:crypto';
 import { Subject, type Subscription } from 'rxjs';
 import { WebSocket, type RawData } from 'ws';
-import type { WorldSession } from '../../src/engine/session';
+import type { WorldSessionHandle } from '../../src/engine/session';
 import type { RgbFrame } from '../../src/media/h264-encoder';
 import type { OmniEvent, RolloutInfo } from '../../src/request/omni-event';
 import type { SessionRequestInput } from '../../src/request/session-request';
@@ -64,7 +64,7 @@ export class StreamConnection {
   private readonly frames$ = new Subject<RgbFrame>();
   private encoder?: Subscription;
   private stream?: Subscription;
-  private session?: WorldSession;
+  private session?: WorldSessionHandle;
   /** The latest action received while the session was being opened (applied once it is). */
   private earlyAction?: { key: string; vector?: [number, number]; id?: string };
   /** A `session` start message is being served (the session is opening). */
@@ -194,7 +194,7 @@ export class StreamConnection {
   /** Opens the world session, subscribes to its events and hands it the credits and action received meanwhile. */
   private async startSession(m: SessionMessage): Promise<void> {
     this.sessionPending = true;
-    let session: WorldSession;
+    let session: WorldSessionHandle;
     try {
       this.deps.admitting();
       const input: SessionRequestInput = { prompt: m.prompt };
