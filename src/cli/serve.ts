@@ -18,7 +18,7 @@ export interface ServeArgs {
   host: string;
   port: number;
   modelsDir?: string;
-  /** Deploy config file (tasks, cache budgets, session settings; see docs/deploy.md). */
+  /** Deploy config file (tasks, cache budgets, session settings, topology; see docs/deploy.md). */
   config?: string;
   apiKey?: string;
   /** Longest wait for in-flight jobs on SIGTERM before they are failed, ms. */
@@ -38,7 +38,7 @@ export function parseServeArgs(argv: string[], env: NodeJS.ProcessEnv, writeOut:
     .option('--host <host>', 'address to bind (keep 127.0.0.1 unless the port is protected)', '127.0.0.1')
     .option('--port <port>', 'TCP port (0 picks a free one)', '8000')
     .option('--models-dir <dir>', 'folder of model directories')
-    .option('--config <file>', 'deploy config (JSON): tasks, cache budgets, session settings')
+    .option('--config <file>', 'deploy config (JSON): tasks, cache budgets, session settings, topology')
     .option('--api-key <key>', 'bearer token required on /v1 routes (default: $OMNIRX_API_KEY)')
     .option('--drain-timeout-ms <ms>', 'wait for in-flight jobs on SIGTERM before failing them', '30000');
   try {

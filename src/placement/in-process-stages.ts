@@ -1,10 +1,10 @@
-import { ModelRegistry } from '../models/registry';
 import type { NativeBinding } from '../native/binding';
 import { buildPipeline } from '../pipeline/spec';
 import { wanT2VPipelineSpec, type WanT2VPolicies } from '../pipeline/wan-t2v/pipeline';
 import type { RequestLimits } from '../request/limits';
 import type { Task } from '../request/omni-request';
 import { createInProcessConnector } from './connectors/in-process';
+import { specOnlyRegistry } from './spec-registry';
 import { StageFront } from './stage-front';
 import { StageHost, type StageMemory } from './stage-host';
 import type { StageRole } from './stage-payload';
@@ -53,7 +53,7 @@ export function createInProcessStages(o: StagePipelineOptions): StagePipeline {
   };
   for (const h of Object.values(hosts)) void h.worker.start();
   const front = new StageFront({
-    models: new ModelRegistry(o.native, o.modelsDir, o.defaultModel, new Set()),
+    models: specOnlyRegistry(o.native, o.modelsDir, o.defaultModel),
     pipeline: buildPipeline(wanT2VPipelineSpec(o.policies), { tasks: o.tasks }),
     policies: o.policies,
     limits: o.limits,

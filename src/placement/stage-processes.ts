@@ -2,12 +2,12 @@ import { fork, type ChildProcess } from 'node:child_process';
 import { mkdtempSync, rmSync } from 'node:fs';
 import * as path from 'node:path';
 import { OmniError } from '../errors';
-import { ModelRegistry } from '../models/registry';
 import { buildPipeline } from '../pipeline/spec';
 import { wanT2VPipelineSpec } from '../pipeline/wan-t2v/pipeline';
 import { connectShm, connectTcp, defaultShmDir, listenShm, listenTcp } from './connectors';
 import type { SocketStageReceiver } from './connectors/socket-receiver';
 import type { StagePipelineOptions } from './in-process-stages';
+import { specOnlyRegistry } from './spec-registry';
 import { StageFront } from './stage-front';
 import type { LinkAddress, ParentToStage, StageProcessConfig, StageToParent } from './stage-ipc';
 import type { StageRole } from './stage-payload';
@@ -78,7 +78,7 @@ export class StageProcesses {
     toEncode: ReturnType<typeof connectShm>,
   ) {
     this.front = new StageFront({
-      models: new ModelRegistry(o.native, o.modelsDir, o.defaultModel, new Set()),
+      models: specOnlyRegistry(o.native, o.modelsDir, o.defaultModel),
       pipeline: buildPipeline(wanT2VPipelineSpec(o.policies), { tasks: o.tasks }),
       policies: o.policies,
       limits: o.limits,

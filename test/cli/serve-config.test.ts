@@ -59,4 +59,23 @@ describe('omnirx serve --config', () => {
     expect(await running).toBe(0);
     expect(err.text()).toBe('');
   });
+
+  it('serves a disaggregated deployment (topology: in-process stages): /ready and /v1/models answer', async () => {
+    const modelsDir = await makeModelsDir();
+    const out = sink();
+    const err = sink();
+    const abort = new AbortController();
+    const config = { schemaVersion: 1, modelsDir, defaultModel: 'tiny', tasks: ['T2V', 'WORLD'], topology: { kind: 'disaggregated', connector: 'in-process' } };
+    const running = runServe(['--port', '0', '--config', configFile(config)], { stdout: out.stream, stderr: err.stream, signal: abort.signal, onSigterm: () => () => undefined });
+    while (!/listening on (\S+)/.test(out.text())) await new Promise((r) => setTimeout(r, 20));
+    const base = /listening on (\S+)/.exec(out.text())![1];
+    const ready = await fetch(`${base}/ready`);
+    expect(ready.status).toBe(200);
+    expect(await ready.json()).toEqual({ status: 'ready', queued: 0, running: 0 });
+    const models = (await (await fetch(`${base}/v1/models`)).json()) as { data: Array<{ id: string; object: string }> };
+    expect(models.data.map((m) => [m.id, m.object])).toEqual([['tiny', 'model']]);
+    abort.abort();
+    expect(await running).toBe(0);
+    expect(err.text()).toBe('');
+  });
 });

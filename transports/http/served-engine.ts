@@ -1,11 +1,19 @@
 import type { Observable } from 'rxjs';
-import type { WanT2VModel } from '../../src/models/wan/wan-t2v';
+import type { WorldSessionHandle } from '../../src/engine/session';
+import type { ModelSpec } from '../../src/models/model-spec';
 import type { OmniEvent } from '../../src/request/omni-event';
 import type { OmniRequestInput } from '../../src/request/omni-request';
-import type { WorldSession } from '../../src/engine/session';
 import type { SessionRequestInput } from '../../src/request/session-request';
 
-/** What the HTTP server needs of an `Engine` (the real one satisfies it; see src/engine/engine.ts). */
+/** What the transports read of a served model: its spec (id, defaults), never its weights. */
+export interface ServedModel {
+  readonly spec: ModelSpec;
+}
+
+/**
+ * What the HTTP server needs of a deployment: the monolithic `Engine` (src/engine/engine.ts) and a disaggregated
+ * deployment (`openDeployment`, src/placement/deployment.ts) both satisfy it.
+ */
 export interface ServedEngine {
   /** Cold stream of one request's events; subscribing submits, unsubscribing cancels at the next step boundary. */
   generate(request: OmniRequestInput): Observable<OmniEvent>;
@@ -13,10 +21,10 @@ export interface ServedEngine {
   listModels(): string[];
   /** Requests waiting for admission, and running. */
   stats(): { queued: number; running: number };
-  /** The model registry: `get(id)` loads (once) and returns a model, or rejects with OMNIRX_ERR_UNKNOWN_MODEL. */
-  readonly models: { get(id: string | undefined): Promise<WanT2VModel>; readonly defaultModel?: string; readonly modelsDir?: string };
+  /** The models: `get(id)` resolves model `id` (the default when undefined), or rejects with OMNIRX_ERR_UNKNOWN_MODEL. */
+  readonly models: { get(id: string | undefined): Promise<ServedModel>; readonly defaultModel?: string; readonly modelsDir?: string };
   /** Opens an interactive world session (rejects with an OmniError naming the field for bad input). */
-  session(input: SessionRequestInput): Promise<WorldSession>;
+  session(input: SessionRequestInput): Promise<WorldSessionHandle>;
   /** Stops admitting and frees every model. */
   close(): Promise<void>;
 }

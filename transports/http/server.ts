@@ -19,13 +19,16 @@ import { WebSocketRouter } from './websocket-router';
 
 /** Options of {@link createServer}. */
 export interface ServerOptions {
-  /** The engine to serve (the server closes it when it closes). Default: `Engine.create({ modelsDir, defaultModel })`. */
+  /** The engine to serve (the server closes it when it closes). Default: `openDeployment(deploy)` (src/placement/deployment.ts). */
   engine?: ServedEngine | Promise<ServedEngine>;
   /** Models folder of the engine the server creates (ignored when `engine` is given). */
   modelsDir?: string;
   /** Default model of the engine the server creates. */
   defaultModel?: string;
-  /** Deploy config of the engine the server creates (tasks, cache budgets, sessions); `modelsDir`/`defaultModel` above win. */
+  /**
+   * Deploy config of the deployment the server opens (tasks, cache budgets, sessions, and the topology: monolithic, or
+   * Encode → Denoise → Decode stages); `modelsDir`/`defaultModel` above win. Default: the defaults of every field.
+   */
   deploy?: DeployConfig;
   /** Bearer token required on every `/v1` route when set; `/health`, `/ready` and `/metrics` stay open. */
   apiKey?: string;
@@ -140,9 +143,10 @@ export async function createServer(options: ServerOptions = {}): Promise<Fastify
   };
 
   const engineReady = (async () => {
-    const { Engine } = await import('../../src/engine/engine');
+    const { openDeployment } = await import('../../src/placement/deployment');
+    const { parseDeployConfig } = await import('../../src/placement/deploy-config');
     const overrides = { ...(options.modelsDir === undefined ? {} : { modelsDir: options.modelsDir }), ...(options.defaultModel === undefined ? {} : { defaultModel: options.defaultModel }) };
-    const e = options.engine ?? (options.deploy === undefined ? Engine.create(overrides) : Engine.fromDeployConfig({ ...options.deploy, ...overrides }));
+    const e = options.engine ?? openDeployment({ ...(options.deploy ?? parseDeployConfig({ schemaVersion: 1 })), ...overrides });
     const started = await e;
     // A deployment whose default model is not there could never serve a request that names none: refuse to start.
     const def = started.models.defaultModel;

@@ -1,7 +1,7 @@
 import { ERROR_CATALOGUE, type ErrorCode } from '../../../src/errors';
-import type { WanT2VModel } from '../../../src/models/wan/wan-t2v';
 import type { ServerContext } from '../context';
 import { HttpError } from '../errors';
+import type { ServedModel } from '../served-engine';
 
 /** @throws HttpError 503 `OMNIRX_ERR_UNAVAILABLE` unless the server is ready to admit work (not starting or draining). */
 export function admitting(ctx: ServerContext): void {
@@ -11,10 +11,10 @@ export function admitting(ctx: ServerContext): void {
 }
 
 /**
- * Loads model `id` (the engine's default when undefined) through the engine's registry.
+ * Resolves model `id` (the engine's default when undefined) through the engine's models.
  * @throws HttpError with the engine's code and status (404 `OMNIRX_ERR_UNKNOWN_MODEL`, `param` "model").
  */
-export async function loadModel(ctx: ServerContext, id: string | undefined): Promise<WanT2VModel> {
+export async function loadModel(ctx: ServerContext, id: string | undefined): Promise<ServedModel> {
   try {
     return await ctx.engine().models.get(id);
   } catch (err) {
