@@ -89,6 +89,30 @@ interface Waiter {
 }
 
 /**
+ * The denoise work of a resolved request: `steps` (a custom sigma schedule's length − 1, else `numInferenceSteps`),
+ * DiT `forwards` (two per step when classifier-free guidance needs the negative branch) and whether it is `guided`.
+ * The engine and the disaggregated front both report it in `admitted`.
+ */
+export function denoiseWork(p: ResolvedParams, nodeParams: Record<string, unknown>, cfg: WanT2VPolicies['cfg']): { steps: number; forwards: number; guided: boolean } {
+  const guided = cfg.needsNegative(p.guidanceScale);
+  const custom = (nodeParams.denoise as DenoiseNodeParams | undefined)?.sigmas;
+  const steps = custom !== undefined ? custom.length - 1 : p.numInferenceSteps;
+  return { steps, forwards: steps * (guided ? 2 : 1), guided };
+}
+
+/** The `admitted` event of request `requestId`: the values actually used and the work `estimate` (`ms` when predicted). */
+export function requestAdmittedEvent(requestId: string, p: ResolvedParams, estimate: { steps: number; forwards: number; ms?: number }): OmniEvent {
+  const { task, model, width, height, numFrames, fps, numInferenceSteps, guidanceScale, flowShift, sampler, seed, priority } = p;
+  return {
+    type: 'admitted',
+    requestId,
+    model,
+    params: { task, width, height, numFrames, fps, numInferenceSteps, guidanceScale, flowShift, sampler, seed, priority },
+    estimate,
+  };
+}
+
+/**
  * The execution plane's entry point (DESIGN.md §4). `generate` returns a cold `Observable<OmniEvent>`:
  * subscribing submits the request (queued → admitted → running nodes → done / failed / cancelled), every node
  * boundary and loop step is an event, the last event is `final` or `error` (failures are events, never stream
@@ -382,23 +406,14 @@ export class Engine {
   }
 
   private admittedEvent(requestId: string, p: ResolvedParams, model: WanT2VModel, nodeParams: Record<string, unknown>): OmniEvent {
-    const guided = this.policies.cfg.needsNegative(p.guidanceScale);
-    const custom = (nodeParams.denoise as DenoiseNodeParams | undefined)?.sigmas;
-    const steps = custom !== undefined ? custom.length - 1 : p.numInferenceSteps;
-    const forwards = steps * (guided ? 2 : 1);
+    const { steps, forwards, guided } = denoiseWork(p, nodeParams, this.policies.cfg);
     const [pt, ph, pw] = model.spec.transformer.patchSize;
     const s = 2 ** (model.spec.vae.channels.length - 1);
     const shape = `${p.numFrames / pt}x${p.height / s / ph * ph}x${p.width / s / pw * pw}`;
     const ms = this.steps.estimate({ model: `${model.spec.id}/transformer`, phase: 'denoise', shape, guidance: guided ? (this.policies.cfg.variant === 'batched' ? 'batched' : 'sequential') : 'single' }, steps);
-    const { task, model: id, width, height, numFrames, fps, numInferenceSteps, guidanceScale, flowShift, sampler, seed, priority } = p;
-    return {
-      type: 'admitted',
-      requestId,
-      model: id,
-      params: { task, width, height, numFrames, fps, numInferenceSteps, guidanceScale, flowShift, sampler, seed, priority },
-      estimate: { steps, forwards, ms: Math.round(ms) },
-    };
+    return requestAdmittedEvent(requestId, p, { steps, forwards, ms: Math.round(ms) });
   }
+
 
   /** Runs the active nodes of the graph, then emits `final`; any failure becomes an `error` event. */
   private run(requestId: string, model: WanT2VModel, params: ResolvedParams, nodeParams: Record<string, unknown>, started: number): Observable<OmniEvent> {
