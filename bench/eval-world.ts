@@ -13,12 +13,11 @@
  */
 import { mkdirSync, writeFileSync } from 'node:fs';
 import * as path from 'node:path';
-import { lastValueFrom, toArray } from 'rxjs';
 import { Engine } from '../src/engine/engine';
 import { frameStripPng } from '../src/eval/frame-strip';
 import { evaluateWorld, type WorldEvalClip } from '../src/eval/world-eval';
 import { ACTION_KEYS } from '../src/models/wan/actions';
-import type { SessionAction } from '../src/request/session-request';
+import { t2vClip, worldClip } from '../src/eval/world-clips';
 
 const T2V_PROMPTS = [
   'a red ball in a dark blue room',
@@ -41,55 +40,6 @@ function arg(name: string): string | undefined {
   return i >= 0 ? process.argv[i + 1] : undefined;
 }
 
-/** Splits an RGB24 video [F, H, W, 3] into frames. */
-function split(frames: Uint8Array, n: number, width: number, height: number): Uint8Array[] {
-  const s = width * height * 3;
-  return Array.from({ length: n }, (_, f) => frames.subarray(f * s, (f + 1) * s));
-}
-
-async function t2v(engine: Engine, model: string | undefined, prompt: string, seed: number): Promise<WorldEvalClip> {
-  const events = await lastValueFrom(engine.generate({ ...(model ? { model } : {}), task: 'T2V', inputs: { prompt }, diffusion: { seed, numFrames: T2V_FRAMES, width: 64, height: 64 } }).pipe(toArray()));
-  const fin = events.find((e) => e.type === 'final');
-  if (fin === undefined || fin.type !== 'final') throw new Error(`T2V failed: ${JSON.stringify(events.filter((e) => e.type === 'error'))}`);
-  const v = fin.output.artifacts.video;
-  if (v?.kind !== 'video') throw new Error('T2V returned no video');
-  return { prompt, width: v.width, height: v.height, frames: split(v.frames, v.numFrames, v.width, v.height) };
-}
-
-async function world(engine: Engine, model: string | undefined, prompt: string, seed: number, shift: number): Promise<WorldEvalClip> {
-  const session = await engine.session({ ...(model ? { model } : {}), prompt, seed });
-  const frames: Uint8Array[] = [];
-  const actions: number[] = [];
-  let width = 0, height = 0;
-  const keyAt = (f: number): SessionAction['key'] => (['up', 'right', 'down', 'left'] as const)[(Math.floor(f / RUN) + shift) % 4];
-  await new Promise<void>((resolve, reject) => {
-    session.events$.subscribe({
-      next: (ev) => {
-        if (ev.type === 'error') reject(new Error(`${ev.code}: ${ev.message}`));
-        if (ev.type !== 'chunk' || ev.artifact.kind !== 'video') return;
-        const a = ev.artifact;
-        width = a.width;
-        height = a.height;
-        for (const fr of split(a.frames, a.numFrames, a.width, a.height)) {
-          frames.push(Uint8Array.from(fr));
-          actions.push(ACTION_KEYS.indexOf(ev.rollout!.action.key as (typeof ACTION_KEYS)[number]));
-        }
-        if (frames.length >= WORLD_FRAMES) {
-          session.close();
-          return;
-        }
-        session.actions.next({ key: keyAt(frames.length) }); // the next chunk samples it when it starts
-        session.credits.next(a.numFrames);
-      },
-      complete: () => resolve(),
-    });
-    session.actions.next({ key: keyAt(0) });
-    session.credits.next(1);
-  });
-  await session.whenReleased();
-  return { prompt, width, height, frames: frames.slice(0, WORLD_FRAMES), actions: actions.slice(0, WORLD_FRAMES) };
-}
-
 function writeStrips(dir: string, t2vClips: WorldEvalClip[], worldClips: WorldEvalClip[]): void {
   mkdirSync(dir, { recursive: true });
   const index: Array<{ file: string; prompt: string; actions?: string[] }> = [];
@@ -109,9 +59,9 @@ async function main(): Promise<void> {
   const engine = await Engine.create(modelsDir ? { modelsDir } : {});
   try {
     const t2vClips: WorldEvalClip[] = [];
-    for (const [i, p] of T2V_PROMPTS.entries()) t2vClips.push(await t2v(engine, model, p, 100 + i));
+    for (const [i, p] of T2V_PROMPTS.entries()) t2vClips.push(await t2vClip(engine, { model, prompt: p, seed: 100 + i, frames: T2V_FRAMES }));
     const worldClips: WorldEvalClip[] = [];
-    for (const [i, p] of WORLD_PROMPTS.entries()) worldClips.push(await world(engine, model, p, 200 + i, i));
+    for (const [i, p] of WORLD_PROMPTS.entries()) worldClips.push(await worldClip(engine, { model, prompt: p, seed: 200 + i, frames: WORLD_FRAMES, run: RUN, shift: i }));
     const strips = arg('--strips');
     if (strips !== undefined) writeStrips(strips, t2vClips, worldClips);
     console.log(JSON.stringify({ ...evaluateWorld([...t2vClips, ...worldClips]), t2v: evaluateWorld(t2vClips), world: evaluateWorld(worldClips) }));

@@ -1,0 +1,71 @@
+import { lastValueFrom, toArray } from 'rxjs';
+import type { Engine } from '../engine/engine';
+import { ACTION_KEYS } from '../models/wan/actions';
+import type { SessionAction } from '../request/session-request';
+import type { WorldEvalClip } from './world-eval';
+
+/** The directional keys world clips cycle through (up, right, down, left), `run` frames each. */
+const CYCLE = ['up', 'right', 'down', 'left'] as const;
+
+/** Splits an RGB24 video [F, H, W, 3] (uint8) into F frames [H, W, 3] (views, not copies). */
+function splitFrames(frames: Uint8Array, n: number, width: number, height: number): Uint8Array[] {
+  const s = width * height * 3;
+  return Array.from({ length: n }, (_, f) => frames.subarray(f * s, (f + 1) * s));
+}
+
+/**
+ * One T2V clip for the world evaluation: a text-to-video request (bidirectional sampling) at 64×64 with the model's
+ * default steps and guidance scale, `frames` frames, seed `seed`.
+ * @throws Error when the request ends with an error event or without a video artifact.
+ */
+export async function t2vClip(engine: Engine, o: { model?: string; prompt: string; seed: number; frames: number }): Promise<WorldEvalClip> {
+  const events = await lastValueFrom(
+    engine.generate({ ...(o.model ? { model: o.model } : {}), task: 'T2V', inputs: { prompt: o.prompt }, diffusion: { seed: o.seed, numFrames: o.frames, width: 64, height: 64 } }).pipe(toArray()),
+  );
+  const fin = events.find((e) => e.type === 'final');
+  if (fin === undefined || fin.type !== 'final') throw new Error(`T2V failed: ${JSON.stringify(events.filter((e) => e.type === 'error'))}`);
+  const v = fin.output.artifacts.video;
+  if (v?.kind !== 'video') throw new Error('T2V returned no video');
+  return { prompt: o.prompt, width: v.width, height: v.height, frames: splitFrames(v.frames, v.numFrames, v.width, v.height) };
+}
+
+/**
+ * One world-session clip: a block-causal chunk-by-chunk rollout (the deployment's session settings) of `frames`
+ * frames, driven by directional runs of `run` frames (up, right, down, left, starting `shift` runs into the cycle).
+ * Each chunk's action is the one the session reports in its chunk event (`rollout.action`), so `actions[f]` is the
+ * action frame f was generated with.
+ * @throws Error on a session error event.
+ */
+export async function worldClip(engine: Engine, o: { model?: string; prompt: string; seed: number; frames: number; run: number; shift: number }): Promise<WorldEvalClip> {
+  const session = await engine.session({ ...(o.model ? { model: o.model } : {}), prompt: o.prompt, seed: o.seed });
+  const frames: Uint8Array[] = [];
+  const actions: number[] = [];
+  let width = 0, height = 0;
+  const keyAt = (f: number): SessionAction['key'] => CYCLE[(Math.floor(f / o.run) + o.shift) % CYCLE.length];
+  await new Promise<void>((resolve, reject) => {
+    session.events$.subscribe({
+      next: (ev) => {
+        if (ev.type === 'error') reject(new Error(`${ev.code}: ${ev.message}`));
+        if (ev.type !== 'chunk' || ev.artifact.kind !== 'video') return;
+        const a = ev.artifact;
+        width = a.width;
+        height = a.height;
+        for (const fr of splitFrames(a.frames, a.numFrames, a.width, a.height)) {
+          frames.push(Uint8Array.from(fr));
+          actions.push(ACTION_KEYS.indexOf(ev.rollout!.action.key as (typeof ACTION_KEYS)[number]));
+        }
+        if (frames.length >= o.frames) {
+          session.close();
+          return;
+        }
+        session.actions.next({ key: keyAt(frames.length) }); // the next chunk samples it when it starts
+        session.credits.next(a.numFrames);
+      },
+      complete: () => resolve(),
+    });
+    session.actions.next({ key: keyAt(0) });
+    session.credits.next(1);
+  });
+  await session.whenReleased();
+  return { prompt: o.prompt, width, height, frames: frames.slice(0, o.frames), actions: actions.slice(0, o.frames) };
+}
