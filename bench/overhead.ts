@@ -1,7 +1,7 @@
 /**
  * Per-step overhead of the runtime-driven loop (Engine → graph runner → driveLoop → StepScheduler → denoise
  * stage) against a plain `for` loop calling the same native step (the same DiT forwards for cond and uncond, CFG
- * combine, Euler update) on the `tiny` config: the embedded default DiT (dim 256, FFN 1024, 4 heads, 8 layers)
+ * combine, Euler update) on the `tiny` config: issue 3's `tiny` DiT (dim 256, FFN 1024, 4 heads, 8 layers)
  * at 256 video tokens (4 latent frames of 8×8) and 32 text tokens. Both run the same number of steps, alternated
  * over several rounds; medians of the denoise time. Prints {"overhead_pct", "runtime_step_ms", "plain_step_ms",
  * "steps", "rounds"}. Run: npm run bench:overhead

@@ -19,15 +19,17 @@ export const DEFAULT_TOKENIZER: TokenizerFile = Object.freeze({ type: 'word-byte
 /**
  * Architecture and defaults of the embedded default model (`omnirx-default`): a 64×64 Wan-style text-to-video
  * model small enough to run on a 2-core CPU, with a per-frame action module (`ACTION_KEYS` none, up, down, left,
- * right and a 2-vector; see src/models/wan/actions.ts) so world-model sessions can drive it. Until trained weights
- * ship, its weights are seeded random values (`weights: 'seeded'`), so its videos are structured noise.
+ * right and a 2-vector; see src/models/wan/actions.ts) so world-model sessions can drive it. This is the architecture
+ * before training (`weights: 'seeded'`, unit VAE statistics): tools/train/train.py trains it and writes the shipped
+ * `models/omnirx-default/model.json` (`weights: 'trained'`, measured VAE latent mean/std), and
+ * tools/train/check-model-dir.ts (also a unit test) checks that the two architectures agree.
  */
 export function defaultModelSpec(): ModelSpec {
   const dim = 256;
   return {
     id: 'omnirx-default',
     family: 'wan-t2v',
-    description: 'Embedded default: Wan-2.1-style DiT (dim 256, 8 layers, 5-key + 2-vector per-frame action module), T5-style text encoder (4 layers), causal conv VAE decoder (4x spatial, 16 latent channels). Seeded random weights.',
+    description: 'Embedded default: Wan-2.1-style DiT (dim 256, 6 layers, 5-key + 2-vector per-frame action module), T5-style text encoder (2 layers), causal conv VAE (4x spatial, 16 latent channels). Untrained architecture; the shipped weights are trained by tools/train.',
     weights: 'seeded',
     textEncoder: {
       vocabSize: 259 + DEFAULT_WORDS.length,
@@ -35,13 +37,13 @@ export function defaultModelSpec(): ModelSpec {
       dKv: 64,
       numHeads: 4,
       dFf: 512,
-      numLayers: 4,
+      numLayers: 2,
       relativeAttentionNumBuckets: 32,
       relativeAttentionMaxDistance: 128,
       eps: 1e-6,
       maxLength: 32,
     },
-    transformer: { patchSize: [1, 2, 2], inChannels: 16, outChannels: 16, dim, ffnDim: 1024, numHeads: 4, numLayers: 8, textDim: dim, freqDim: 256, eps: 1e-6, ropeTheta: 10000, action: { numKeys: ACTION_KEYS.length, vectorDim: 2 } },
+    transformer: { patchSize: [1, 2, 2], inChannels: 16, outChannels: 16, dim, ffnDim: 1024, numHeads: 4, numLayers: 6, textDim: dim, freqDim: 256, eps: 1e-6, ropeTheta: 10000, action: { numKeys: ACTION_KEYS.length, vectorDim: 2 } },
     vae: { zDim: 16, channels: [64, 32, 16], numResBlocks: 1, temporalKernel: 3, latentsMean: new Array(16).fill(0), latentsStd: new Array(16).fill(1) },
     defaults: { width: 64, height: 64, numFrames: 16, fps: 8, numInferenceSteps: 20, guidanceScale: 5, flowShift: 3 },
   };

@@ -78,7 +78,7 @@ def read_safetensors(path: str) -> Tuple[Dict[str, np.ndarray], Dict[str, str]]:
 
 
 def write_safetensors(path: str, tensors: Dict[str, np.ndarray], metadata: Optional[Dict[str, str]] = None) -> None:
-    """Writes float32/int32 arrays (sorted by name, 8-byte aligned header) as a safetensors file."""
+    """Writes float32/float16/int32 arrays (sorted by name, 8-byte aligned header) as a safetensors file."""
     names = sorted(tensors)
     header: Dict[str, object] = {}
     if metadata:
@@ -89,6 +89,8 @@ def write_safetensors(path: str, tensors: Dict[str, np.ndarray], metadata: Optio
         arr = np.ascontiguousarray(tensors[name])
         if arr.dtype == np.float32:
             dtype = "F32"
+        elif arr.dtype == np.float16:
+            dtype = "F16"
         elif arr.dtype == np.int32:
             dtype = "I32"
         else:
