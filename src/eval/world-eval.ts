@@ -11,9 +11,14 @@ export interface WorldEvalClip {
   actions?: readonly number[];
 }
 
-/** The quality figures of issue 8 (fractions in [0, 1]; action_follow_acc null when no frame pair qualified). */
+/**
+ * The quality figures of issue 8 (fractions in [0, 1]; action_follow_acc null when no frame pair qualified), plus
+ * room_color_acc, the room half of prompt_color_acc on its own (how far a model gets that draws the room but not
+ * the agent).
+ */
 export interface WorldEvalResult {
   prompt_color_acc: number;
+  room_color_acc: number;
   action_follow_acc: number | null;
   agent_present_rate: number;
   frames: number;
@@ -35,6 +40,7 @@ export function followsAction(prev: FrameDetection, next: FrameDetection, a: num
  * Scores generated clips with the colour-segmentation detector (src/eval/world-detector.ts):
  *  - prompt_color_acc: frames whose dominant floor colour is the prompt's room colour and that hold a blob of the
  *    prompt's agent colour (4-connected, at least a quarter of the agent's area);
+ *  - room_color_acc: frames whose dominant floor colour is the prompt's room colour;
  *  - agent_present_rate: frames with exactly one agent blob of plausible size (not vanished, not duplicated);
  *  - action_follow_acc: over consecutive frames (f−1, f) of world clips whose action a_f is a direction (1–4) and where
  *    the agent is present in both, the fraction whose displacement matches a_f (`followsAction`; a blocked move must
@@ -43,7 +49,7 @@ export function followsAction(prev: FrameDetection, next: FrameDetection, a: num
  * Prompts outside the grammar (`parseWorldPrompt`) are an error.
  */
 export function evaluateWorld(clips: readonly WorldEvalClip[]): WorldEvalResult {
-  let frames = 0, colorOk = 0, present = 0, pairs = 0, followed = 0;
+  let frames = 0, colorOk = 0, roomOk = 0, present = 0, pairs = 0, followed = 0;
   for (const clip of clips) {
     const scene = parseWorldPrompt(clip.prompt);
     if (scene === undefined) throw new Error(`evaluateWorld: prompt outside the world grammar: "${clip.prompt}"`);
@@ -51,6 +57,7 @@ export function evaluateWorld(clips: readonly WorldEvalClip[]): WorldEvalResult 
     clip.frames.forEach((rgb, f) => {
       const det = detectFrame(rgb, clip.width, clip.height, scene);
       frames++;
+      if (det.roomColor === scene.room) roomOk++;
       if (det.roomColor === scene.room && det.agentComponents > 0) colorOk++;
       if (det.present) present++;
       const a = clip.actions?.[f];
@@ -62,5 +69,5 @@ export function evaluateWorld(clips: readonly WorldEvalClip[]): WorldEvalResult 
     });
   }
   const r = (x: number) => Math.round(x * 1e4) / 1e4;
-  return { prompt_color_acc: r(colorOk / Math.max(1, frames)), action_follow_acc: pairs ? r(followed / pairs) : null, agent_present_rate: r(present / Math.max(1, frames)), frames };
+  return { prompt_color_acc: r(colorOk / Math.max(1, frames)), room_color_acc: r(roomOk / Math.max(1, frames)), action_follow_acc: pairs ? r(followed / pairs) : null, agent_present_rate: r(present / Math.max(1, frames)), frames };
 }

@@ -78,7 +78,7 @@ describe('world detector on ground truth', () => {
   });
 
   it('scores 1 on every figure', () => {
-    expect(evaluateWorld(clips)).toEqual({ prompt_color_acc: 1, action_follow_acc: 1, agent_present_rate: 1, frames: 72 });
+    expect(evaluateWorld(clips)).toEqual({ prompt_color_acc: 1, room_color_acc: 1, action_follow_acc: 1, agent_present_rate: 1, frames: 72 });
   });
 
   it('covers blocked moves (a wall or obstacle stops the agent) and still scores them as followed', () => {
@@ -95,6 +95,7 @@ describe('world detector on ground truth', () => {
   it('notices the wrong prompt colours', () => {
     const swapped = clips.map((c) => ({ ...c, prompt: c.prompt.replace(/in a [a-z ]+ room/, c.prompt.includes('in a gray room') ? 'in a brown room' : 'in a gray room') }));
     expect(evaluateWorld(swapped).prompt_color_acc).toBe(0);
+    expect(evaluateWorld(swapped).room_color_acc).toBe(0);
   });
 });
 
@@ -105,6 +106,7 @@ describe('world detector on noise', () => {
     const r = evaluateWorld(noise);
     expect(r.frames).toBe(72);
     expect(r.prompt_color_acc).toBeLessThan(0.1);
+    expect(r.room_color_acc).toBeLessThan(0.3); // about chance: noise's dominant colour is one of the 5 room colours
     expect(r.agent_present_rate).toBeLessThan(0.1);
   });
 });
