@@ -24,6 +24,11 @@ serves both samplers:
 * bidirectional batches (2 clips × 16 frames, the runtime's T2V length): full attention as T2V sampling; one σ per
   clip (p = 0.5) or per frame.
 
+Agent weighting (``--agent-weight`` λ, default 0): the agent (8×8 px) covers about 4 of the 256 latent cells of a
+frame, so an unweighted loss is dominated by the static room and a model can reach a low loss while drawing no agent
+(the first 100-minute run did exactly that). With λ > 0 each latent cell whose 4×4 pixel block meets the agent's
+box grown by 2 px weighs 1 + λ in the frame's mean (the weighted mean, so the loss scale stays comparable).
+
 Conditioning dropout: the prompt becomes "" (the runtime's default negative prompt) with p = ``P_DROP_TEXT``, for
 classifier-free guidance; all action keys become 0 ("none") with p = ``P_DROP_ACTION`` so a sampler without actions
 (T2V) still moves the agent. The action vectors stay 0 (the world has no continuous action; the projection's bias is
@@ -32,6 +37,9 @@ trained).
 Reproducible: torch and numpy are seeded, the data is a function of (seed, step, sample), and the step counts are
 fixed before the learning-rate schedule leaves its warm-up: either given (``--vae-steps``/``--dit-steps``) or derived
 from ``--budget-minutes`` by timing the first steps (logged; pass them back to repeat a run exactly).
+
+``--init DIR`` continues from a model directory this script wrote (all four modules and the VAE statistics; the VAE
+stage is skipped): a fine-tune with a fresh optimizer, warm-up and cosine schedule over ``--dit-steps``.
 
 Usage (repository root, Debian's PyTorch):
 
@@ -181,10 +189,11 @@ class DitBatch:
         gap = int(rng.integers(1, MAX_GAP + 1)) if self.causal and rng.random() < 0.5 else 0
         idx = [0] + list(range(gap + 1, gap + frames)) if gap else list(range(frames))
         self.positions = idx
-        lat, keys, self.prompts, sig = [], [], [], []
+        lat, keys, self.prompts, sig, masks = [], [], [], [], []
         for j in range(batch):
             clip = world.make_clip(SEED_DIT + step * max(CAUSAL_BATCH, BIDIR_BATCH) + j, idx[-1] + 1)
             lat.append(enc(to_video(clip.frames[None, idx])))  # the VAE is per-frame: selected frames encode alone
+            masks.append(agent_cells(clip.positions[idx]))
             k = clip.actions[idx].copy()
             keys.append(np.zeros_like(k) if rng.random() < P_DROP_ACTION else k)
             self.prompts.append("" if rng.random() < P_DROP_TEXT else clip.prompt)
@@ -198,13 +207,30 @@ class DitBatch:
         self.x0 = torch.cat(lat)
         self.keys = torch.from_numpy(np.stack(keys)).long()
         self.sigma = torch.from_numpy(np.stack(sig))
+        self.agent = torch.from_numpy(np.stack(masks))
 
 
-def train_dit(spec: dict, words: List[str], enc: cref.WanVaeEncoder, seed: int, budget: Budget, log) -> Tuple[ref.T5EncoderModel, aref.ActionCausalWanModel]:
-    """Stage dit: DiT + text encoder with flow matching and diffusion forcing (see module docstring)."""
+def agent_cells(centres: np.ndarray, grid: int = 16, stride: int = 4, margin: int = 2) -> np.ndarray:
+    """[F, grid, grid] float32: 1 where a latent cell's stride×stride pixel block meets the agent's box (centre ± AGENT/2)
+    grown by ``margin`` px, for agent centres [F, 2] (x, y) in pixels; else 0."""
+    out = np.zeros((len(centres), grid, grid), np.float32)
+    h = world.AGENT // 2 + margin
+    for f, (x, y) in enumerate(centres):
+        c0, c1 = max(0, (int(x) - h) // stride), min(grid - 1, (int(x) + h - 1) // stride)
+        r0, r1 = max(0, (int(y) - h) // stride), min(grid - 1, (int(y) + h - 1) // stride)
+        out[f, r0 : r1 + 1, c0 : c1 + 1] = 1.0
+    return out
+
+
+def train_dit(spec: dict, words: List[str], enc: cref.WanVaeEncoder, seed: int, budget: Budget, log, agent_weight: float = 0.0, init: Optional[str] = None) -> Tuple[ref.T5EncoderModel, aref.ActionCausalWanModel]:
+    """Stage dit: DiT + text encoder with flow matching and diffusion forcing (see module docstring); from the
+    weights in model directory ``init`` when given."""
     torch.manual_seed(seed + 1)
     t5 = ref.T5EncoderModel(spec["textEncoder"])
     dit = aref.ActionCausalWanModel(spec["transformer"], CHUNK, SINK, WINDOW)
+    if init is not None:
+        ref.load_module(t5, os.path.join(init, "text_encoder.safetensors"))
+        ref.load_module(dit, os.path.join(init, "transformer.safetensors"))
     params = list(t5.parameters()) + list(dit.parameters())
     opt = torch.optim.AdamW(params, lr=DIT_LR, betas=(0.9, 0.99), weight_decay=0.01)
     gen = torch.Generator().manual_seed(seed + 2)
@@ -223,7 +249,8 @@ def train_dit(spec: dict, words: List[str], enc: cref.WanVaeEncoder, seed: int, 
         ctx = tf.text_states(t5, ids, lengths)
         v = tf.dit_velocity(dit, xt, b.sigma * 1000.0, ctx, b.keys, torch.zeros(*b.keys.shape, 2), b.causal, b.positions)
         w = (b.sigma > 0).float()
-        per_frame = ((v - (eps - b.x0)) ** 2).mean(dim=(1, 3, 4))  # [B, F]
+        cell_w = 1.0 + agent_weight * b.agent[:, None]  # [B, 1, F, h, w]
+        per_frame = (((v - (eps - b.x0)) ** 2) * cell_w).sum(dim=(1, 3, 4)) / (cell_w.sum(dim=(1, 3, 4)) * v.shape[1])  # [B, F]
         loss = (per_frame * w).sum() / w.sum().clamp_min(1.0)
         lr = lr_at(step, budget.total or 10**9, DIT_LR)
         for g in opt.param_groups:
@@ -265,6 +292,8 @@ def main(argv: Optional[List[str]] = None) -> None:
     ap.add_argument("--dit-steps", type=int, help="fixed DiT steps (overrides the budget)")
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--threads", type=int, default=2)
+    ap.add_argument("--agent-weight", type=float, default=0.0, help="extra loss weight λ of the latent cells around the agent")
+    ap.add_argument("--init", help="model directory to continue from (skips the VAE stage)")
     a = ap.parse_args(argv)
     minutes = 1.5 if a.smoke else a.budget_minutes
     torch.set_num_threads(a.threads)
@@ -284,13 +313,24 @@ def main(argv: Optional[List[str]] = None) -> None:
             if rec["step"] % 25 == 0:
                 print(json.dumps(rec), flush=True)
 
-        vae_budget = Budget(a.vae_steps, 60 * minutes * VAE_SHARE, minimum=5)
-        enc, dec = train_vae(spec["vae"], a.seed, vae_budget, log)
-        spec["vae"]["latentsMean"], spec["vae"]["latentsStd"] = latent_stats(enc)
+        if a.init is None:
+            vae_budget = Budget(a.vae_steps, 60 * minutes * VAE_SHARE, minimum=5)
+            enc, dec = train_vae(spec["vae"], a.seed, vae_budget, log)
+            spec["vae"]["latentsMean"], spec["vae"]["latentsStd"] = latent_stats(enc)
+        else:
+            vae_budget = Budget(0, 0.0, minimum=0)
+            with open(os.path.join(a.init, "model.json")) as f:
+                spec["vae"] = json.load(f)["vae"]
+            enc, dec = cref.WanVaeEncoder(spec["vae"]), ref.WanVaeDecoder(spec["vae"])
+            vae_file = os.path.join(a.init, "vae.safetensors")
+            for mod in (enc, dec):
+                own = set(mod.state_dict())
+                mod.load_state_dict({k: v for k, v in ref.load_state_dict(vae_file).items() if k in own}, strict=True)
+            enc, dec = enc.eval(), dec.eval()
         enc.cfg = dec.cfg = spec["vae"]
         t_vae = time.time() - t_start
         dit_budget = Budget(a.dit_steps, 60 * minutes - (time.time() - t_start), minimum=5)
-        t5, dit = train_dit(spec, words, enc, a.seed, dit_budget, log)
+        t5, dit = train_dit(spec, words, enc, a.seed, dit_budget, log, a.agent_weight, a.init)
     spec["weights"] = "trained"
     spec["description"] = (
         f"Embedded default: Wan-2.1-style DiT (dim {spec['transformer']['dim']}, {spec['transformer']['numLayers']} layers, 5-key + "
@@ -309,11 +349,13 @@ def main(argv: Optional[List[str]] = None) -> None:
         "seed": a.seed,
         "budget_minutes": minutes,
         "wall_s": round(time.time() - t_start, 1),
-        "vae": {"steps": vae_budget.total, "step_s": vae_budget.step_s, "wall_s": round(t_vae, 1), "loss_first": series["vae"][0][1], "loss_last20": tail("vae")},
+        "vae": {"steps": vae_budget.total, "step_s": vae_budget.step_s, "wall_s": round(t_vae, 1), "loss_first": series["vae"][0][1] if series["vae"] else None, "loss_last20": tail("vae") if series["vae"] else None},
+        "init": a.init,
+        "agent_weight": a.agent_weight,
         "dit": {"steps": dit_budget.total, "step_s": dit_budget.step_s, "loss_first": series["dit"][0][1], "loss_last20": tail("dit")},
         "reference_checks": checks,
         "max_abs_weight": max(float(v.abs().max()) for m in (t5, dit, enc, dec) for v in m.state_dict().values()),
-        "repeat": f"--seed {a.seed} --vae-steps {vae_budget.total} --dit-steps {dit_budget.total}",
+        "repeat": f"--seed {a.seed} --vae-steps {vae_budget.total} --dit-steps {dit_budget.total} --agent-weight {a.agent_weight}" + (f" --init {a.init}" if a.init else ""),
     }
     with open(os.path.join(a.out, "train_summary.json"), "w") as f:
         json.dump(summary, f, indent=2)
