@@ -56,7 +56,7 @@ export class ModelRegistry {
       if (!/^[A-Za-z0-9._-]+$/.test(name) || name.startsWith('.') || !existsSync(path.join(dir, 'model.json'))) {
         const known = this.list();
         return Promise.reject(
-          new OmniError('OMNIRX_ERR_UNKNOWN_MODEL', `unknown model '${name}'; available: ${known.length ? known.join(', ') : `none in ${this.modelsDir} (run npm ci, or tools/make-seeded-model)`}`, { param: 'model' }),
+          new OmniError('OMNIRX_ERR_UNKNOWN_MODEL', `unknown model '${name}'; available: ${known.length ? known.join(', ') : `none in ${this.modelsDir} (the package ships models/omnirx-default; OMNIRX_MODELS_DIR or --models-dir points elsewhere)`}`, { param: 'model' }),
         );
       }
       p = WanT2VModel.load(this.native, dir, this.components);

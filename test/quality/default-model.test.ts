@@ -1,0 +1,73 @@
+/**
+ * The shipped default model (models/omnirx-default, trained by tools/train/train.py; issue 8): its directory is the
+ * default architecture and within the size limit, and its generations follow the prompt on short fixed-seed
+ * rollouts, scored by the colour-segmentation detector (src/eval), not by eye. `npm run eval:world` runs the full
+ * evaluation (≥ 200 frames); its figures are in docs/model-card.md.
+ */
+import { spawnSync } from 'node:child_process';
+import { readdirSync, statSync } from 'node:fs';
+import * as path from 'node:path';
+import { Engine } from '../../src/engine/engine';
+import { defaultModelsDir } from '../../src/models/registry';
+import { t2vClip, worldClip } from '../../src/eval/world-clips';
+import { evaluateWorld } from '../../src/eval/world-eval';
+import { makeModelsDir } from '../helpers/tiny-model';
+
+const ROOT = path.resolve(__dirname, '..', '..');
+const DIR = path.join(defaultModelsDir(), 'omnirx-default');
+const CHECK = path.join(ROOT, 'dist', 'tools', 'train', 'check-model-dir.js');
+
+describe('the shipped default model directory', () => {
+  it('is the default architecture with trained weights, and every component loads (tools/train/check-model-dir)', () => {
+    const r = spawnSync(process.execPath, [CHECK, DIR], { encoding: 'utf8' });
+    expect(r.stderr).toBe('');
+    expect(r.stdout).toMatch(/OK \(trained, default architecture/);
+    expect(r.status).toBe(0);
+  });
+
+  it('the check refuses a directory of another architecture (seeded tiny model), naming what differs', async () => {
+    const tiny = path.join(await makeModelsDir(), 'tiny');
+    const r = spawnSync(process.execPath, [CHECK, tiny], { encoding: 'utf8' });
+    expect(r.status).toBe(1);
+    expect(r.stderr).toMatch(/^check-model-dir: weights differs from the embedded default/);
+  });
+
+  it('is at most 20 MB in all (float16 storage)', () => {
+    const bytes = readdirSync(DIR).reduce((n, f) => n + statSync(path.join(DIR, f)).size, 0);
+    expect(bytes).toBeLessThanOrEqual(20_000_000);
+  });
+});
+
+describe('generations of the shipped default model (fixed seeds, detector-scored)', () => {
+  let engine: Engine;
+  beforeAll(async () => {
+    engine = await Engine.create({});
+  });
+  afterAll(async () => {
+    await engine.close();
+  });
+
+  // The room colour follows the prompt in T2V and in world sessions. The agent figures (prompt_color_acc with the
+  // agent, agent_present_rate, action_follow_acc) are below issue 8's targets for these weights: they are measured
+  // by `npm run eval:world` and recorded in docs/model-card.md, not asserted here.
+  it('T2V: the room has the prompted colour in every frame, for different prompts', async () => {
+    const clips = [
+      await t2vClip(engine, { prompt: 'a red ball in a dark blue room', seed: 1, frames: 16 }),
+      await t2vClip(engine, { prompt: 'a yellow square in a gray room with two cyan blocks', seed: 2, frames: 16 }),
+      await t2vClip(engine, { prompt: 'a cyan ball in a dark green room', seed: 3, frames: 16 }),
+    ];
+    const r = evaluateWorld(clips);
+    expect(r.frames).toBe(48);
+    expect(r.room_color_acc).toBeGreaterThanOrEqual(0.9);
+  }, 120_000);
+
+  it('world sessions: the room has the prompted colour in every chunk of the rollout', async () => {
+    const clips = [
+      await worldClip(engine, { prompt: 'a yellow ball in a dark green room', seed: 3, frames: 16, run: 4, shift: 0 }),
+      await worldClip(engine, { prompt: 'a white ball in a dark blue room', seed: 4, frames: 16, run: 4, shift: 2 }),
+    ];
+    const r = evaluateWorld(clips);
+    expect(r.frames).toBe(32);
+    expect(r.room_color_acc).toBeGreaterThanOrEqual(0.9);
+  }, 120_000);
+});
