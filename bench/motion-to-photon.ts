@@ -11,8 +11,10 @@
  * The same run measures a baseline on the same server code, page and pacing, with a trivial frame source (a flat
  * colour per action key, produced the moment a credit arrives) in place of the model: what the transport alone
  * costs (pacing wait, encode, RTP, decode, display). Prints one JSON line:
- * `{"motion_to_photon_ms_p50", "p95", "fps", "presses", "matched", "baseline": {…same…}}`.
- * Run: npm run bench:motion-to-photon
+ * `{"motion_to_photon_ms_p50", "p95", "fps", "presses", "matched", "session_fps", "baseline": {…same…}}`.
+ * `--fps N` sets the session rate of both runs (the page's `?fps=`; default 20, the session default): the credit
+ * pacing grants a frame at most every 1000/N ms, so N bounds the wait for the next frame slot.
+ * Run: npm run bench:motion-to-photon [-- --fps 25]
  */
 import { existsSync } from 'node:fs';
 import * as path from 'node:path';
@@ -91,8 +93,8 @@ function trivialWorld(id: string, width: number, height: number, fps: number): R
   };
 }
 
-/** An engine port serving only trivial world sessions (64×64 at 20 fps, like the default model). */
-function trivialEngine(): ServedEngine {
+/** An engine port serving only trivial world sessions (64×64 at `fps`, like the default model). */
+function trivialEngine(fps: number): ServedEngine {
   let n = 0;
   const unsupported = () => { throw new Error('the trivial engine serves world sessions only'); };
   return {
@@ -100,7 +102,7 @@ function trivialEngine(): ServedEngine {
     listModels: () => ['trivial'],
     stats: () => ({ queued: 0, running: 0 }),
     models: { get: () => Promise.reject(new Error('no models')) },
-    session: async () => trivialWorld(`trivial-${++n}`, 64, 64, 20) as unknown as WorldSession,
+    session: async () => trivialWorld(`trivial-${++n}`, 64, 64, fps) as unknown as WorldSession,
     close: async () => undefined,
   };
 }
@@ -122,10 +124,10 @@ async function listen(app: FastifyInstance): Promise<string> {
 }
 
 /** Drives one page: start, warm up, press keys, read the page's latencies and frame counts. */
-async function drive(browser: Browser, origin: string): Promise<RunResult> {
+async function drive(browser: Browser, origin: string, fps: number): Promise<RunResult> {
   const page = await browser.newPage();
   try {
-    await page.goto(`${origin}/demos/world`);
+    await page.goto(`${origin}/demos/world?fps=${fps}`);
     await page.click('#start-button');
     await page.waitForFunction(`window.omnirxWorld?.state === "running" && window.omnirxWorld.framesShown >= ${WARMUP_FRAMES}`, undefined, { timeout: 120_000 });
     await page.evaluate('document.activeElement.blur()');
@@ -154,8 +156,18 @@ function progress(t0: number, what: string): void {
   process.stderr.write(`motion-to-photon: ${((performance.now() - t0) / 1000).toFixed(1)} s ${what}\n`);
 }
 
+/** `--fps N`: the session rate, frames per second (integer 1–120; default 20). @throws Error on a bad value. */
+function sessionFps(): number {
+  const i = process.argv.indexOf('--fps');
+  if (i < 0) return 20;
+  const fps = Number(process.argv[i + 1]);
+  if (!Number.isInteger(fps) || fps < 1 || fps > 120) throw new Error(`--fps must be an integer in [1, 120], got ${process.argv[i + 1]}`);
+  return fps;
+}
+
 async function main(): Promise<void> {
   const t0 = performance.now();
+  const fps = sessionFps();
   const modelsDir = process.env.OMNIRX_MODELS_DIR ?? path.join(findDir(path.join('models', 'omnirx-default', 'model.json'), ROOTS), 'models');
   const browser = await chromium.launch({ executablePath: process.env.OMNIRX_CHROMIUM ?? '/usr/bin/chromium', args: CHROMIUM_ARGS });
   try {
@@ -164,21 +176,21 @@ async function main(): Promise<void> {
     try {
       const origin = await listen(app);
       progress(t0, 'model server up');
-      model = await drive(browser, origin);
+      model = await drive(browser, origin, fps);
       progress(t0, 'model run done');
     } finally {
       await app.close();
     }
     progress(t0, 'model server closed');
-    const base = await createServer({ engine: trivialEngine() });
+    const base = await createServer({ engine: trivialEngine(fps) });
     let baseline: RunResult;
     try {
-      baseline = await drive(browser, await listen(base));
+      baseline = await drive(browser, await listen(base), fps);
       progress(t0, 'baseline run done');
     } finally {
       await base.close();
     }
-    process.stdout.write(`${JSON.stringify({ ...model, baseline })}\n`);
+    process.stdout.write(`${JSON.stringify({ ...model, session_fps: fps, baseline })}\n`);
   } finally {
     await browser.close();
   }
