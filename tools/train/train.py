@@ -101,6 +101,17 @@ def to_video(frames: np.ndarray) -> torch.Tensor:
     return torch.from_numpy(frames).permute(0, 4, 1, 2, 3).float() / 127.5 - 1.0
 
 
+def optimizer_step(opt: torch.optim.Optimizer, params: List[torch.Tensor], loss: torch.Tensor, lr: float) -> float:
+    """One AdamW step of either stage at learning rate ``lr``: gradients of ``loss``, clipped to global norm 1."""
+    for g in opt.param_groups:
+        g["lr"] = lr
+    opt.zero_grad(set_to_none=True)
+    loss.backward()
+    torch.nn.utils.clip_grad_norm_(params, 1.0)
+    opt.step()
+    return lr
+
+
 def sample_sigma(rng: np.random.Generator, n: int) -> np.ndarray:
     """n shifted-uniform noise levels σ = s·u / (1 + (s − 1)·u), u ~ U(0, 1), s = SHIFT (float32)."""
     u = rng.random(n)
@@ -154,13 +165,7 @@ def train_vae(cfg: dict, seed: int, budget: Budget, log) -> Tuple[cref.WanVaeEnc
         recon = torch.nn.functional.mse_loss(tf.vae_decode_raw(dec, z), x)
         kl = 0.5 * (mu.pow(2) + logvar.exp() - 1 - logvar).mean()
         loss = recon + VAE_BETA * kl
-        lr = lr_at(step, budget.total or 10**9, VAE_LR)
-        for g in opt.param_groups:
-            g["lr"] = lr
-        opt.zero_grad(set_to_none=True)
-        loss.backward()
-        torch.nn.utils.clip_grad_norm_(params, 1.0)
-        opt.step()
+        lr = optimizer_step(opt, params, loss, lr_at(step, budget.total or 10**9, VAE_LR))
         log({"stage": "vae", "step": step, "loss": loss.item(), "recon_mse": recon.item(), "kl": kl.item(), "lr": lr, "elapsed_s": round(time.time() - start, 2)})
         budget.tick(step, start)
         step += 1
@@ -252,13 +257,7 @@ def train_dit(spec: dict, words: List[str], enc: cref.WanVaeEncoder, seed: int, 
         cell_w = 1.0 + agent_weight * b.agent[:, None]  # [B, 1, F, h, w]
         per_frame = (((v - (eps - b.x0)) ** 2) * cell_w).sum(dim=(1, 3, 4)) / (cell_w.sum(dim=(1, 3, 4)) * v.shape[1])  # [B, F]
         loss = (per_frame * w).sum() / w.sum().clamp_min(1.0)
-        lr = lr_at(step, budget.total or 10**9, DIT_LR)
-        for g in opt.param_groups:
-            g["lr"] = lr
-        opt.zero_grad(set_to_none=True)
-        loss.backward()
-        torch.nn.utils.clip_grad_norm_(params, 1.0)
-        opt.step()
+        lr = optimizer_step(opt, params, loss, lr_at(step, budget.total or 10**9, DIT_LR))
         log({"stage": "dit", "step": step, "loss": loss.item(), "mode": "causal" if b.causal else "bidirectional", "lr": lr, "data_s": round(data_s, 2), "step_s": round(time.time() - t_step, 2), "elapsed_s": round(time.time() - start, 2)})
         budget.tick(step, start)
         step += 1
