@@ -21,7 +21,7 @@ import type { OmniEvent } from '../request/omni-event';
 import { createOmniRequestSchema, type OmniRequest, type OmniRequestInput, type Task } from '../request/omni-request';
 import { estimateMemory, resolveParams } from './admission';
 import { failureEvent } from './events';
-import { takeRequest } from './intake';
+import { takeRequestOrAnswer } from './intake';
 import { resolveSessionParams } from './session-params';
 import { invalidInput } from '../request/invalid-input';
 import { runGraph } from './graph-runner';
@@ -287,11 +287,8 @@ export class Engine {
         subscriber.next(ev);
         subscriber.complete();
       };
-      const intake = takeRequest(this.schema, input, (id) => this.refusal(id));
-      if (!intake.ok) {
-        finish(intake.event);
-        return undefined;
-      }
+      const intake = takeRequestOrAnswer(subscriber, this.schema, input, (id) => this.refusal(id));
+      if (intake === undefined) return undefined;
       const { request: req, requestId } = intake;
       const started = performance.now();
       let run: Subscription | undefined;

@@ -1,4 +1,5 @@
 import { randomUUID } from 'node:crypto';
+import type { Subscriber } from 'rxjs';
 import type { z } from 'zod';
 import { OmniError } from '../errors';
 import type { OmniEvent } from '../request/omni-event';
@@ -33,4 +34,21 @@ export function takeRequest<R extends { requestId?: string }>(schema: z.ZodType<
   const refusal = refuse?.(requestId);
   if (refusal !== undefined) return { ok: false, event: failureEvent(requestId, refusal) };
   return { ok: true, request: parsed.data, requestId };
+}
+
+/**
+ * `takeRequest` for a cold request stream: a refused input is answered on `subscriber` (its error event, then
+ * complete) and undefined is returned; an accepted one is returned for the caller to run.
+ */
+export function takeRequestOrAnswer<R extends { requestId?: string }>(
+  subscriber: Subscriber<OmniEvent>,
+  schema: z.ZodType<R>,
+  input: unknown,
+  refuse?: (requestId: string) => OmniError | undefined,
+): Extract<Intake<R>, { ok: true }> | undefined {
+  const intake = takeRequest(schema, input, refuse);
+  if (intake.ok) return intake;
+  subscriber.next(intake.event);
+  subscriber.complete();
+  return undefined;
 }

@@ -3,7 +3,7 @@ import { asyncScheduler, Observable, type SchedulerLike, type Subscriber } from 
 import { OmniError } from '../errors';
 import { resolveParams } from '../engine/admission';
 import { failureEvent } from '../engine/events';
-import { takeRequest } from '../engine/intake';
+import { takeRequestOrAnswer } from '../engine/intake';
 import { resolveSessionParams } from '../engine/session-params';
 import { invalidInput } from '../request/invalid-input';
 import type { ModelRegistry } from '../models/registry';
@@ -214,15 +214,8 @@ export class StageFront {
   /** Runs one request through the stages as a cold event stream. */
   generate(input: OmniRequestInput): Observable<OmniEvent> {
     return new Observable<OmniEvent>((subscriber) => {
-      const finish = (ev: OmniEvent) => {
-        subscriber.next(ev);
-        subscriber.complete();
-      };
-      const intake = takeRequest(this.schema, input, (id) => this.refusal(id));
-      if (!intake.ok) {
-        finish(intake.event);
-        return undefined;
-      }
+      const intake = takeRequestOrAnswer(subscriber, this.schema, input, (id) => this.refusal(id));
+      if (intake === undefined) return undefined;
       const { request: req, requestId } = intake;
       const entry: Pending = { subscriber, started: performance.now(), seed: 0, location: 'front', delivered: false };
       this.pending.set(requestId, entry);
