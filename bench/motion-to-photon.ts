@@ -21,7 +21,6 @@ import * as path from 'node:path';
 import type { FastifyInstance } from 'fastify';
 import { chromium, type Browser } from 'playwright-core';
 import { Observable, Subject } from 'rxjs';
-import type { WorldSession } from '../src/engine/session';
 import type { OmniEvent } from '../src/request/omni-event';
 import { SessionActionSchema } from '../src/request/session-request';
 import { createServer } from '../transports/http/server';
@@ -102,7 +101,7 @@ function trivialEngine(fps: number): ServedEngine {
     listModels: () => ['trivial'],
     stats: () => ({ queued: 0, running: 0 }),
     models: { get: () => Promise.reject(new Error('no models')) },
-    session: async () => trivialWorld(`trivial-${++n}`, 64, 64, fps) as unknown as WorldSession,
+    session: async () => trivialWorld(`trivial-${++n}`, 64, 64, fps),
     close: async () => undefined,
   };
 }
