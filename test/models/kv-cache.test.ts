@@ -192,9 +192,14 @@ describe('CausalWanDiT rollout memory', () => {
       }
       expect(dit.cache.attendedFrames()).toEqual([0, 37, 38, 39]);
       expect(dit.cache.bytes).toBe(2 * config.numLayers * (1 + 3 + 2) * 6 * config.dim * 4);
+      const held = native.stats().bytesInUse;
       dit.dispose();
       dit.dispose();
-      expect(native.stats().bytesInUse).toBe(baseline);
+      // Everything the DiT held comes back. Compared as ≤ the baseline, not equal: once in a full CI run the process
+      // total fell 513 KB below the baseline taken after the warm-up (memory freed by something other than this DiT
+      // between the two readings; cause not yet found), which an exact comparison reports as a failure of dispose.
+      expect(held - native.stats().bytesInUse).toBeGreaterThanOrEqual(own[full]);
+      expect(native.stats().bytesInUse).toBeLessThanOrEqual(baseline);
       await expect(dit.denoiseChunk(latents, [1, 2], context)).rejects.toThrow(/after dispose/);
     } finally {
       context.dispose();
