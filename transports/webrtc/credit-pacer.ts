@@ -17,6 +17,8 @@ export class CreditPacer {
   private owed = 0;
   private inFlight = 0;
   private lastGrantAt = Number.NEGATIVE_INFINITY;
+  /** An action asked for the next credit without the spacing (set by `expedite`, cleared by the next grant). */
+  private expedited = false;
   private timer?: NodeJS.Timeout;
   private stopped = false;
 
@@ -43,15 +45,17 @@ export class CreditPacer {
   }
 
   /**
-   * Grants the next owed credit now, without waiting for the spacing: called when an action arrives, so the chunk
-   * that will carry it starts at once rather than at the next frame slot. Never exceeds the window (only credits
-   * already owed for sent frames are granted).
+   * Grants the next credit without waiting for the spacing: called when an action arrives, so the chunk that will
+   * carry it starts at once rather than at the next frame slot. When a credit is owed it is granted now; when the
+   * whole window is in flight (the action came while a frame was being made or encoded), the credit that frame
+   * returns is granted the moment it is sent. Never exceeds the window; several actions before that grant expedite it
+   * once.
    */
   expedite(): void {
-    if (this.stopped || this.owed === 0) return;
+    if (this.stopped) return;
+    this.expedited = true;
     clearTimeout(this.timer);
     this.timer = undefined;
-    this.lastGrantAt = Number.NEGATIVE_INFINITY;
     this.pump();
   }
 
@@ -64,7 +68,7 @@ export class CreditPacer {
 
   private pump(): void {
     if (this.stopped || this.timer !== undefined || this.owed === 0) return;
-    const wait = this.lastGrantAt + this.options.minIntervalMs - performance.now();
+    const wait = this.expedited ? 0 : this.lastGrantAt + this.options.minIntervalMs - performance.now();
     if (wait > 0) {
       this.timer = setTimeout(() => {
         this.timer = undefined;
@@ -77,6 +81,7 @@ export class CreditPacer {
     this.owed -= n;
     this.inFlight += n;
     this.lastGrantAt = performance.now();
+    this.expedited = false;
     this.options.grant(n);
     this.pump();
   }

@@ -47,10 +47,28 @@ describe('CreditPacer', () => {
     expect(grants.length).toBe(2);
     p.expedite();
     expect(grants[2]).toEqual([60, 1]);
-    p.expedite(); // nothing owed: nothing granted
-    jest.advanceTimersByTime(200);
-    expect(grants.length).toBe(3);
     expect(p.framesInFlight).toBe(2);
+    jest.advanceTimersByTime(200);
+    expect(grants.length).toBe(3); // the window is in flight: nothing more until a frame is sent
+  });
+
+  it('an action while the whole window is in flight gets the credit of the next frame sent at once, once', () => {
+    const { p, grants } = pacer(50, 1);
+    p.start();
+    jest.advanceTimersByTime(20);
+    p.expedite(); // the frame granted at 0 is still being made: nothing owed
+    p.expedite(); // a second action before the grant: still one grant
+    expect(grants).toEqual([[0, 1]]);
+    jest.advanceTimersByTime(10);
+    p.frameSent(); // at 30, before the 50 ms spacing
+    expect(grants).toEqual([[0, 1], [30, 1]]);
+    jest.advanceTimersByTime(10);
+    p.frameSent(); // at 40: spaced again, due at 80
+    expect(grants.length).toBe(2);
+    jest.advanceTimersByTime(39);
+    expect(grants.length).toBe(2);
+    jest.advanceTimersByTime(1);
+    expect(grants[2]).toEqual([80, 1]);
   });
 
   it('stop drops pending grants; a bad window is a RangeError', () => {
