@@ -30,12 +30,12 @@ export function sessionExpired(sessionId: string, idleTimeoutMs: number): OmniEr
  * The `admitted` event of world session `sessionId` on model `modelId`: the values used and the work per chunk
  * (`steps` denoise steps and one more DiT forward for the commit).
  */
-export function worldAdmittedEvent(sessionId: string, modelId: string, p: Pick<WorldSessionParams, 'width' | 'height' | 'fps' | 'seed' | 'flowShift' | 'priority'>, c: Pick<SessionConfig, 'chunkFrames' | 'sinkFrames' | 'localWindowFrames' | 'steps'>): OmniEvent {
+export function worldAdmittedEvent(sessionId: string, modelId: string, p: Pick<WorldSessionParams, 'width' | 'height' | 'fps' | 'seed' | 'flowShift' | 'priority'>, c: Pick<SessionConfig, 'chunkFrames' | 'sinkFrames' | 'localWindowFrames' | 'steps' | 'firstChunkSteps'>): OmniEvent {
   return {
     type: 'admitted',
     requestId: sessionId,
     model: modelId,
-    params: { task: 'WORLD', width: p.width, height: p.height, fps: p.fps, seed: p.seed, flowShift: p.flowShift, priority: p.priority, chunkFrames: c.chunkFrames, sinkFrames: c.sinkFrames, localWindowFrames: c.localWindowFrames, stepsPerChunk: c.steps },
+    params: { task: 'WORLD', width: p.width, height: p.height, fps: p.fps, seed: p.seed, flowShift: p.flowShift, priority: p.priority, chunkFrames: c.chunkFrames, sinkFrames: c.sinkFrames, localWindowFrames: c.localWindowFrames, stepsPerChunk: c.steps, firstChunkSteps: c.firstChunkSteps },
     estimate: { steps: c.steps, forwards: c.steps + 1 },
   };
 }
@@ -319,14 +319,13 @@ export class WorldSession implements WorldSessionHandle {
   private chunk$(action: SessionAction): Observable<OmniEvent> {
     const rollout = this.rollout!;
     const model = this.deps.model;
-    const c = this.deps.config;
     const chunkActions = this.chunkActions(action);
     const chunk = this.emitted;
     this.phase = 'denoise';
     const shape = rollout.latentShape.join('x');
     const dit = { model: `${model.spec.id}/transformer`, shape, guidance: 'single' };
     let attempt: ChunkAttempt | undefined;
-    const steps$ = range(0, c.steps).pipe(
+    const steps$ = range(0, rollout.stepsOf(chunk)).pipe(
       concatMap(() =>
         this.step('world-denoise', dit, () => {
           attempt ??= rollout.startChunk(chunkActions, chunk);

@@ -34,6 +34,11 @@ export const SessionConfigSchema = z
     localWindowFrames: z.number().int().min(0).max(256).default(6),
     /** Denoise steps per chunk (few-step schedule). Default 2. */
     steps: z.number().int().min(1).max(50).default(2),
+    /**
+     * Denoise steps of a session's first chunk, which has no committed frames to condition on (the prompt alone
+     * decides it, as a T2V frame). Default 16: with 2 the first frame is a blurred mean that the rollout carries on.
+     */
+    firstChunkSteps: z.number().int().min(1).max(50).default(16),
     /** Sessions open at once; opening one more fails with OMNIRX_ERR_QUEUE_FULL. Default 4. */
     maxSessions: z.number().int().min(1).max(1024).default(4),
     /** A session with no action, credit, flush or emitted frame for this long is closed and freed (ms). Default 60 000. */

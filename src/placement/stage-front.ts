@@ -162,6 +162,7 @@ export class StageFront {
       sinkFrames: c.sinkFrames,
       localWindowFrames: c.localWindowFrames,
       steps: c.steps,
+      firstChunkSteps: c.firstChunkSteps,
     };
     const expiry = { timeoutMs: c.idleTimeoutMs, timers: this.o.timers ?? asyncScheduler };
     const actionConfig = model.spec.transformer.action;

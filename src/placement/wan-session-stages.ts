@@ -64,6 +64,7 @@ export const WanSessionSpecSchema = z.strictObject({
   sinkFrames: z.number().int().min(0),
   localWindowFrames: z.number().int().min(0),
   steps: z.number().int().min(1),
+  firstChunkSteps: z.number().int().min(1),
 });
 export type WanSessionSpec = z.infer<typeof WanSessionSpecSchema>;
 
@@ -303,7 +304,7 @@ export class WanSessionStage {
     s.denoising = true;
     s.flushed = false;
     try {
-      while (attempt === undefined || s.flushed || attempt.index < s.spec.steps) {
+      while (attempt === undefined || s.flushed || attempt.index < attempt.total) {
         const { r, ms } = await grant('world-denoise', async () => {
           if (attempt === undefined || s.flushed) {
             s.flushed = false;

@@ -12,6 +12,7 @@ import { lastValueFrom, toArray, type Observable } from 'rxjs';
 import { Engine } from '../../src/engine/engine';
 import type { WorldSession } from '../../src/engine/session';
 import { loadNative } from '../../src/native/binding';
+import { flowMatchSigmas } from '../../src/pipeline/samplers/flow-match-euler';
 import type { ChunkEvent, OmniEvent } from '../../src/request/omni-event';
 import { finalOf } from '../helpers/events';
 import { makeModelsDir, tinyWorldSpec } from '../helpers/tiny-model';
@@ -22,7 +23,7 @@ let engine: Engine;
 
 beforeAll(async () => {
   modelsDir = await makeModelsDir([{ spec: tinyWorldSpec(), seed: 3 }]);
-  engine = await Engine.create({ modelsDir, defaultModel: 'tiny-world', sessions: { chunkFrames: 1, sinkFrames: 1, localWindowFrames: 2, steps: 2, maxSessions: 3 } });
+  engine = await Engine.create({ modelsDir, defaultModel: 'tiny-world', sessions: { chunkFrames: 1, sinkFrames: 1, localWindowFrames: 2, steps: 2, firstChunkSteps: 3, maxSessions: 3 } });
 });
 
 afterAll(async () => {
@@ -88,8 +89,9 @@ describe('Engine.session', () => {
     await rec.wait(isChunk(2));
     s.close();
     const events = await rec.done;
-    expect(events[0]).toMatchObject({ type: 'admitted', requestId: s.id, model: 'tiny-world', params: { task: 'WORLD', width: 16, height: 16, fps: 10, seed: 11, chunkFrames: 1, stepsPerChunk: 2 } });
-    expect(events.slice(1).map((e) => e.type)).toEqual(['step', 'step', 'chunk', 'step', 'step', 'chunk', 'step', 'step', 'chunk', 'final']);
+    expect(events[0]).toMatchObject({ type: 'admitted', requestId: s.id, model: 'tiny-world', params: { task: 'WORLD', width: 16, height: 16, fps: 10, seed: 11, chunkFrames: 1, stepsPerChunk: 2, firstChunkSteps: 3 } });
+    // Chunk 0 (no history) runs firstChunkSteps, the others steps.
+    expect(events.slice(1).map((e) => e.type)).toEqual(['step', 'step', 'step', 'chunk', 'step', 'step', 'chunk', 'step', 'step', 'chunk', 'final']);
     const chunks = rec.chunks();
     expect(chunks.map((c) => c.rollout)).toEqual([0, 1, 2].map((k) => ({ chunk: k, firstFrame: k, ptsMs: k * 100, action: { key: 'none' } })));
     for (const c of chunks) {
@@ -100,7 +102,11 @@ describe('Engine.session', () => {
     const [f0, f1] = chunks.map((c) => (c.artifact.kind === 'video' ? c.artifact.frames : new Uint8Array()));
     expect(Buffer.compare(Buffer.from(f0), Buffer.from(f1))).not.toBe(0);
     const steps = events.filter((e) => e.type === 'step');
-    expect(steps.map((e) => (e.type === 'step' ? e.index : -1))).toEqual([0, 1, 0, 1, 0, 1]);
+    expect(steps.map((e) => (e.type === 'step' ? [e.index, e.total] : []))).toEqual([[0, 3], [1, 3], [2, 3], [0, 2], [1, 2], [0, 2], [1, 2]]);
+    // Each chunk's σ follow its own shifted schedule: flowMatchSigmas(3) for chunk 0, flowMatchSigmas(2) after.
+    const shift = (events[0].type === 'admitted' ? (events[0].params as { flowShift: number }).flowShift : NaN);
+    const expected = [...Array.from(flowMatchSigmas(3, shift)).slice(0, 3), ...[0, 1].flatMap(() => Array.from(flowMatchSigmas(2, shift)).slice(0, 2))];
+    steps.forEach((e, i) => expect(e.type === 'step' ? e.sigma : NaN).toBeCloseTo(expected[i], 12));
     expect(finalOf(events).seed).toBe(11);
   });
 
@@ -112,7 +118,7 @@ describe('Engine.session', () => {
     // Give the engine ample time to (wrongly) start a third chunk.
     await new Promise((r) => setTimeout(r, 150));
     expect(rec.chunks().length).toBe(2);
-    expect(rec.events.filter((e) => e.type === 'step').length).toBe(4);
+    expect(rec.events.filter((e) => e.type === 'step').length).toBe(3 + 2);
     expect(s.stats().creditBalance).toBe(0);
     s.credits.next(1);
     await rec.wait(isChunk(2));

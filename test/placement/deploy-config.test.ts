@@ -18,7 +18,7 @@ describe('deploy config', () => {
       schemaVersion: 1,
       tasks: ['T2V', 'T2I', 'WORLD'],
       caches: { featureCacheBytes: 64 * MiB, chunkKvBytes: 256 * MiB, tokenKvBytes: 64 * MiB, tokenKvBlockTokens: 16 },
-      sessions: { chunkFrames: 1, sinkFrames: 1, localWindowFrames: 6, steps: 2, maxSessions: 4, idleTimeoutMs: 60_000 },
+      sessions: { chunkFrames: 1, sinkFrames: 1, localWindowFrames: 6, steps: 2, firstChunkSteps: 16, maxSessions: 4, idleTimeoutMs: 60_000 },
     });
   });
 
@@ -42,6 +42,7 @@ describe('deploy config', () => {
     [{ schemaVersion: 1, caches: { chunkKvBytes: 2 ** 60 } }, 'caches.chunkKvBytes'],
     [{ schemaVersion: 1, caches: { extra: 1 } }, 'caches'],
     [{ schemaVersion: 1, sessions: { steps: 0 } }, 'sessions.steps'],
+    [{ schemaVersion: 1, sessions: { firstChunkSteps: 0 } }, 'sessions.firstChunkSteps'],
     [{ schemaVersion: 1, sessions: { idleTimeoutMs: 'soon' } }, 'sessions.idleTimeoutMs'],
     [{ schemaVersion: 1, sessions: { chunkFrames: 2, sinkFrames: 1 } }, 'sessions.localWindowFrames'],
     [{ schemaVersion: 1, modelsDir: '' }, 'modelsDir'],

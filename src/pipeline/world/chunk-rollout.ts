@@ -20,6 +20,12 @@ export interface ChunkRolloutConfig {
   localWindowFrames: number;
   /** Denoise steps per chunk (flow-matching Euler over the shifted schedule). */
   steps: number;
+  /**
+   * Denoise steps of chunk 0, which has no committed history: the prompt alone decides the first frame, as in T2V
+   * sampling, and a few-step schedule from pure noise gives a blurred mean frame that the rollout then carries on.
+   * Default `steps`.
+   */
+  firstChunkSteps?: number;
   /** Flow shift of the per-chunk schedule (`flowMatchSigmas(steps, flowShift)`). */
   flowShift: number;
   /** Video width and height in pixels (multiples of the model's pixel stride). */
@@ -36,7 +42,9 @@ export interface ChunkAttempt {
   /** Latents `[C_in, C, h, w]` (channels-first), advanced in place by each step. */
   readonly latents: Float32Array;
   readonly actions: ChunkActions | undefined;
-  /** Next denoise step (0 … steps). */
+  /** Denoise steps of this chunk (`ChunkRollout.stepsOf(chunk)`; 0 for a clean chunk). */
+  readonly total: number;
+  /** Next denoise step (0 … total). */
   index: number;
 }
 
@@ -68,7 +76,7 @@ export function chunkSeed(seed: number, chunk: number): number {
  * own chunk KV cache, a streaming VAE decoder that carries its temporal state across chunks, and the session's
  * claim on the chunk-KV slab pool. The session drives it one scheduler step at a time:
  *
- *   denoiseStep(attempt) × steps → decode(attempt) → (emit) → commitPending() → next chunk …
+ *   denoiseStep(attempt) × stepsOf(chunk) → decode(attempt) → (emit) → commitPending() → next chunk …
  *
  * Chunk k's clean latents are committed to the KV cache (the t = 0 forward of CausVid / Self-Forcing) after chunk k
  * has been decoded and emitted, so a frame leaves as soon as it is decoded. An attempt
@@ -79,6 +87,7 @@ export function chunkSeed(seed: number, chunk: number): number {
  */
 export class ChunkRollout {
   private readonly sigmas: Float64Array;
+  private readonly firstSigmas: Float64Array;
   private readonly latentsTensor: NativeTensor;
   private readonly rgbTensor: NativeTensor;
   private pending?: { latents: Float32Array; actions: ChunkActions | undefined };
@@ -101,6 +110,7 @@ export class ChunkRollout {
     const [, zDim, C, h, w] = decoder.latentShape;
     this.latentShape = [zDim, C, h, w];
     this.sigmas = flowMatchSigmas(config.steps, config.flowShift);
+    this.firstSigmas = flowMatchSigmas(this.stepsOf(0), config.flowShift);
     this.latentsTensor = createTensor(native, [...decoder.latentShape]);
     this.rgbTensor = createTensor(native, [...decoder.outputShape]);
   }
@@ -142,6 +152,11 @@ export class ChunkRollout {
   /** Chunks started so far (the index the next `startChunk` gets). */
   get chunksStarted(): number {
     return this.nextChunk;
+  }
+
+  /** Denoise steps of chunk `chunk`: `firstChunkSteps` for chunk 0, else `steps`. */
+  stepsOf(chunk: number): number {
+    return chunk === 0 ? (this.config.firstChunkSteps ?? this.config.steps) : this.config.steps;
   }
 
   /** Whether a decoded chunk waits to be committed to the KV cache. */
@@ -189,14 +204,14 @@ export class ChunkRollout {
     const latents = new Float32Array(c * f * h * w);
     new Rng(chunkSeed(this.config.seed, chunk)).fillNormal(latents);
     this.nextChunk = Math.max(this.nextChunk, chunk + 1);
-    return { chunk, latents, actions, index: 0 };
+    return { chunk, latents, actions, total: this.stepsOf(chunk), index: 0 };
   }
 
   /** Starts the chunk that holds given clean latents (image-to-world: the encoded image as chunk 0), no denoising. */
   startCleanChunk(latents: Float32Array): ChunkAttempt {
     if (latents.length !== this.latentsTensor.numel) throw new OmniError('OMNIRX_ERR_INVALID_REQUEST', `ChunkRollout: clean latents have ${latents.length} values, expected ${this.latentsTensor.numel}`);
     const chunk = this.nextChunk++;
-    return { chunk, latents, actions: undefined, index: this.config.steps };
+    return { chunk, latents, actions: undefined, total: 0, index: 0 };
   }
 
   /**
@@ -209,15 +224,16 @@ export class ChunkRollout {
     this.assertLive();
     if (this.pending !== undefined) throw new OmniError('OMNIRX_ERR_INTERNAL', 'ChunkRollout: the previous chunk must be committed before the next is denoised');
     const i = attempt.index;
-    if (i >= this.config.steps) throw new OmniError('OMNIRX_ERR_INTERNAL', `ChunkRollout: chunk ${attempt.chunk} has run all ${this.config.steps} steps`);
-    const sigma = this.sigmas[i];
+    if (i >= attempt.total) throw new OmniError('OMNIRX_ERR_INTERNAL', `ChunkRollout: chunk ${attempt.chunk} has run all ${attempt.total} steps`);
+    const sigmas = attempt.chunk === 0 ? this.firstSigmas : this.sigmas;
+    const sigma = sigmas[i];
     const t = sigma * 1000;
     const v = await this.track(this.dit.denoiseChunk(attempt.latents, new Array<number>(this.config.chunkFrames).fill(t), this.context, undefined, attempt.actions));
     const bad = firstNonFinite(v);
     if (bad >= 0) throw new OmniError('OMNIRX_ERR_NON_FINITE', `chunk ${attempt.chunk} step ${i}: the model produced a non-finite value (${v[bad]}) at element ${bad}`);
-    eulerStep(attempt.latents, v, sigma, this.sigmas[i + 1]);
+    eulerStep(attempt.latents, v, sigma, sigmas[i + 1]);
     attempt.index = i + 1;
-    return { index: i, total: this.config.steps, sigma, timestep: t };
+    return { index: i, total: attempt.total, sigma, timestep: t };
   }
 
   /**
@@ -227,7 +243,7 @@ export class ChunkRollout {
    */
   async decode(attempt: ChunkAttempt): Promise<DecodedChunk> {
     this.assertLive();
-    if (attempt.index < this.config.steps) throw new OmniError('OMNIRX_ERR_INTERNAL', `ChunkRollout: chunk ${attempt.chunk} decoded after ${attempt.index} of ${this.config.steps} steps`);
+    if (attempt.index < attempt.total) throw new OmniError('OMNIRX_ERR_INTERNAL', `ChunkRollout: chunk ${attempt.chunk} decoded after ${attempt.index} of ${attempt.total} steps`);
     this.latentsTensor.data.set(attempt.latents);
     await this.track(this.decoder.decode(this.latentsTensor, this.rgbTensor));
     this.pending = { latents: attempt.latents, actions: attempt.actions };

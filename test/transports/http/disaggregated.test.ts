@@ -89,7 +89,7 @@ describe('omnirx serve on a disaggregated deployment', () => {
     const frames = c.json('frame');
     expect(frames.map((f) => [f.pts, f.chunk])).toEqual([[0, 0], [1, 1], [2, 2], [3, 3]]);
     expect(frames.map((f) => f.action)).toEqual([{ key: 'none' }, { key: 'none' }, { key: 'up', id: 'a1' }, { key: 'left', vector: [0.5, -0.5] }]);
-    expect(c.json('progress').length).toBe(4 * 2);
+    expect(c.json('progress').length).toBe(16 + 3 * 2); // chunk 0: sessions.firstChunkSteps (default 16); then 2 steps each
     expect(c.json('error')).toEqual([]);
     const file = path.join(dir, 'session.mp4');
     writeFileSync(file, Buffer.concat(c.binaries()));

@@ -54,7 +54,7 @@ describe('world sessions over /v1/stream', () => {
     expect(frames.map((f) => f.action)).toEqual([{ key: 'none' }, { key: 'none' }, { key: 'up', id: 'a1' }, { key: 'left', vector: [0.5, -0.5] }, { key: 'left', vector: [0.5, -0.5] }]);
     expect(c.json('init')[0]).toMatchObject({ format: 'fmp4', width: 16, height: 16, fps: 10 });
     expect(c.json('admitted')[0]).toMatchObject({ model: 'tiny-world', params: { task: 'WORLD', seed: 5 } });
-    expect(c.json('progress').length).toBe(5 * 2);
+    expect(c.json('progress').length).toBe(16 + 4 * 2); // chunk 0: sessions.firstChunkSteps (default 16); then 2 steps each
     // Exactly one fragment per credit: init + 5.
     const dir = mkdtempSync(path.join(tmpdir(), 'omnirx-ws-session-'));
     writeFileSync(path.join(dir, 's.mp4'), Buffer.concat(c.binaries()));
