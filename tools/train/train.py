@@ -29,10 +29,6 @@ frame, so an unweighted loss is dominated by the static room and a model can rea
 (the first 100-minute run did exactly that). With λ > 0 each latent cell whose 4×4 pixel block meets the agent's
 box grown by 2 px weighs 1 + λ in the frame's mean (the weighted mean, so the loss scale stays comparable).
 
-Weight averaging: an exponential moving average of the DiT and text-encoder parameters (decay ``EMA_DECAY``, i.e. an
-averaging window of about 1 / (1 − decay) steps; as DiT, Peebles & Xie 2023, and Wan sample from EMA weights) is what
---out receives; the raw last-step weights go to ``--out``/raw (a complete model directory too) for comparison.
-
 Conditioning dropout: the prompt becomes "" (the runtime's default negative prompt) with p = ``P_DROP_TEXT``, for
 classifier-free guidance; all action keys become 0 ("none") with p = ``P_DROP_ACTION`` so a sampler without actions
 (T2V) still moves the agent. The action vectors stay 0 (the world has no continuous action; the projection's bias is
@@ -47,7 +43,7 @@ stage is skipped): a fine-tune with a fresh optimizer, warm-up and cosine schedu
 
 Usage (repository root, Debian's PyTorch):
 
-    nice -n 10 /usr/bin/python3 tools/train/train.py --out models/omnirx-default-trained       # full (100 min)
+    nice -n 10 /usr/bin/python3 tools/train/train.py --out models/omnirx-default-trained       # full (110 min)
     nice -n 10 /usr/bin/python3 tools/train/train.py --out /tmp/omnirx-smoke --smoke          # ~2 min
 
 Writes into --out: model.json ("weights": "trained"), tokenizer.json, text_encoder/transformer/vae.safetensors,
@@ -57,7 +53,6 @@ train_log.jsonl (one JSON object per step; DiT steps also give data_s, the batch
 from __future__ import annotations
 
 import argparse
-import copy
 import json
 import math
 import os
@@ -89,7 +84,6 @@ P_CAUSAL, P_DROP_TEXT, P_DROP_ACTION, MAX_GAP = 0.6, 0.1, 0.2, 100
 WARMUP = 50
 AGENT_WEIGHT = 10.0
 """Default λ of the agent weighting (the 35-minute fine-tune of the first shipped model used it: prompt colour 0.13 → 0.41)."""
-EMA_DECAY = 0.999
 VAE_SHARE = 0.15
 """Fraction of the training budget given to the VAE stage; the rest goes to the DiT + text encoder."""
 SEED_VAE, SEED_DIT, SEED_STATS = 10_000_000, 20_000_000, 30_000_000
@@ -129,7 +123,7 @@ def sample_sigma(rng: np.random.Generator, n: int) -> np.ndarray:
 class Budget:
     """Step counts: fixed, or derived after `probe` timed steps from the seconds left for the stage."""
 
-    def __init__(self, fixed: Optional[int], seconds: float, minimum: int, probe: int = 3):
+    def __init__(self, fixed: Optional[int], seconds: float, minimum: int, probe: int = 20):
         self.total, self.seconds, self.minimum, self.probe = fixed, seconds, minimum, probe
         self.t0: Optional[float] = None
         self.step_s: Optional[float] = None
@@ -235,9 +229,9 @@ def agent_cells(centres: np.ndarray, grid: int = 16, stride: int = 4, margin: in
     return out
 
 
-def train_dit(spec: dict, words: List[str], enc: cref.WanVaeEncoder, seed: int, budget: Budget, log, agent_weight: float, init: Optional[str] = None) -> Tuple[Tuple[ref.T5EncoderModel, aref.ActionCausalWanModel], Tuple[ref.T5EncoderModel, aref.ActionCausalWanModel]]:
+def train_dit(spec: dict, words: List[str], enc: cref.WanVaeEncoder, seed: int, budget: Budget, log, agent_weight: float, init: Optional[str] = None) -> Tuple[ref.T5EncoderModel, aref.ActionCausalWanModel]:
     """Stage dit: DiT + text encoder with flow matching and diffusion forcing (see module docstring); from the
-    weights in model directory ``init`` when given. Returns (raw, EMA) pairs (text encoder, DiT)."""
+    weights in model directory ``init`` when given."""
     torch.manual_seed(seed + 1)
     t5 = ref.T5EncoderModel(spec["textEncoder"])
     dit = aref.ActionCausalWanModel(spec["transformer"], CHUNK, SINK, WINDOW)
@@ -245,8 +239,6 @@ def train_dit(spec: dict, words: List[str], enc: cref.WanVaeEncoder, seed: int, 
         ref.load_module(t5, os.path.join(init, "text_encoder.safetensors"))
         ref.load_module(dit, os.path.join(init, "transformer.safetensors"))
     params = list(t5.parameters()) + list(dit.parameters())
-    t5_ema, dit_ema = copy.deepcopy(t5), copy.deepcopy(dit)
-    ema = [p.detach() for p in list(t5_ema.parameters()) + list(dit_ema.parameters())]
     opt = torch.optim.AdamW(params, lr=DIT_LR, betas=(0.9, 0.99), weight_decay=0.01)
     gen = torch.Generator().manual_seed(seed + 2)
     max_len = spec["textEncoder"]["maxLength"]
@@ -268,13 +260,10 @@ def train_dit(spec: dict, words: List[str], enc: cref.WanVaeEncoder, seed: int, 
         per_frame = (((v - (eps - b.x0)) ** 2) * cell_w).sum(dim=(1, 3, 4)) / (cell_w.sum(dim=(1, 3, 4)) * v.shape[1])  # [B, F]
         loss = (per_frame * w).sum() / w.sum().clamp_min(1.0)
         lr = optimizer_step(opt, params, loss, lr_at(step, budget.total or 10**9, DIT_LR))
-        with torch.no_grad():
-            torch._foreach_mul_(ema, EMA_DECAY)
-            torch._foreach_add_(ema, [p.detach() for p in params], alpha=1.0 - EMA_DECAY)
         log({"stage": "dit", "step": step, "loss": loss.item(), "mode": "causal" if b.causal else "bidirectional", "lr": lr, "data_s": round(data_s, 2), "step_s": round(time.time() - t_step, 2), "elapsed_s": round(time.time() - start, 2)})
         budget.tick(step, start)
         step += 1
-    return (t5.eval(), dit.eval()), (t5_ema.eval(), dit_ema.eval())
+    return t5.eval(), dit.eval()
 
 
 def f16(module: torch.nn.Module) -> Dict[str, np.ndarray]:
@@ -298,7 +287,7 @@ def write_model(out: str, spec: dict, words: List[str], t5, dit, enc, dec, meta:
 def main(argv: Optional[List[str]] = None) -> None:
     ap = argparse.ArgumentParser(description="Train the embedded default model on the procedural world.")
     ap.add_argument("--out", required=True, help="model directory to write")
-    ap.add_argument("--budget-minutes", type=float, default=100.0, help="training wall time, split VAE_SHARE / rest")
+    ap.add_argument("--budget-minutes", type=float, default=110.0, help="training wall time, split VAE_SHARE / rest")
     ap.add_argument("--smoke", action="store_true", help="1.5-minute budget, for tests")
     ap.add_argument("--vae-steps", type=int, help="fixed VAE steps (overrides the budget)")
     ap.add_argument("--dit-steps", type=int, help="fixed DiT steps (overrides the budget)")
@@ -342,7 +331,7 @@ def main(argv: Optional[List[str]] = None) -> None:
         enc.cfg = dec.cfg = spec["vae"]
         t_vae = time.time() - t_start
         dit_budget = Budget(a.dit_steps, 60 * minutes - (time.time() - t_start), minimum=5)
-        (t5_raw, dit_raw), (t5, dit) = train_dit(spec, words, enc, a.seed, dit_budget, log, a.agent_weight, a.init)
+        t5, dit = train_dit(spec, words, enc, a.seed, dit_budget, log, a.agent_weight, a.init)
     spec["weights"] = "trained"
     spec["description"] = (
         f"Embedded default: Wan-2.1-style DiT (dim {spec['transformer']['dim']}, {spec['transformer']['numLayers']} layers, 5-key + "
@@ -350,9 +339,7 @@ def main(argv: Optional[List[str]] = None) -> None:
         f"(tools/train/train.py, seed {a.seed}, {vae_budget.total} VAE + {dit_budget.total} DiT steps)."
     )
     meta = {"format": "pt", "generator": "omnirx tools/train/train.py", "seed": str(a.seed), "vae_steps": str(vae_budget.total), "dit_steps": str(dit_budget.total)}
-    write_model(a.out, spec, words, t5, dit, enc, dec, {**meta, "weights": f"ema {EMA_DECAY}"})
-    os.makedirs(os.path.join(a.out, "raw"), exist_ok=True)
-    write_model(os.path.join(a.out, "raw"), spec, words, t5_raw, dit_raw, enc, dec, {**meta, "weights": "last step"})
+    write_model(a.out, spec, words, t5, dit, enc, dec, meta)
     plot_losses(os.path.join(a.out, "loss_curve.png"), series)
 
     def tail(name: str) -> float:
@@ -366,7 +353,6 @@ def main(argv: Optional[List[str]] = None) -> None:
         "vae": {"steps": vae_budget.total, "step_s": vae_budget.step_s, "wall_s": round(t_vae, 1), "loss_first": series["vae"][0][1] if series["vae"] else None, "loss_last20": tail("vae") if series["vae"] else None},
         "init": a.init,
         "agent_weight": a.agent_weight,
-        "ema_decay": EMA_DECAY,
         "dit": {"steps": dit_budget.total, "step_s": dit_budget.step_s, "loss_first": series["dit"][0][1], "loss_last20": tail("dit")},
         "reference_checks": checks,
         "max_abs_weight": max(float(v.abs().max()) for m in (t5, dit, enc, dec) for v in m.state_dict().values()),
