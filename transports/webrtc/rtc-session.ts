@@ -6,7 +6,6 @@ import type { OmniEvent } from '../../src/request/omni-event';
 import type { SessionRequestInput } from '../../src/request/session-request';
 import { CreditPacer } from './credit-pacer';
 import { ChannelMessageSchema, errorMessage, parseClientMessage, type ChannelMessage, type ErrorMessage, type FrameMessage, type ServerMessage } from './messages';
-import { PeerTransports } from './peer-cleanup';
 import { rtcPeerConfig } from './peer-config';
 import { VIDEO_CLOCK_RATE, VideoSender } from './video-sender';
 
@@ -52,8 +51,6 @@ interface FrameMeta {
  */
 export class RtcSession {
   readonly pc: RTCPeerConnection;
-  /** Closes `pc` with the transports werift drops when the answer bundles the m-lines ({@link PeerTransports}). */
-  private readonly transports: PeerTransports;
   private readonly channel: RTCDataChannel;
   private readonly track = new MediaStreamTrack({ kind: 'video' });
   private readonly sender: VideoSender<FrameMeta>;
@@ -76,7 +73,6 @@ export class RtcSession {
     this.pc = new RTCPeerConnection(rtcPeerConfig(options.hostAddresses));
     this.pc.addTransceiver(this.track, { direction: 'sendonly' });
     this.channel = this.pc.createDataChannel('omnirx', { ordered: true });
-    this.transports = new PeerTransports(this.pc);
     const p = world.params;
     this.sender = new VideoSender<FrameMeta>({
       track: this.track,
@@ -147,8 +143,6 @@ export class RtcSession {
    */
   async acceptAnswer(sdp: string): Promise<void> {
     try {
-      // Applying a bundled answer drops the per-m-line transports: remember them so that close() stops them.
-      this.transports.remember();
       await this.pc.setRemoteDescription({ type: 'answer', sdp });
     } catch (err) {
       throw new OmniError('OMNIRX_ERR_INVALID_REQUEST', `sdp: the answer was refused: ${(err as Error).message}`, { param: 'sdp', cause: err });
@@ -167,7 +161,7 @@ export class RtcSession {
     }
   }
 
-  /** Ends the session: closes the world session, the encoder and the peer connection with its transports. Idempotent. */
+  /** Ends the session: closes the world session, the encoder and the peer connection. Idempotent. */
   close(reason: EndReason): void {
     if (this.ended) return;
     this.ended = true;
@@ -178,7 +172,7 @@ export class RtcSession {
     this.sender.close();
     this.track.stop();
     // The peer connection closes after the `closed` message had its chance to leave.
-    void this.transports.close();
+    void this.pc.close().catch(() => undefined);
     this.resolveEnded(reason);
   }
 

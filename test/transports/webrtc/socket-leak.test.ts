@@ -1,7 +1,7 @@
 /**
  * A served WebRTC session leaves no UDP socket bound once it ended (docs/webrtc.md, "Known issues"): werift 0.25.2
- * drops, unstopped, the per-m-line transports of the server's offer when the client's answer bundles them, and the
- * server stops them itself (transports/webrtc/peer-cleanup.ts).
+ * drops, unstopped, the per-m-line transports of an offer made under `max-compat` when the answer bundles them; the
+ * server offers under `max-bundle` (transports/webrtc/peer-config.ts), so there is none to drop.
  */
 import { connectClient, startRtcServer, until, type RtcTestServer } from './helpers';
 
