@@ -17,7 +17,7 @@ import { Engine } from '../src/engine/engine';
 import { frameStripPng } from '../src/eval/frame-strip';
 import { evaluateWorld, type WorldEvalClip } from '../src/eval/world-eval';
 import { ACTION_KEYS } from '../src/models/wan/actions';
-import { t2vClip, worldClip } from '../src/eval/world-clips';
+import { t2vClip, worldClip, WORLD_EVAL_SESSIONS } from '../src/eval/world-clips';
 
 const T2V_PROMPTS = [
   'a red ball in a dark blue room',
@@ -29,11 +29,7 @@ const T2V_PROMPTS = [
   'an orange dot in a gray room',
   'a red square in a black room with two green blocks',
 ];
-const WORLD_PROMPTS = ['a yellow ball in a dark green room', 'a red cube in a gray room with a white block', 'a cyan disc in a brown room with two magenta blocks', 'a white ball in a dark blue room'];
 const T2V_FRAMES = 16;
-const WORLD_FRAMES = 24;
-/** Directional runs of 4 frames each (up, right, down, left, …), shifted per session. */
-const RUN = 4;
 
 function arg(name: string): string | undefined {
   const i = process.argv.indexOf(name);
@@ -61,7 +57,7 @@ async function main(): Promise<void> {
     const t2vClips: WorldEvalClip[] = [];
     for (const [i, p] of T2V_PROMPTS.entries()) t2vClips.push(await t2vClip(engine, { model, prompt: p, seed: 100 + i, frames: T2V_FRAMES }));
     const worldClips: WorldEvalClip[] = [];
-    for (const [i, p] of WORLD_PROMPTS.entries()) worldClips.push(await worldClip(engine, { model, prompt: p, seed: 200 + i, frames: WORLD_FRAMES, run: RUN, shift: i }));
+    for (const s of WORLD_EVAL_SESSIONS) worldClips.push(await worldClip(engine, { model, ...s }));
     const strips = arg('--strips');
     if (strips !== undefined) writeStrips(strips, t2vClips, worldClips);
     console.log(JSON.stringify({ ...evaluateWorld([...t2vClips, ...worldClips]), t2v: evaluateWorld(t2vClips), world: evaluateWorld(worldClips) }));

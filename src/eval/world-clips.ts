@@ -4,6 +4,17 @@ import { ACTION_KEYS } from '../models/wan/actions';
 import type { SessionAction } from '../request/session-request';
 import type { WorldEvalClip } from './world-eval';
 
+/**
+ * The world sessions of `npm run eval:world` (bench/eval-world.ts): 4 prompts of the generator's grammar, 24 frames
+ * each, directional runs of 4 frames starting `shift` runs into the cycle, seeds 200–203.
+ */
+export const WORLD_EVAL_SESSIONS: ReadonlyArray<{ prompt: string; seed: number; frames: number; run: number; shift: number }> = [
+  'a yellow ball in a dark green room',
+  'a red cube in a gray room with a white block',
+  'a cyan disc in a brown room with two magenta blocks',
+  'a white ball in a dark blue room',
+].map((prompt, i) => ({ prompt, seed: 200 + i, frames: 24, run: 4, shift: i }));
+
 /** The directional keys world clips cycle through (up, right, down, left), `run` frames each. */
 const CYCLE = ['up', 'right', 'down', 'left'] as const;
 

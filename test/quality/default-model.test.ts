@@ -9,7 +9,7 @@ import { readdirSync, statSync } from 'node:fs';
 import * as path from 'node:path';
 import { Engine } from '../../src/engine/engine';
 import { defaultModelsDir } from '../../src/models/registry';
-import { t2vClip, worldClip } from '../../src/eval/world-clips';
+import { t2vClip, worldClip, WORLD_EVAL_SESSIONS } from '../../src/eval/world-clips';
 import { evaluateWorld } from '../../src/eval/world-eval';
 import { makeModelsDir } from '../helpers/tiny-model';
 
@@ -47,9 +47,9 @@ describe('generations of the shipped default model (fixed seeds, detector-scored
     await engine.close();
   });
 
-  // The room colour follows the prompt in T2V and in world sessions. The agent figures (prompt_color_acc with the
-  // agent, agent_present_rate, action_follow_acc) are below issue 8's targets for these weights: they are measured
-  // by `npm run eval:world` and recorded in docs/model-card.md, not asserted here.
+  // The room colour follows the prompt in T2V and in world sessions. The agent figures are below issue 8's 0.9
+  // targets for these weights (docs/model-card.md); what is asserted of them is a floor under the world sessions of
+  // `npm run eval:world`, which the session sampler's 16 first-chunk steps lifted above (with 2: 0.26 and 0.61).
   it('T2V: the room has the prompted colour in every frame, for different prompts', async () => {
     const clips = [
       await t2vClip(engine, { prompt: 'a red ball in a dark blue room', seed: 1, frames: 16 }),
@@ -69,5 +69,14 @@ describe('generations of the shipped default model (fixed seeds, detector-scored
     const r = evaluateWorld(clips);
     expect(r.frames).toBe(32);
     expect(r.room_color_acc).toBeGreaterThanOrEqual(0.9);
+  }, 120_000);
+
+  it("world sessions of eval:world: the agent has the prompt's colour in at least 40 % of the frames, and where it is seen in consecutive frames it moves as the action says in at least 75 % of them", async () => {
+    const clips = [];
+    for (const s of WORLD_EVAL_SESSIONS) clips.push(await worldClip(engine, s));
+    const r = evaluateWorld(clips);
+    expect(r.frames).toBe(96);
+    expect(r.prompt_color_acc).toBeGreaterThanOrEqual(0.4);
+    expect(r.action_follow_acc).toBeGreaterThanOrEqual(0.75);
   }, 120_000);
 });
