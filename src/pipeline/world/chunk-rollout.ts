@@ -110,7 +110,7 @@ export class ChunkRollout {
     const [, zDim, C, h, w] = decoder.latentShape;
     this.latentShape = [zDim, C, h, w];
     this.sigmas = flowMatchSigmas(config.steps, config.flowShift);
-    this.firstSigmas = flowMatchSigmas(this.stepsOf(0), config.flowShift);
+    this.firstSigmas = flowMatchSigmas(config.firstChunkSteps ?? config.steps, config.flowShift);
     this.latentsTensor = createTensor(native, [...decoder.latentShape]);
     this.rgbTensor = createTensor(native, [...decoder.outputShape]);
   }
@@ -156,7 +156,12 @@ export class ChunkRollout {
 
   /** Denoise steps of chunk `chunk`: `firstChunkSteps` for chunk 0, else `steps`. */
   stepsOf(chunk: number): number {
-    return chunk === 0 ? (this.config.firstChunkSteps ?? this.config.steps) : this.config.steps;
+    return this.sigmasOf(chunk).length - 1;
+  }
+
+  /** The σ schedule of chunk `chunk` (`stepsOf(chunk) + 1` values, the last 0). */
+  private sigmasOf(chunk: number): Float64Array {
+    return chunk === 0 ? this.firstSigmas : this.sigmas;
   }
 
   /** Whether a decoded chunk waits to be committed to the KV cache. */
@@ -225,7 +230,7 @@ export class ChunkRollout {
     if (this.pending !== undefined) throw new OmniError('OMNIRX_ERR_INTERNAL', 'ChunkRollout: the previous chunk must be committed before the next is denoised');
     const i = attempt.index;
     if (i >= attempt.total) throw new OmniError('OMNIRX_ERR_INTERNAL', `ChunkRollout: chunk ${attempt.chunk} has run all ${attempt.total} steps`);
-    const sigmas = attempt.chunk === 0 ? this.firstSigmas : this.sigmas;
+    const sigmas = this.sigmasOf(attempt.chunk);
     const sigma = sigmas[i];
     const t = sigma * 1000;
     const v = await this.track(this.dit.denoiseChunk(attempt.latents, new Array<number>(this.config.chunkFrames).fill(t), this.context, undefined, attempt.actions));
