@@ -11,6 +11,7 @@
         "src/plan.cc",
         "src/ops.cc",
         "src/kernels/gemm.cc",
+        "src/kernels/gemm_bf16.cc",
         "src/kernels/attention.cc",
         "src/kernels/norm.cc",
         "src/kernels/elementwise.cc",

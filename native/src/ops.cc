@@ -46,7 +46,10 @@ int CheckedInt(int64_t v, const char* what) {
   return static_cast<int>(v);
 }
 
-// ---- linear: y[M, N] = act(x[M, K] · w[N, K]ᵀ + b[N])
+// ---- linear: y[M, N] = act(x[M, K] · w[N, K]ᵀ + b[N]); weightDtype 1 runs the bf16 GEMM path
+std::shared_ptr<PackedB> PackLinearWeight(const float* w, int N, int K, bool bf16) {
+  return bf16 ? PackBBf16(w, N, K, K) : PackB(w, N, K, K, BLayout::kNK);
+}
 void PrepareLinear(OpInstance& op, const PrepareCtx& c) {
   const ValueDesc* x = c.In(op, 0);
   const ValueDesc* w = c.In(op, 1);
@@ -59,11 +62,13 @@ void PrepareLinear(OpInstance& op, const PrepareCtx& c) {
   RequireNumel(&c.Out(op, 0), M * N, "output");
   const int64_t act = c.IntOr("act", 0);
   Require(act >= 0 && act <= 2, "act must be 0 (none), 1 (gelu_tanh) or 2 (silu)");
-  op.ip = {CheckedInt(M, "M"), CheckedInt(N, "N"), CheckedInt(K, "K"), act};
+  const int64_t bf16 = c.IntOr("weightDtype", 0);
+  Require(bf16 == 0 || bf16 == 1, "weightDtype must be 0 (float32) or 1 (bfloat16)");
+  op.ip = {CheckedInt(M, "M"), CheckedInt(N, "N"), CheckedInt(K, "K"), act, bf16};
   if (auto s = c.WholeConst(op, 1)) {
     std::lock_guard<std::mutex> lock(s->pack_mutex);
-    if (!s->packed || s->packed->N != N || s->packed->K != K || s->packed->conv_order)
-      s->packed = PackB(s->data, static_cast<int>(N), static_cast<int>(K), static_cast<int>(K), BLayout::kNK);
+    if (!s->packed || s->packed->N != N || s->packed->K != K || s->packed->conv_order || s->packed->bf16 != (bf16 == 1))
+      s->packed = PackLinearWeight(s->data, static_cast<int>(N), static_cast<int>(K), bf16 == 1);
     op.packed = s->packed;
   }
 }
@@ -81,8 +86,7 @@ std::string RunLinear(const OpInstance& op, const float* const* in, float* const
   if (op.packed) {
     Gemm(g, *op.packed);
   } else {
-    std::shared_ptr<PackedB> p = PackB(in[1], g.N, g.K, g.K, BLayout::kNK);
-    Gemm(g, *p);
+    Gemm(g, *PackLinearWeight(in[1], g.N, g.K, op.ip[4] == 1));
   }
   return "";
 }

@@ -39,6 +39,11 @@ function modulationAttrs(o: ModulationOpts): Record<string, number> {
 }
 const ACT: Record<ActivationName, number> = { none: 0, gelu_tanh: 1, silu: 2 };
 
+/** How a linear's weight is held in its GEMM: float32, or bfloat16 with float32 accumulation. */
+export const WEIGHT_DTYPES = ['float32', 'bfloat16'] as const;
+export type WeightDtype = (typeof WEIGHT_DTYPES)[number];
+const WEIGHT_DTYPE: Record<WeightDtype, number> = { float32: 0, bfloat16: 1 };
+
 function numelOf(shape: readonly number[]): number {
   return shape.reduce((a, b) => a * b, 1);
 }
@@ -175,14 +180,18 @@ export class PlanBuilder {
 
   // ---- ops -------------------------------------------------------------------------------------------------
 
-  /** y = act(x · wᵀ + b) for x [..., K], w [N, K] (nn.Linear layout), b [N] → y [..., N]. */
-  linear(x: Value, w: Value, b: Value | undefined, opts: { act?: ActivationName; label?: string } = {}): Value {
+  /**
+   * y = act(x · wᵀ + b) for x [..., K], w [N, K] (nn.Linear layout), b [N] → y [..., N], float32 in and out.
+   * `weightDtype: 'bfloat16'` packs w as bf16 and rounds x to bf16 inside the GEMM, accumulating in float32
+   * (AVX512_BF16 VDPBF16PS): about twice the float32 throughput, relative error ≈ 2⁻⁸ per product.
+   */
+  linear(x: Value, w: Value, b: Value | undefined, opts: { act?: ActivationName; weightDtype?: WeightDtype; label?: string } = {}): Value {
     if (w.shape.length !== 2) fail(`linear ${opts.label ?? ''}: weight must be [N, K], got [${w.shape.join(', ')}]`);
     const [N, K] = w.shape;
     if (x.shape[x.shape.length - 1] !== K) fail(`linear ${opts.label ?? ''}: input [${x.shape.join(', ')}] does not end in K = ${K}`);
     if (b !== undefined) sameNumel(b, N, `linear ${opts.label ?? ''} bias`);
     const y = this.arenaValue([...x.shape.slice(0, -1), N]);
-    this.pushOp('linear', [x, w, b], y, { act: ACT[opts.act ?? 'none'] }, opts.label);
+    this.pushOp('linear', [x, w, b], y, { act: ACT[opts.act ?? 'none'], weightDtype: WEIGHT_DTYPE[opts.weightDtype ?? 'float32'] }, opts.label);
     return y;
   }
 

@@ -301,6 +301,7 @@ describe('hand-written PlanSpec: operand shapes per op', () => {
     ['linear: 1-D weight', [[2, 4], [4], [2, 1]], { op: 'linear', inputs: [0, 1], outputs: [2] }, /Plan: op #0 linear: weight must be 2-D \[N, K\], got \[4\]/],
     ['linear: K = 0', [[2, 0], [3, 0], [2, 3]], { op: 'linear', inputs: [0, 1], outputs: [2] }, /Plan: op #0 linear: input \[2, 0\] is not a multiple of K = 0/],
     ['linear: bias size', [[2, 4], [3, 4], [2], [2, 3]], { op: 'linear', inputs: [0, 1, 2], outputs: [3] }, /Plan: op #0 linear: bias has shape \[2\] \(2 elements\), expected 3 elements/],
+    ['linear: weightDtype 2', [[2, 4], [3, 4], [2, 3]], { op: 'linear', inputs: [0, 1], outputs: [2], attrs: { weightDtype: 2 } }, /Plan: op #0 linear: weightDtype must be 0 \(float32\) or 1 \(bfloat16\)/],
     ['linear: act 3', [[2, 4], [3, 4], [2, 3]], { op: 'linear', inputs: [0, 1], outputs: [2], attrs: { act: 3 } }, /Plan: op #0 linear: act must be 0 \(none\), 1 \(gelu_tanh\) or 2 \(silu\)/],
     ['attention: v size ≠ k size', [[1, 2, 8], [1, 3, 8], [1, 2, 8], [1, 2, 8]], { op: 'attention', inputs: [0, 1, 2], outputs: [3], attrs: att() }, /Plan: op #0 attention: v has shape \[1, 2, 8\] \(16 elements\), expected 24 elements/],
     ['attention: q not [B, Lq, H·D]', [[1, 3, 6], [1, 3, 8], [1, 3, 8], [1, 3, 6]], { op: 'attention', inputs: [0, 1, 2], outputs: [3], attrs: att() }, /Plan: op #0 attention: q \[1, 3, 6\] is not \[B=1, Lq, H·D=8\]/],

@@ -54,6 +54,49 @@ describe('linear', () => {
     }
   });
 
+  // bf16 path (weightDtype 'bfloat16'): x and w are rounded to bf16, products are exact in float32 and summed in
+  // float32, so against the float64 reference over the *rounded* operands the only error left is float32
+  // accumulation, and TOL applies unchanged. Odd K pads the last pair; K > 384 crosses the bf16 K block (192
+  // pairs); M = 200 takes the 96-row blocks. Against the unrounded reference the error is bf16's (≈ 2⁻⁹ per
+  // operand), which the second check bounds.
+  const bfCases: Array<[number, number, number]> = [];
+  for (const M of [1, 13, 200]) for (const N of [1, 33, 65]) for (const K of [1, 7, 300, 385]) bfCases.push([M, N, K]);
+  test.each(bfCases)('bfloat16 weights, M=%i N=%i K=%i: bias and gelu_tanh epilogue', async (M, N, K) => {
+    const rng = new Rng(7000 + 1000 * M + 10 * N + K);
+    const x = randn(rng, M * K);
+    const w = randn(rng, N * K, 1 / Math.sqrt(K));
+    const b = randn(rng, N, 0.5);
+    const g = new PlanBuilder();
+    const xv = g.input('x', [M, K]);
+    const wv = g.constant(tensor([N, K], w));
+    g.output('y', g.linear(xv, wv, g.constant(tensor([N], b)), { act: 'gelu_tanh', weightDtype: 'bfloat16' }));
+    g.output('plain', g.linear(xv, wv, undefined, { weightDtype: 'bfloat16' }));
+    const out = await execute(g, { x });
+    const [xr, wr] = [ref.roundToBf16(x), ref.roundToBf16(w)];
+    expectClose(out.y, ref.linear(xr, wr, b, M, N, K, 'gelu_tanh'), TOL, 'bf16 linear vs rounded operands');
+    expectClose(out.plain, ref.linear(xr, wr, undefined, M, N, K), TOL, 'bf16 linear, no epilogue');
+    // |Σ x·w| error from rounding ≤ 2·2⁻⁹·Σ|x·w|; Σ|x·w| ≈ 0.8·√K here, so 2e-2·√K/(1+|y|) is generous and still
+    // fails for a wrong pair order or a dropped odd k.
+    expectClose(out.plain, ref.linear(x, w, undefined, M, N, K), 2e-2 * Math.sqrt(K), 'bf16 linear vs float32 operands');
+  });
+
+  test('a weight used by a float32 and a bfloat16 linear keeps both right (one packing cache per weight)', async () => {
+    const rng = new Rng(77);
+    const [M, N, K] = [5, 40, 64];
+    const x = randn(rng, M * K);
+    const w = randn(rng, N * K, 1 / 8);
+    const wt = tensor([N, K], w);
+    const g = new PlanBuilder();
+    const xv = g.input('x', [M, K]);
+    g.output('f32', g.linear(xv, g.constant(wt), undefined));
+    g.output('bf16', g.linear(xv, g.constant(wt), undefined, { weightDtype: 'bfloat16' }));
+    g.output('f32b', g.linear(xv, g.constant(wt), undefined));
+    const out = await execute(g, { x });
+    expectClose(out.f32, ref.linear(x, w, undefined, M, N, K), TOL, 'float32');
+    expectClose(out.f32b, ref.linear(x, w, undefined, M, N, K), TOL, 'float32 after bf16');
+    expectClose(out.bf16, ref.linear(ref.roundToBf16(x), ref.roundToBf16(w), undefined, M, N, K), TOL, 'bfloat16');
+  });
+
   test('leading batch dims [2, 3, K] are flattened into M', async () => {
     const rng = new Rng(7);
     const [N, K] = [17, 40];

@@ -35,6 +35,23 @@ export function silu(x: Vec): Float64Array {
 
 // ---- linear ------------------------------------------------------------------------------------------------
 
+/**
+ * float32 values rounded to bfloat16 (the upper 16 bits, round to nearest even; IEEE/Google brain-float), returned
+ * as the float32 values they stand for. Written from the format's definition, apart from the kernel's ToBf16.
+ */
+export function roundToBf16(x: ArrayLike<number>): Float32Array {
+  const f = Float32Array.from(x);
+  const u = new Uint32Array(f.buffer);
+  for (let i = 0; i < u.length; i++) {
+    const hi = u[i] >>> 16;
+    const lo = u[i] & 0xffff;
+    let r = hi;
+    if (lo > 0x8000 || (lo === 0x8000 && (hi & 1) === 1)) r = hi + 1;
+    u[i] = (r << 16) >>> 0;
+  }
+  return f;
+}
+
 /** y[M, N] = act(x[M, K] · w[N, K]ᵀ + b[N]). */
 export function linear(x: Vec, w: Vec, b: Vec | undefined, M: number, N: number, K: number, act: RefActivation = 'none'): Float64Array {
   const y = new Float64Array(M * N);

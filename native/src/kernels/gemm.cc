@@ -13,7 +13,7 @@ namespace omnirx {
 namespace {
 
 constexpr int kMR = 12;
-constexpr int kNR = 32;  // two 16-lane vectors
+constexpr int kNR = kGemmNR;
 constexpr int kKC = 256;
 constexpr int kMC = 96;      // rows per A block for large M (multiple of kMR)
 constexpr int kMCMax = 192;  // largest A block, used when M is small
@@ -115,8 +115,20 @@ inline void EdgeKernel(int kc, const float* a, const float* b, float* c, int ldc
 thread_local ScratchBuffer tl_apack;
 thread_local ScratchBuffer tl_bpack;
 
-// Computes rows [i0, i0+mc) × panels [p0, p1) of C over the whole K, including the epilogue.
+void GemmBlockF32(const GemmArgs& g, const PackedB& B, int i0, int mc, int p0, int p1);
+void Epilogue(const GemmArgs& g, int i0, int mc, int p0, int p1);
+
+// A block of C with its epilogue, on the path B was packed for.
 void GemmBlock(const GemmArgs& g, const PackedB& B, int i0, int mc, int p0, int p1) {
+  if (B.bf16)
+    GemmBlockBf16(g, B, i0, mc, p0, p1);
+  else
+    GemmBlockF32(g, B, i0, mc, p0, p1);
+  Epilogue(g, i0, mc, p0, p1);
+}
+
+// Computes rows [i0, i0+mc) × panels [p0, p1) of C over the whole K (no epilogue).
+void GemmBlockF32(const GemmArgs& g, const PackedB& B, int i0, int mc, int p0, int p1) {
   float* apack = tl_apack.Get(static_cast<size_t>(kMCMax + kMR) * kKC);
   // Packing A pays off when each packed panel feeds many column panels; with few (attention's P·V: N = head dim)
   // the micro-kernel reads A in place. Decided by N alone, so a row's bits never depend on M or on batching.
@@ -154,6 +166,10 @@ void GemmBlock(const GemmArgs& g, const PackedB& B, int i0, int mc, int p0, int 
       }
     }
   }
+}
+
+// Zeroes the block when K = 0, then adds bias and applies the activation: the epilogue of either path.
+void Epilogue(const GemmArgs& g, int i0, int mc, int p0, int p1) {
   if (g.K == 0 && !g.accumulate) {
     for (int i = i0; i < i0 + mc; ++i)
       for (int j = p0 * kNR; j < std::min(g.N, p1 * kNR); ++j) g.C[static_cast<size_t>(i) * g.ldc + j] = 0.f;

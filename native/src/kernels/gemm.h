@@ -10,6 +10,9 @@
 namespace omnirx {
 
 enum class BLayout { kNK, kKN };
+
+// Columns per packed B panel (two 16-lane vectors), shared by the float32 and bf16 paths.
+constexpr int kGemmNR = 32;
 enum class Activation { kNone = 0, kGeluTanh = 1, kSilu = 2 };
 
 // B packed into column panels of kNR: panel p holds B[k][p·kNR + j] at data[(p·K + k)·kNR + j], zero-padded.
@@ -20,10 +23,17 @@ struct PackedB {
   size_t bytes = 0;
   // K is in conv order (kt, kh, kw, Ci) rather than the weight's own (Ci, kt, kh, kw): see PackConvWeight.
   bool conv_order = false;
+  // Panels hold bf16 pairs (see PackBBf16) rather than float32: Gemm then runs the bf16 path.
+  bool bf16 = false;
   ~PackedB();
 };
 
 std::shared_ptr<PackedB> PackB(const float* B, int N, int K, int ldb, BLayout layout);
+
+// B [N, K] (nn.Linear layout, row stride ldb) rounded to bf16 (nearest even) and packed for the bf16 path: panel p
+// holds the pair (B[p·kNR + j][2k'], B[p·kNR + j][2k' + 1]) in 32-bit word (p·⌈K/2⌉ + k')·kNR + j, zero-padded.
+// Half the bytes of the float32 packing. Defined in gemm_bf16.cc.
+std::shared_ptr<PackedB> PackBBf16(const float* B, int N, int K, int ldb);
 
 struct GemmArgs {
   int M = 0, N = 0, K = 0;
@@ -37,8 +47,12 @@ struct GemmArgs {
   Activation act = Activation::kNone;
 };
 
-// Multi-threaded over the compute pool (serial inside a parallel region).
+// Multi-threaded over the compute pool (serial inside a parallel region). With a bf16-packed B, A is rounded to
+// bf16 as it is packed and products accumulate in float32 (VDPBF16PS).
 void Gemm(const GemmArgs& args, const PackedB& B);
+
+// The bf16 path's block (rows [i0, i0+mc) × panels [p0, p1), no epilogue), for Gemm. Defined in gemm_bf16.cc.
+void GemmBlockBf16(const GemmArgs& args, const PackedB& B, int i0, int mc, int p0, int p1);
 
 // Serial GEMM with B packed on the fly into thread-local scratch.
 void GemmSerial(const GemmArgs& args, const float* B, int ldb, BLayout layout);
