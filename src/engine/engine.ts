@@ -5,6 +5,7 @@ import { PoolExhaustedError } from '../cache/kv-handle';
 import type { FeatureCache } from '../cache/feature-cache';
 import { OmniError } from '../errors';
 import { loadNative, type NativeBinding } from '../native/binding';
+import type { WeightDtype } from '../native/plan-builder';
 import { ModelRegistry, defaultModelsDir } from '../models/registry';
 import type { WanT2VModel } from '../models/wan/wan-t2v';
 import type { ResolvedParams } from '../pipeline/params';
@@ -34,6 +35,8 @@ export interface EngineOptions {
   modelsDir?: string;
   /** Model used when a request names none. */
   defaultModel?: string;
+  /** GEMM weight dtype of the DiT linear layers (deploy config `weightDtype`). Default float32. */
+  weightDtype?: WeightDtype;
   limits?: RequestLimits;
   native?: NativeBinding;
   /**
@@ -174,7 +177,7 @@ export class Engine {
     const tasks = deployTasks.filter((t): t is Task => t !== 'WORLD');
     const components = new Set(buildPipeline(wanT2VPipelineSpec(policies), { tasks }).components);
     if (deployTasks.includes('WORLD')) for (const c of WORLD_COMPONENTS) components.add(c);
-    const registry = new ModelRegistry(native, options.modelsDir ?? defaultModelsDir(), options.defaultModel ?? 'omnirx-default', components);
+    const registry = new ModelRegistry(native, options.modelsDir ?? defaultModelsDir(), options.defaultModel ?? 'omnirx-default', components, { weightDtype: options.weightDtype });
     const budgets = CacheBudgetsSchema.parse({ ...options.caches, ...(options.featureCacheBytes !== undefined ? { featureCacheBytes: options.featureCacheBytes } : {}) });
     const scheduler = options.scheduler ?? asyncScheduler;
     return new Engine(
@@ -205,6 +208,7 @@ export class Engine {
       ...(config.modelsDir === undefined ? {} : { modelsDir: config.modelsDir }),
       ...(config.defaultModel === undefined ? {} : { defaultModel: config.defaultModel }),
       tasks: config.tasks,
+      weightDtype: config.weightDtype,
       caches: config.caches,
       sessions: config.sessions,
     });

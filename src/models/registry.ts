@@ -2,7 +2,7 @@ import { existsSync, readdirSync } from 'node:fs';
 import * as path from 'node:path';
 import { OmniError } from '../errors';
 import type { NativeBinding } from '../native/binding';
-import { WanT2VModel } from './wan/wan-t2v';
+import { WanT2VModel, type ModelLoadOptions } from './wan/wan-t2v';
 
 /** Default folder of model directories: `models/` at the package root. */
 export function defaultModelsDir(): string {
@@ -27,6 +27,8 @@ export class ModelRegistry {
     readonly defaultModel: string,
     /** Components to construct for each model (those the deployed tasks need); all when undefined. */
     private readonly components?: ReadonlySet<string>,
+    /** How every model loads (the DiTs' GEMM weight dtype). */
+    private readonly loadOptions: ModelLoadOptions = {},
   ) {}
 
   /** Ids of the models found on disk. */
@@ -59,7 +61,7 @@ export class ModelRegistry {
           new OmniError('OMNIRX_ERR_UNKNOWN_MODEL', `unknown model '${name}'; available: ${known.length ? known.join(', ') : `none in ${this.modelsDir} (the package ships models/omnirx-default; OMNIRX_MODELS_DIR or --models-dir points elsewhere)`}`, { param: 'model' }),
         );
       }
-      p = WanT2VModel.load(this.native, dir, this.components);
+      p = WanT2VModel.load(this.native, dir, this.components, this.loadOptions);
       this.loading.set(name, p);
       p.catch(() => this.loading.delete(name));
     }

@@ -111,6 +111,7 @@ export class StageProcesses {
       role,
       modelsDir: o.modelsDir,
       defaultModel: o.defaultModel,
+      ...(o.weightDtype === undefined ? {} : { weightDtype: o.weightDtype }),
       tasks: [...o.tasks],
       connector,
       shmDir: runDir,

@@ -251,6 +251,37 @@ describe('Engine.generate', () => {
   });
 });
 
+describe('bfloat16 GEMM weights (EngineOptions.weightDtype)', () => {
+  it('loads the DiT with bf16 linears (world rollouts too) and generates frames close to the float32 run', async () => {
+    const bf = await Engine.create({ modelsDir, defaultModel: 'tiny', weightDtype: 'bfloat16' });
+    try {
+      const model = await bf.models.get('tiny');
+      expect(model.transformer().weightDtype).toBe('bfloat16');
+      const causal = model.causalTransformer({ chunkFrames: 1, sinkFrames: 1, localWindowFrames: 2, height: 4, width: 4, textLen: 8 });
+      expect(causal.weightDtype).toBe('bfloat16');
+      causal.dispose();
+      expect((await engine.models.get('tiny')).transformer().weightDtype).toBe('float32');
+      const r = req({ seed: 5, numInferenceSteps: 4 });
+      const a = finalOf(await lastValueFrom(bf.generate(r).pipe(toArray()))).artifacts.video;
+      const b = finalOf(await run(r)).artifacts.video;
+      if (a.kind !== 'video' || b.kind !== 'video') throw new Error('no video');
+      let diff = 0;
+      let maxDiff = 0;
+      for (let i = 0; i < a.frames.length; i++) {
+        const d = Math.abs(a.frames[i] - b.frames[i]);
+        diff += d;
+        maxDiff = Math.max(maxDiff, d);
+      }
+      // 8-bit frames: bf16 rounding moves a pixel by a few levels at most, and some pixel does move.
+      expect(diff / a.frames.length).toBeLessThan(2);
+      expect(maxDiff).toBeGreaterThan(0);
+      expect(maxDiff).toBeLessThan(32);
+    } finally {
+      await bf.close();
+    }
+  });
+});
+
 describe('native memory under changing sizes', () => {
   it('stays bounded: plans of sizes not used lately are freed (LRU)', async () => {
     const e = await Engine.create({ modelsDir, defaultModel: 'tiny' });

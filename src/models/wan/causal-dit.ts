@@ -1,6 +1,6 @@
 import { OmniError } from '../../errors';
 import { createTensor, type NativeBinding, type NativeTensor } from '../../native/binding';
-import { CompiledPlan, PlanBuilder, type Value } from '../../native/plan-builder';
+import { CompiledPlan, PlanBuilder, type Value, type WeightDtype } from '../../native/plan-builder';
 import type { WeightStore } from '../weights/weight-store';
 import { writeChunkActions, type ChunkActions } from './actions';
 import type { WanDiTConfig } from './config';
@@ -102,6 +102,8 @@ export class CausalWanDiT {
     readonly config: WanDiTConfig,
     private readonly weights: WeightStore,
     rollout: CausalRolloutConfig,
+    /** GEMM weight dtype of the linear layers (see `WanDiT.weightDtype`). */
+    readonly weightDtype: WeightDtype = 'float32',
   ) {
     const [pt, ph, pw] = config.patchSize;
     const r = { ...rollout };
@@ -216,7 +218,7 @@ export class CausalWanDiT {
     const patchFeat = c.inChannels * ph * pw;
 
     const g = new PlanBuilder();
-    const ops = ditPlanOps(g, this.weights);
+    const ops = ditPlanOps(g, this.weights, this.weightDtype);
     const { w } = ops;
 
     const latents = g.input('latents', this.chunkShape);
@@ -274,7 +276,7 @@ export class CausalWanDiT {
   private buildTextPlan(): CompiledPlan {
     const c = this.config;
     const g = new PlanBuilder();
-    const ops = ditPlanOps(g, this.weights);
+    const ops = ditPlanOps(g, this.weights, this.weightDtype);
     const ctx = recordTextEmbedding(ops, c, g.input('context', [1, this.rollout.textLen, c.textDim]));
     for (let i = 0; i < c.numLayers; i++) {
       const { k, v } = recordCrossAttentionKV(ops, c, i, ctx);

@@ -1,4 +1,4 @@
-import type { PlanBuilder, Value } from '../../native/plan-builder';
+import type { PlanBuilder, Value, WeightDtype } from '../../native/plan-builder';
 import type { WeightStore } from '../weights/weight-store';
 import type { WanDiTConfig } from './config';
 
@@ -18,10 +18,13 @@ export interface DiTPlanOps {
   lin: DiTLinear;
 }
 
-/** Wraps `g` with weight lookups from `weights` (shapes are checked by the store). */
-export function ditPlanOps(g: PlanBuilder, weights: WeightStore): DiTPlanOps {
+/**
+ * Wraps `g` with weight lookups from `weights` (shapes are checked by the store). Every linear runs its GEMM with
+ * `weightDtype` ('bfloat16': bf16 weights and inputs, float32 accumulation; see `PlanBuilder.linear`).
+ */
+export function ditPlanOps(g: PlanBuilder, weights: WeightStore, weightDtype: WeightDtype = 'float32'): DiTPlanOps {
   const w = (name: string, shape: number[]): Value => g.constant(weights.get(name, shape));
-  const lin: DiTLinear = (x, name, out, inp, act) => g.linear(x, w(`${name}.weight`, [out, inp]), w(`${name}.bias`, [out]), { act, label: name });
+  const lin: DiTLinear = (x, name, out, inp, act) => g.linear(x, w(`${name}.weight`, [out, inp]), w(`${name}.bias`, [out]), { act, weightDtype, label: name });
   return { g, w, lin };
 }
 

@@ -2,6 +2,7 @@ import { readFile } from 'node:fs/promises';
 import * as path from 'node:path';
 import { OmniError } from '../../errors';
 import type { NativeBinding } from '../../native/binding';
+import type { WeightDtype } from '../../native/plan-builder';
 import { ModelSpecSchema, type ModelSpec } from '../model-spec';
 import { T5Encoder, t5Params } from '../t5/encoder';
 import { TokenizerFileSchema, WordByteTokenizer } from '../t5/tokenizer';
@@ -36,6 +37,12 @@ export async function readModelSpec(dir: string): Promise<ModelSpec> {
   return parsed.data;
 }
 
+/** How a model's components are built when it loads. */
+export interface ModelLoadOptions {
+  /** GEMM weight dtype of the DiT linear layers: 'float32' (default, reference parity) or 'bfloat16' (faster). */
+  weightDtype?: WeightDtype;
+}
+
 /** Component names of the Wan T2V family (the pipeline spec declares which tasks need each). */
 export const WAN_COMPONENTS = ['tokenizer', 'text_encoder', 'transformer', 'transformer_2', 'vae', 'vae_encoder'] as const;
 export type WanComponent = (typeof WAN_COMPONENTS)[number];
@@ -62,11 +69,12 @@ export class WanT2VModel {
   ) {}
 
   /**
-   * Loads the model in `dir`, constructing only `components` (default: all the directory provides).
+   * Loads the model in `dir`, constructing only `components` (default: all the directory provides), with the
+   * DiTs' linear layers in `opts.weightDtype` (default float32).
    * @throws OmniError OMNIRX_ERR_MODEL_LOAD for a missing/invalid file or a tensor that does not match the config;
    *   SafetensorsError for a malformed weights file.
    */
-  static async load(native: NativeBinding, dir: string, components?: ReadonlySet<string>): Promise<WanT2VModel> {
+  static async load(native: NativeBinding, dir: string, components?: ReadonlySet<string>, opts: ModelLoadOptions = {}): Promise<WanT2VModel> {
     const spec = await readModelSpec(dir);
     const want = (c: WanComponent) => (components === undefined ? (c !== 'transformer_2' || spec.transformer_2 !== undefined) && c !== 'vae_encoder' : components.has(c));
     let tokenizer: WordByteTokenizer | undefined;
@@ -105,7 +113,7 @@ export class WanT2VModel {
         const config = name === 'transformer' ? spec.transformer : spec.transformer_2;
         if (config === undefined) throw new OmniError('OMNIRX_ERR_MODEL_LOAD', `${dir}/model.json: the deployment needs '${name}' but the model has no ${name} config`);
         const st = await open(`${name}.safetensors`, wanDiTParams(config));
-        transformers.set(name, { dit: new WanDiT(native, config, st), weights: st });
+        transformers.set(name, { dit: new WanDiT(native, config, st, opts.weightDtype), weights: st });
         bytes[name] = st.bytes;
       }
       let vae: VaeDecoder | undefined;
@@ -160,7 +168,7 @@ export class WanT2VModel {
    */
   causalTransformer(rollout: CausalRolloutConfig, name = 'transformer'): CausalWanDiT {
     const t = this.parts.transformers.get(name) ?? this.missing(name);
-    return new CausalWanDiT(this.native, t.dit.config, t.weights, rollout);
+    return new CausalWanDiT(this.native, t.dit.config, t.weights, rollout, t.dit.weightDtype);
   }
 
   /** Names of the loaded components. */
