@@ -4,9 +4,12 @@
  * alternately in one process tree after a numerical check that all three compute the same thing.
  *
  * Prints one JSON line per config (medians):
- *   {"config", "tokens", "omnirx_ms", "torch_ms", "ort_ms", "speedup_vs_best": min(torch, ort) / omnirx, ...}
- * and one line for the GEMM: {"matmul_gflops", "peak_gflops_2threads", "torch_mm_gflops", ...} (1024³ `linear`
- * plan; torch.mm = OpenBLAS SGEMM under the same setup, at the same moment). The numerical check goes to stderr as
+ *   {"config", "tokens", "omnirx_ms", "torch_ms", "ort_ms", "speedup_vs_best": min(torch, ort) / omnirx,
+ *    "omnirx_bf16_ms", "speedup_bf16_vs_best", ...}
+ * and one line for the GEMM: {"matmul_gflops", "peak_gflops_2threads", "torch_mm_gflops", "matmul_bf16_gflops", ...}
+ * (1024³ `linear` plan; torch.mm = OpenBLAS SGEMM under the same setup, at the same moment). The bf16 figures are
+ * omnirx with `weightDtype: 'bfloat16'` (bf16 weights and inputs, float32 accumulation; checked against the
+ * reference within BF16_TOL); speedup_vs_best stays the float32 comparison. The numerical check goes to stderr as
  * {"check": config, ...}. With --profile, also one {"profile": config, ...} line per config: every op of omnirx's
  * real DiT plan timed on its own, summed by category (linear GEMMs / attention / norm / elementwise / layout) and by
  * kind (op and shape), with GFLOP/s or GB/s. "parallel_speedup_2threads" (2 = both vCPUs free) tells whether the
@@ -34,7 +37,7 @@ import { timestepEmbedding } from '../src/models/wan/rope';
 import { readSafetensors, writeSafetensors } from '../src/models/weights/safetensors';
 import { WeightStore, type ParamSpec } from '../src/models/weights/weight-store';
 import { createTensor, loadNative, type NativeBinding, type NativePlan, type NativeTensor, type PlanOpSpec } from '../src/native/binding';
-import { PlanBuilder, type CompiledPlan } from '../src/native/plan-builder';
+import { PlanBuilder, type CompiledPlan, type WeightDtype } from '../src/native/plan-builder';
 import { Rng } from '../src/util/rng';
 import { maxRelErr as relErr } from '../test/helpers/fixtures';
 
@@ -46,6 +49,8 @@ const ORT_VERSION = '1.30';
 const PYTHON = process.env.OMNIRX_BENCH_PYTHON ?? '/usr/bin/python3';
 const THREADS = 2;
 const TOL = 1e-3;
+/** omnirx with bfloat16 GEMM weights against the float32 reference (test/parity: measured 3.4e-3 on the tiny fixture). */
+const BF16_TOL = 1e-2;
 const SEED = 20250;
 const T = 737.25;
 /** FACTS.md (Zen 5): ~200–220 GFLOP/s per core with AVX-512 FMA, ~390–400 GFLOP/s on both cores (not measurable from Node). */
@@ -313,9 +318,9 @@ interface OmnirxSide {
   dispose(): void;
 }
 
-async function omnirxSide(native: NativeBinding, c: BenchConfig, p: Prepared): Promise<OmnirxSide> {
+async function omnirxSide(native: NativeBinding, c: BenchConfig, p: Prepared, weightDtype: WeightDtype = 'float32'): Promise<OmnirxSide> {
   const store = await WeightStore.open(native, p.weights, wanDiTParams(c.dit));
-  const dit = new WanDiT(native, c.dit, store);
+  const dit = new WanDiT(native, c.dit, store, weightDtype);
   const shape: DiTShape = { batch: 1, frames: c.frames, height: c.height, width: c.width, textLen: c.textLen };
   const io = {
     latents: createTensor(native, p.latentShape, p.latents),
@@ -520,7 +525,7 @@ function cpuDescription(): string {
 
 // ---- GEMM -----------------------------------------------------------------------------------------------------
 
-async function matmulGflops(native: NativeBinding): Promise<number> {
+async function matmulGflops(native: NativeBinding, weightDtype: WeightDtype = 'float32'): Promise<number> {
   const M = 1024;
   const N = 1024;
   const K = 1024;
@@ -529,7 +534,7 @@ async function matmulGflops(native: NativeBinding): Promise<number> {
   const x = createTensor(native, [M, K], rng.fillNormal(new Float32Array(M * K)));
   const y = createTensor(native, [M, N]);
   const g = new PlanBuilder();
-  g.output('y', g.linear(g.input('x', [M, K]), g.constant(w), undefined));
+  g.output('y', g.linear(g.input('x', [M, K]), g.constant(w), undefined, { weightDtype }));
   const plan = g.compile(native);
   try {
     await timeRuns(3, () => plan.run({ x, y }));
@@ -549,11 +554,15 @@ async function benchConfig(native: NativeBinding, c: BenchConfig, opts: { rounds
 
   log(`${c.name}: omnirx: loading and compiling`);
   const om = await omnirxSide(native, c, p);
+  log(`${c.name}: omnirx with bfloat16 GEMM weights: loading and compiling`);
+  const omBf = await omnirxSide(native, c, p, 'bfloat16');
   let torch: TorchWorker | undefined;
   let session: OrtSession | undefined;
   try {
     await om.forward();
     const omOut = Float32Array.from(om.io.out.data);
+    await omBf.forward();
+    const omBfOut = Float32Array.from(omBf.io.out.data);
 
     // PyTorch: reference outputs, ONNX export, then the timing server.
     let refOut: Float32Array | undefined;
@@ -626,8 +635,11 @@ async function benchConfig(native: NativeBinding, c: BenchConfig, opts: { rounds
       if (torchOut) check.torch_rel_err = relErr(torchOut, truth);
       if (ortOut && refOut) check.ort_rel_err = relErr(ortOut, truth);
       if (ortOut) check.omnirx_vs_ort_rel_err = relErr(omOut, ortOut);
+      check.omnirx_bf16_rel_err = relErr(omBfOut, truth);
+      check.bf16_tolerance = BF16_TOL;
       process.stderr.write(`${JSON.stringify(check)}\n`);
       if (!(eOm <= TOL)) throw new Error(`${c.name}: omnirx differs from the reference by ${eOm} > ${TOL}; not timing different maths`);
+      if (!((check.omnirx_bf16_rel_err as number) <= BF16_TOL)) throw new Error(`${c.name}: omnirx bf16 differs from the reference by ${check.omnirx_bf16_rel_err} > ${BF16_TOL}`);
       if (torchOut && !(relErr(torchOut, truth) <= TOL)) {
         log(`${c.name}: PyTorch output differs from the reference beyond ${TOL}; dropping it`);
         torch?.close();
@@ -647,12 +659,14 @@ async function benchConfig(native: NativeBinding, c: BenchConfig, opts: { rounds
     const sess = session;
     const ortForward = sess && feeds ? async (): Promise<void> => void (await sess.run(feeds!)) : undefined;
     await om.forward();
+    await omBf.forward();
     if (ortForward) await ortForward();
     if (torch) await torch.run(1);
     const rounds = opts.rounds ?? c.rounds;
-    const times = { omnirx: [] as number[], torch: [] as number[], ort: [] as number[] };
+    const times = { omnirx: [] as number[], omnirxBf16: [] as number[], torch: [] as number[], ort: [] as number[] };
     for (let r = 0; r < rounds; r++) {
       times.omnirx.push(...(await timeRuns(c.reps, om.forward)));
+      times.omnirxBf16.push(...(await timeRuns(c.reps, omBf.forward)));
       if (torch) {
         try {
           times.torch.push(...(await torch.run(c.reps)));
@@ -663,9 +677,10 @@ async function benchConfig(native: NativeBinding, c: BenchConfig, opts: { rounds
         }
       }
       if (ortForward && session) times.ort.push(...(await timeRuns(c.reps, ortForward)));
-      log(`${c.name}: round ${r + 1}/${rounds}: omnirx ${round(median(times.omnirx.slice(-c.reps)))} ms, torch ${times.torch.length ? round(median(times.torch.slice(-c.reps))) : '-'} ms, ort ${times.ort.length ? round(median(times.ort.slice(-c.reps))) : '-'} ms`);
+      log(`${c.name}: round ${r + 1}/${rounds}: omnirx ${round(median(times.omnirx.slice(-c.reps)))} ms (bf16 ${round(median(times.omnirxBf16.slice(-c.reps)))} ms), torch ${times.torch.length ? round(median(times.torch.slice(-c.reps))) : '-'} ms, ort ${times.ort.length ? round(median(times.ort.slice(-c.reps))) : '-'} ms`);
     }
     const omMs = median(times.omnirx);
+    const omBfMs = median(times.omnirxBf16);
     const torchMs = times.torch.length ? median(times.torch) : null;
     const ortMs = session && times.ort.length ? median(times.ort) : null;
     const best = [torchMs, ortMs].filter((x): x is number => x !== null);
@@ -676,6 +691,8 @@ async function benchConfig(native: NativeBinding, c: BenchConfig, opts: { rounds
       torch_ms: torchMs === null ? null : round(torchMs),
       ort_ms: ortMs === null ? null : round(ortMs),
       speedup_vs_best: best.length ? round(Math.min(...best) / omMs, 3) : null,
+      omnirx_bf16_ms: round(omBfMs),
+      speedup_bf16_vs_best: best.length ? round(Math.min(...best) / omBfMs, 3) : null,
       min_ms: { omnirx: round(Math.min(...times.omnirx)), torch: times.torch.length ? round(Math.min(...times.torch)) : null, ort: ortMs === null ? null : round(Math.min(...times.ort)) },
       rounds,
       forwards_per_round: c.reps,
@@ -691,6 +708,7 @@ async function benchConfig(native: NativeBinding, c: BenchConfig, opts: { rounds
     torch?.close();
     await session?.release?.();
     om.dispose();
+    omBf.dispose();
   }
 }
 
@@ -730,6 +748,7 @@ async function main(): Promise<void> {
   }
   ours.push(await matmulGflops(native));
   const gflops = median(ours);
+  const bf16 = median([await matmulGflops(native, 'bfloat16'), await matmulGflops(native, 'bfloat16'), await matmulGflops(native, 'bfloat16')]);
   const parallelEnd = await parallelSpeedup();
   console.log(
     JSON.stringify({
@@ -738,6 +757,7 @@ async function main(): Promise<void> {
       peak_gflops_2threads: PEAK_GFLOPS_2THREADS,
       pct_of_peak: round((100 * gflops) / PEAK_GFLOPS_2THREADS, 1),
       torch_mm_gflops: torchGemm === null ? null : round(torchGemm, 1),
+      matmul_bf16_gflops: round(bf16, 1),
       parallel_speedup_2threads: [round(parallelStart), round(parallelEnd)],
       cpu: cpuDescription(),
       peak_source: 'FACTS.md (measured on Zen 5): fp32 FMA peak ~200-220 GFLOP/s per core with AVX-512, ~390-400 on both cores; not measurable from Node without native code. On Zen 4 the peak per cycle is half; torch_mm_gflops (OpenBLAS, same moment) is the practical reference',
