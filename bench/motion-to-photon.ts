@@ -14,7 +14,8 @@
  * `{"motion_to_photon_ms_p50", "p95", "fps", "presses", "matched", "session_fps", "baseline": {…same…}}`.
  * `--fps N` sets the session rate of both runs (the page's `?fps=`; default 20, the session default): the credit
  * pacing grants a frame at most every 1000/N ms, so N bounds the wait for the next frame slot.
- * Run: npm run bench:motion-to-photon [-- --fps 25]
+ * `--weight-dtype bfloat16` runs the model's DiT linears on the bf16 GEMM path (deploy config `weightDtype`).
+ * Run: npm run bench:motion-to-photon [-- --fps 25] [-- --weight-dtype bfloat16]
  */
 import { existsSync } from 'node:fs';
 import * as path from 'node:path';
@@ -23,6 +24,7 @@ import { chromium, type Browser } from 'playwright-core';
 import { Observable, Subject } from 'rxjs';
 import type { OmniEvent } from '../src/request/omni-event';
 import { SessionActionSchema } from '../src/request/session-request';
+import { parseDeployConfig } from '../src/placement/deploy-config';
 import { createServer } from '../transports/http/server';
 import type { ServedEngine } from '../transports/http/served-engine';
 import type { RtcWorld } from '../transports/webrtc/rtc-session';
@@ -164,13 +166,22 @@ function sessionFps(): number {
   return fps;
 }
 
+/** `--weight-dtype float32|bfloat16` (default float32). @throws Error on a bad value. */
+function weightDtype(): 'float32' | 'bfloat16' {
+  const i = process.argv.indexOf('--weight-dtype');
+  const v = i < 0 ? 'float32' : process.argv[i + 1];
+  if (v !== 'float32' && v !== 'bfloat16') throw new Error(`--weight-dtype must be float32 or bfloat16, got ${v}`);
+  return v;
+}
+
 async function main(): Promise<void> {
   const t0 = performance.now();
   const fps = sessionFps();
+  const dtype = weightDtype();
   const modelsDir = process.env.OMNIRX_MODELS_DIR ?? path.join(findDir(path.join('models', 'omnirx-default', 'model.json'), ROOTS), 'models');
   const browser = await chromium.launch({ executablePath: process.env.OMNIRX_CHROMIUM ?? '/usr/bin/chromium', args: CHROMIUM_ARGS });
   try {
-    const app = await createServer({ modelsDir, defaultModel: 'omnirx-default' });
+    const app = await createServer({ modelsDir, defaultModel: 'omnirx-default', deploy: parseDeployConfig({ schemaVersion: 1, weightDtype: dtype }) });
     let model: RunResult;
     try {
       const origin = await listen(app);
@@ -189,7 +200,7 @@ async function main(): Promise<void> {
     } finally {
       await base.close();
     }
-    process.stdout.write(`${JSON.stringify({ ...model, session_fps: fps, baseline })}\n`);
+    process.stdout.write(`${JSON.stringify({ ...model, session_fps: fps, weight_dtype: dtype, baseline })}\n`);
   } finally {
     await browser.close();
   }
