@@ -652,7 +652,11 @@ async function benchConfig(native: NativeBinding, c: BenchConfig, opts: { rounds
       }
     } else {
       log(`${c.name}: no baseline ran, so there is nothing to check omnirx against here (test/parity covers it)`);
+      const eBf = relErr(omBfOut, omOut);
+      check.omnirx_bf16_vs_float32_rel_err = eBf;
+      check.bf16_tolerance = BF16_TOL;
       process.stderr.write(`${JSON.stringify(check)}\n`);
+      if (!(eBf <= BF16_TOL)) throw new Error(`${c.name}: omnirx bf16 differs from omnirx float32 by ${eBf} > ${BF16_TOL}`);
     }
 
     // Warm-up, then alternating rounds.
