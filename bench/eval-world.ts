@@ -10,7 +10,7 @@
  * in DIR/strips.json, for the model card.
  *
  * Run: npm run build && npm run eval:world [-- --models-dir DIR] [-- --model ID] [-- --strips DIR]
- *   [-- --weight-dtype bfloat16] (the DiT's linears on the bf16 GEMM path)
+ *   [-- --matmul-dtype bfloat16] (the DiT's linears on the bf16 GEMM path)
  */
 import { mkdirSync, writeFileSync } from 'node:fs';
 import * as path from 'node:path';
@@ -53,9 +53,9 @@ function writeStrips(dir: string, t2vClips: WorldEvalClip[], worldClips: WorldEv
 async function main(): Promise<void> {
   const modelsDir = arg('--models-dir');
   const model = arg('--model');
-  const weightDtype = arg('--weight-dtype');
-  if (weightDtype !== undefined && weightDtype !== 'float32' && weightDtype !== 'bfloat16') throw new Error(`--weight-dtype must be float32 or bfloat16; got ${JSON.stringify(weightDtype)}`);
-  const engine = await Engine.create({ ...(modelsDir ? { modelsDir } : {}), ...(weightDtype ? { weightDtype } : {}) });
+  const matmulDtype = arg('--matmul-dtype');
+  if (matmulDtype !== undefined && matmulDtype !== 'float32' && matmulDtype !== 'bfloat16') throw new Error(`--matmul-dtype must be float32 or bfloat16; got ${JSON.stringify(matmulDtype)}`);
+  const engine = await Engine.create({ ...(modelsDir ? { modelsDir } : {}), ...(matmulDtype ? { matmulDtype } : {}) });
   try {
     const t2vClips: WorldEvalClip[] = [];
     for (const [i, p] of T2V_PROMPTS.entries()) t2vClips.push(await t2vClip(engine, { model, prompt: p, seed: 100 + i, frames: T2V_FRAMES }));

@@ -14,8 +14,8 @@
  * `{"motion_to_photon_ms_p50", "p95", "fps", "presses", "matched", "session_fps", "baseline": {…same…}}`.
  * `--fps N` sets the session rate of both runs (the page's `?fps=`; default 20, the session default): the credit
  * pacing grants a frame at most every 1000/N ms, so N bounds the wait for the next frame slot.
- * `--weight-dtype bfloat16` runs the model's DiT linears on the bf16 GEMM path (deploy config `weightDtype`).
- * Run: npm run bench:motion-to-photon [-- --fps 25] [-- --weight-dtype bfloat16]
+ * `--matmul-dtype bfloat16` runs the model's DiT linears on the bf16 GEMM path (deploy config `matmulDtype`).
+ * Run: npm run bench:motion-to-photon [-- --fps 25] [-- --matmul-dtype bfloat16]
  */
 import { existsSync } from 'node:fs';
 import * as path from 'node:path';
@@ -166,22 +166,22 @@ function sessionFps(): number {
   return fps;
 }
 
-/** `--weight-dtype float32|bfloat16` (default float32). @throws Error on a bad value. */
-function weightDtype(): 'float32' | 'bfloat16' {
-  const i = process.argv.indexOf('--weight-dtype');
+/** `--matmul-dtype float32|bfloat16` (default float32). @throws Error on a bad value. */
+function matmulDtype(): 'float32' | 'bfloat16' {
+  const i = process.argv.indexOf('--matmul-dtype');
   const v = i < 0 ? 'float32' : process.argv[i + 1];
-  if (v !== 'float32' && v !== 'bfloat16') throw new Error(`--weight-dtype must be float32 or bfloat16, got ${v}`);
+  if (v !== 'float32' && v !== 'bfloat16') throw new Error(`--matmul-dtype must be float32 or bfloat16, got ${v}`);
   return v;
 }
 
 async function main(): Promise<void> {
   const t0 = performance.now();
   const fps = sessionFps();
-  const dtype = weightDtype();
+  const dtype = matmulDtype();
   const modelsDir = process.env.OMNIRX_MODELS_DIR ?? path.join(findDir(path.join('models', 'omnirx-default', 'model.json'), ROOTS), 'models');
   const browser = await chromium.launch({ executablePath: process.env.OMNIRX_CHROMIUM ?? '/usr/bin/chromium', args: CHROMIUM_ARGS });
   try {
-    const app = await createServer({ modelsDir, defaultModel: 'omnirx-default', deploy: parseDeployConfig({ schemaVersion: 1, weightDtype: dtype }) });
+    const app = await createServer({ modelsDir, defaultModel: 'omnirx-default', deploy: parseDeployConfig({ schemaVersion: 1, matmulDtype: dtype }) });
     let model: RunResult;
     try {
       const origin = await listen(app);
@@ -200,7 +200,7 @@ async function main(): Promise<void> {
     } finally {
       await base.close();
     }
-    process.stdout.write(`${JSON.stringify({ ...model, session_fps: fps, weight_dtype: dtype, baseline })}\n`);
+    process.stdout.write(`${JSON.stringify({ ...model, session_fps: fps, matmul_dtype: dtype, baseline })}\n`);
   } finally {
     await browser.close();
   }

@@ -15,7 +15,7 @@
  * `chunk_ms_p50 / plain_chunk_ms_p50` is the session machinery's overhead.
  *
  * Prints one JSON line. Run: npm run build && npm run bench:world [-- --chunks 300] [-- --no-flush]
- *   [-- --weight-dtype bfloat16] (the DiT's linears on the bf16 GEMM path, session and baseline alike)
+ *   [-- --matmul-dtype bfloat16] (the DiT's linears on the bf16 GEMM path, session and baseline alike)
  */
 import { Engine } from '../src/engine/engine';
 import type { SessionAction } from '../src/request/session-request';
@@ -121,17 +121,17 @@ async function plainRun(engine: Engine, chunks: number): Promise<number[]> {
   return times;
 }
 
-function argWeightDtype(): 'float32' | 'bfloat16' {
-  const i = process.argv.indexOf('--weight-dtype');
+function argMatmulDtype(): 'float32' | 'bfloat16' {
+  const i = process.argv.indexOf('--matmul-dtype');
   const v = i >= 0 ? process.argv[i + 1] : 'float32';
-  if (v !== 'float32' && v !== 'bfloat16') throw new Error(`--weight-dtype must be float32 or bfloat16; got ${JSON.stringify(v)}`);
+  if (v !== 'float32' && v !== 'bfloat16') throw new Error(`--matmul-dtype must be float32 or bfloat16; got ${JSON.stringify(v)}`);
   return v;
 }
 
 async function main(): Promise<void> {
   const chunks = argChunks();
-  const weightDtype = argWeightDtype();
-  const engine = await Engine.create({ weightDtype });
+  const matmulDtype = argMatmulDtype();
+  const engine = await Engine.create({ matmulDtype });
   try {
     const plain = await plainRun(engine, Math.min(chunks, 150));
     const s = await sessionRun(engine, chunks);
@@ -147,7 +147,7 @@ async function main(): Promise<void> {
         actions: s.actionMs.length,
         frames: s.frames,
         flush: FLUSH,
-        weight_dtype: weightDtype,
+        matmul_dtype: matmulDtype,
         baseline: 'plain for loop over ChunkRollout (no session, operators or scheduler)',
         plain_chunk_ms_p50: round(plainP50),
         session_vs_plain: round(p50 / plainP50),

@@ -46,7 +46,7 @@ int CheckedInt(int64_t v, const char* what) {
   return static_cast<int>(v);
 }
 
-// ---- linear: y[M, N] = act(x[M, K] · w[N, K]ᵀ + b[N]); weightDtype 1 runs the bf16 GEMM path
+// ---- linear: y[M, N] = act(x[M, K] · w[N, K]ᵀ + b[N]); matmulDtype 1 runs the bf16 GEMM path
 std::shared_ptr<PackedB> PackLinearWeight(const float* w, int N, int K, bool bf16) {
   return bf16 ? PackBBf16(w, N, K, K) : PackB(w, N, K, K, BLayout::kNK);
 }
@@ -62,8 +62,8 @@ void PrepareLinear(OpInstance& op, const PrepareCtx& c) {
   RequireNumel(&c.Out(op, 0), M * N, "output");
   const int64_t act = c.IntOr("act", 0);
   Require(act >= 0 && act <= 2, "act must be 0 (none), 1 (gelu_tanh) or 2 (silu)");
-  const int64_t bf16 = c.IntOr("weightDtype", 0);
-  Require(bf16 == 0 || bf16 == 1, "weightDtype must be 0 (float32) or 1 (bfloat16)");
+  const int64_t bf16 = c.IntOr("matmulDtype", 0);
+  Require(bf16 == 0 || bf16 == 1, "matmulDtype must be 0 (float32) or 1 (bfloat16)");
   op.ip = {CheckedInt(M, "M"), CheckedInt(N, "N"), CheckedInt(K, "K"), act, bf16};
   if (auto s = c.WholeConst(op, 1)) {
     std::lock_guard<std::mutex> lock(s->pack_mutex);
@@ -111,7 +111,9 @@ void PrepareAttention(OpInstance& op, const PrepareCtx& c) {
             "bias " + Desc(bias) + " must be [1 or B, H, Lq=" + std::to_string(Lq) + ", Lk=" + std::to_string(Lk) + "]");
     per_batch = bias->numel == B * H * Lq * Lk && B > 1;
   }
-  op.ip = {B, H, D, Lq, Lk, per_batch};
+  const int64_t bf16 = c.IntOr("matmulDtype", 0);
+  Require(bf16 == 0 || bf16 == 1, "matmulDtype must be 0 (float32) or 1 (bfloat16)");
+  op.ip = {B, H, D, Lq, Lk, per_batch, bf16};
   op.fp = {c.Float("scale")};
 }
 std::string RunAttention(const OpInstance& op, const float* const* in, float* const* out) {
@@ -129,6 +131,7 @@ std::string RunAttention(const OpInstance& op, const float* const* in, float* co
   a.out = out[0];
   a.ldq = a.ldk = a.ldv = a.ldo = a.H * a.D;
   a.scale = op.fp[0];
+  a.bf16 = op.ip[6] == 1;
   Attention(a);
   return "";
 }

@@ -8,7 +8,7 @@ import type { VideoArtifact } from '../request/artifacts';
 import type { ErrorEvent, OmniEvent } from '../request/omni-event';
 import { OmniRequestSchema, TaskSchema, type OmniRequestInput } from '../request/omni-request';
 import { createProgressReporter } from './progress';
-import { WEIGHT_DTYPES, type WeightDtype } from '../native/plan-builder';
+import { MATMUL_DTYPES, type MatmulDtype } from '../native/plan-builder';
 
 /** The part of the engine the CLI uses (`src/engine/engine.ts` `Engine` satisfies it). */
 export interface EngineLike {
@@ -21,8 +21,8 @@ export interface EngineLike {
 /** Options the CLI passes when it creates the engine (only those the user gave). */
 export interface CliEngineOptions {
   modelsDir?: string;
-  /** GEMM weight dtype of the DiT linear layers (`--weight-dtype`). */
-  weightDtype?: WeightDtype;
+  /** Operand dtype of the DiT's matrix products (`--matmul-dtype`). */
+  matmulDtype?: MatmulDtype;
 }
 
 /** What {@link runGenerate} needs from the outside world; injected so tests can fake every part. */
@@ -92,7 +92,7 @@ export const FLAG_FOR_PARAM: Readonly<Record<string, string>> = Object.freeze({
   ...Object.fromEntries(NUMERIC_FLAGS.map((f) => [`diffusion.${f.key}`, f.flag])),
 });
 
-const STRING_FLAGS = ['--prompt', '--negative-prompt', '--out', '--model', '--task', '--models-dir', '--weight-dtype'] as const;
+const STRING_FLAGS = ['--prompt', '--negative-prompt', '--out', '--model', '--task', '--models-dir', '--matmul-dtype'] as const;
 const ALL_FLAGS = new Set<string>([...STRING_FLAGS, ...NUMERIC_FLAGS.map((f) => f.flag), '--help', '-h']);
 
 const INT_RE = /^[+-]?\d+$/;
@@ -154,7 +154,7 @@ function buildCommand(): Command {
   cmd.addOption(new Option('--model <id>', "registered model id (default: the engine's default model)").argParser(text('--model')));
   cmd.addOption(new Option('--task <task>', `task, one of ${TaskSchema.options.join(', ')}`).default('T2V').argParser(text('--task')));
   cmd.addOption(new Option('--models-dir <dir>', 'directory of model checkpoints (default: the engine\'s)').argParser(text('--models-dir')));
-  cmd.addOption(new Option('--weight-dtype <dtype>', 'GEMM weight dtype of the DiT: float32 (default) or bfloat16 (faster, ≈ 2⁻⁸ relative error)').choices(WEIGHT_DTYPES));
+  cmd.addOption(new Option('--matmul-dtype <dtype>', 'dtype of the DiT\'s matrix products: float32 (default) or bfloat16 (faster; operands rounded to 8 significant bits)').choices(MATMUL_DTYPES));
   return cmd;
 }
 
@@ -219,8 +219,8 @@ export function parseGenerateArgs(argv: readonly string[], output: { writeOut: (
   if (out !== undefined && !/\.mp4$/i.test(out)) throw argError('--out', `--out must name an .mp4 file (the output is H.264 in MP4); got ${JSON.stringify(out)}`);
   const modelsDir = opts.modelsDir as string | undefined;
   if (modelsDir !== undefined && modelsDir.trim() === '') throw argError('--models-dir', `--models-dir must be a directory; got ${JSON.stringify(modelsDir)}`);
-  const weightDtype = opts.weightDtype as WeightDtype | undefined;
-  const engineOptions: CliEngineOptions = { ...(modelsDir !== undefined ? { modelsDir } : {}), ...(weightDtype !== undefined ? { weightDtype } : {}) };
+  const matmulDtype = opts.matmulDtype as MatmulDtype | undefined;
+  const engineOptions: CliEngineOptions = { ...(modelsDir !== undefined ? { modelsDir } : {}), ...(matmulDtype !== undefined ? { matmulDtype } : {}) };
   return { kind: 'run', request, ...(out !== undefined ? { out } : {}), engineOptions };
 }
 

@@ -1,5 +1,5 @@
 import { Command, CommanderError, Option } from 'commander';
-import { WEIGHT_DTYPES, type WeightDtype } from '../native/plan-builder';
+import { MATMUL_DTYPES, type MatmulDtype } from '../native/plan-builder';
 import { OmniError } from '../errors';
 import { loadDeployConfig, parseDeployConfig, type DeployConfig } from '../placement/deploy-config';
 import { EXIT, parseNumericFlag } from './generate';
@@ -21,8 +21,8 @@ export interface ServeArgs {
   modelsDir?: string;
   /** Deploy config file (tasks, cache budgets, session settings, topology; see docs/deploy.md). */
   config?: string;
-  /** GEMM weight dtype of the DiT linear layers; overrides the deploy config's `weightDtype`. */
-  weightDtype?: WeightDtype;
+  /** Operand dtype of the DiT's matrix products; overrides the deploy config's `matmulDtype`. */
+  matmulDtype?: MatmulDtype;
   apiKey?: string;
   /** Longest wait for in-flight jobs on SIGTERM before they are failed, ms. */
   drainTimeoutMs: number;
@@ -42,7 +42,7 @@ export function parseServeArgs(argv: string[], env: NodeJS.ProcessEnv, writeOut:
     .option('--port <port>', 'TCP port (0 picks a free one)', '8000')
     .option('--models-dir <dir>', 'folder of model directories')
     .option('--config <file>', 'deploy config (JSON): tasks, cache budgets, session settings, topology')
-    .addOption(new Option('--weight-dtype <dtype>', 'GEMM weight dtype of the DiT: float32 or bfloat16 (overrides the config)').choices(WEIGHT_DTYPES))
+    .addOption(new Option('--matmul-dtype <dtype>', 'dtype of the DiT\'s matrix products: float32 or bfloat16 (overrides the config)').choices(MATMUL_DTYPES))
     .option('--api-key <key>', 'bearer token required on /v1 routes (default: $OMNIRX_API_KEY)')
     .option('--drain-timeout-ms <ms>', 'wait for in-flight jobs on SIGTERM before failing them', '30000');
   try {
@@ -51,7 +51,7 @@ export function parseServeArgs(argv: string[], env: NodeJS.ProcessEnv, writeOut:
     if (err instanceof CommanderError && err.code === 'commander.helpDisplayed') return 'help';
     throw new OmniError('OMNIRX_ERR_CLI_ARGUMENT', err instanceof Error ? err.message.replace(/^error:\s*/, '') : String(err));
   }
-  const o = cmd.opts<{ host: string; port: string; modelsDir?: string; config?: string; weightDtype?: WeightDtype; apiKey?: string; drainTimeoutMs: string }>();
+  const o = cmd.opts<{ host: string; port: string; modelsDir?: string; config?: string; matmulDtype?: MatmulDtype; apiKey?: string; drainTimeoutMs: string }>();
   const apiKey = o.apiKey ?? (env.OMNIRX_API_KEY || undefined);
   return {
     host: o.host,
@@ -59,7 +59,7 @@ export function parseServeArgs(argv: string[], env: NodeJS.ProcessEnv, writeOut:
     drainTimeoutMs: parseNumericFlag({ flag: '--drain-timeout-ms', integer: true, min: 0, max: 3_600_000 }, o.drainTimeoutMs),
     ...(o.modelsDir === undefined ? {} : { modelsDir: o.modelsDir }),
     ...(o.config === undefined ? {} : { config: o.config }),
-    ...(o.weightDtype === undefined ? {} : { weightDtype: o.weightDtype }),
+    ...(o.matmulDtype === undefined ? {} : { matmulDtype: o.matmulDtype }),
     ...(apiKey === undefined ? {} : { apiKey }),
   };
 }
@@ -81,7 +81,7 @@ export async function runServe(argv: string[], deps: ServeDeps): Promise<number>
   let deploy: DeployConfig | undefined;
   try {
     deploy = args.config === undefined ? undefined : await loadDeployConfig(args.config);
-    if (args.weightDtype !== undefined) deploy = { ...(deploy ?? parseDeployConfig({ schemaVersion: 1 })), weightDtype: args.weightDtype };
+    if (args.matmulDtype !== undefined) deploy = { ...(deploy ?? parseDeployConfig({ schemaVersion: 1 })), matmulDtype: args.matmulDtype };
   } catch (err) {
     deps.stderr.write(`error: ${(err as OmniError).code ?? 'OMNIRX_ERR_CONFIG'}: ${(err as Error).message}\n`);
     return EXIT.USAGE;

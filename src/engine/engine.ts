@@ -5,7 +5,7 @@ import { PoolExhaustedError } from '../cache/kv-handle';
 import type { FeatureCache } from '../cache/feature-cache';
 import { OmniError } from '../errors';
 import { loadNative, type NativeBinding } from '../native/binding';
-import type { WeightDtype } from '../native/plan-builder';
+import type { MatmulDtype } from '../native/plan-builder';
 import { ModelRegistry, defaultModelsDir } from '../models/registry';
 import type { WanT2VModel } from '../models/wan/wan-t2v';
 import type { ResolvedParams } from '../pipeline/params';
@@ -35,8 +35,8 @@ export interface EngineOptions {
   modelsDir?: string;
   /** Model used when a request names none. */
   defaultModel?: string;
-  /** GEMM weight dtype of the DiT linear layers (deploy config `weightDtype`). Default float32. */
-  weightDtype?: WeightDtype;
+  /** Operand dtype of the DiT's matrix products, linear layers and attention (deploy config `matmulDtype`). Default float32. */
+  matmulDtype?: MatmulDtype;
   limits?: RequestLimits;
   native?: NativeBinding;
   /**
@@ -177,7 +177,7 @@ export class Engine {
     const tasks = deployTasks.filter((t): t is Task => t !== 'WORLD');
     const components = new Set(buildPipeline(wanT2VPipelineSpec(policies), { tasks }).components);
     if (deployTasks.includes('WORLD')) for (const c of WORLD_COMPONENTS) components.add(c);
-    const registry = new ModelRegistry(native, options.modelsDir ?? defaultModelsDir(), options.defaultModel ?? 'omnirx-default', components, { weightDtype: options.weightDtype });
+    const registry = new ModelRegistry(native, options.modelsDir ?? defaultModelsDir(), options.defaultModel ?? 'omnirx-default', components, { matmulDtype: options.matmulDtype });
     const budgets = CacheBudgetsSchema.parse({ ...options.caches, ...(options.featureCacheBytes !== undefined ? { featureCacheBytes: options.featureCacheBytes } : {}) });
     const scheduler = options.scheduler ?? asyncScheduler;
     return new Engine(
@@ -208,7 +208,7 @@ export class Engine {
       ...(config.modelsDir === undefined ? {} : { modelsDir: config.modelsDir }),
       ...(config.defaultModel === undefined ? {} : { defaultModel: config.defaultModel }),
       tasks: config.tasks,
-      weightDtype: config.weightDtype,
+      matmulDtype: config.matmulDtype,
       caches: config.caches,
       sessions: config.sessions,
     });

@@ -27,7 +27,7 @@ export class ModelRegistry {
     readonly defaultModel: string,
     /** Components to construct for each model (those the deployed tasks need); all when undefined. */
     private readonly components?: ReadonlySet<string>,
-    /** How every model loads (the DiTs' GEMM weight dtype). */
+    /** How every model loads (the DiTs' matrix-product dtype). */
     private readonly loadOptions: ModelLoadOptions = {},
   ) {}
 

@@ -39,10 +39,10 @@ function modulationAttrs(o: ModulationOpts): Record<string, number> {
 }
 const ACT: Record<ActivationName, number> = { none: 0, gelu_tanh: 1, silu: 2 };
 
-/** How a linear's weight is held in its GEMM: float32, or bfloat16 with float32 accumulation. */
-export const WEIGHT_DTYPES = ['float32', 'bfloat16'] as const;
-export type WeightDtype = (typeof WEIGHT_DTYPES)[number];
-const WEIGHT_DTYPE: Record<WeightDtype, number> = { float32: 0, bfloat16: 1 };
+/** Operand dtype of a matrix product (linear, attention): float32, or bfloat16 with float32 accumulation. */
+export const MATMUL_DTYPES = ['float32', 'bfloat16'] as const;
+export type MatmulDtype = (typeof MATMUL_DTYPES)[number];
+const MATMUL_DTYPE: Record<MatmulDtype, number> = { float32: 0, bfloat16: 1 };
 
 function numelOf(shape: readonly number[]): number {
   return shape.reduce((a, b) => a * b, 1);
@@ -182,29 +182,32 @@ export class PlanBuilder {
 
   /**
    * y = act(x · wᵀ + b) for x [..., K], w [N, K] (nn.Linear layout), b [N] → y [..., N], float32 in and out.
-   * `weightDtype: 'bfloat16'` packs w as bf16 and rounds x to bf16 inside the GEMM, accumulating in float32
-   * (AVX512_BF16 VDPBF16PS): about twice the float32 throughput, relative error ≈ 2⁻⁸ per product.
+   * `matmulDtype: 'bfloat16'` packs w as bf16 and rounds x to bf16 inside the GEMM, accumulating in float32
+   * (AVX512_BF16 VDPBF16PS): about twice the float32 throughput; each operand is rounded with relative error ≤ 2⁻⁸ (bf16 keeps 8 significant bits). Where the CPU
+   * lacks the instruction the same arithmetic runs in plain float32 code (same results, much slower).
    */
-  linear(x: Value, w: Value, b: Value | undefined, opts: { act?: ActivationName; weightDtype?: WeightDtype; label?: string } = {}): Value {
+  linear(x: Value, w: Value, b: Value | undefined, opts: { act?: ActivationName; matmulDtype?: MatmulDtype; label?: string } = {}): Value {
     if (w.shape.length !== 2) fail(`linear ${opts.label ?? ''}: weight must be [N, K], got [${w.shape.join(', ')}]`);
     const [N, K] = w.shape;
     if (x.shape[x.shape.length - 1] !== K) fail(`linear ${opts.label ?? ''}: input [${x.shape.join(', ')}] does not end in K = ${K}`);
     if (b !== undefined) sameNumel(b, N, `linear ${opts.label ?? ''} bias`);
     const y = this.arenaValue([...x.shape.slice(0, -1), N]);
-    this.pushOp('linear', [x, w, b], y, { act: ACT[opts.act ?? 'none'], weightDtype: WEIGHT_DTYPE[opts.weightDtype ?? 'float32'] }, opts.label);
+    this.pushOp('linear', [x, w, b], y, { act: ACT[opts.act ?? 'none'], matmulDtype: MATMUL_DTYPE[opts.matmulDtype ?? 'float32'] }, opts.label);
     return y;
   }
 
   /**
    * Scaled dot-product attention. q [B, Lq, H·D], k and v [B, Lk, H·D] → [B, Lq, H·D]; optional additive bias
-   * [1 or B, H, Lq, Lk] (relative position bias, padding masks with −inf).
+   * [1 or B, H, Lq, Lk] (relative position bias, padding masks with −inf). `matmulDtype: 'bfloat16'` runs Q·Kᵀ and
+   * P·V on the bf16 GEMM path (q, k, v and the softmax probabilities rounded to bf16, float32 accumulation; the
+   * softmax stays float32).
    */
-  attention(q: Value, k: Value, v: Value, opts: { batch: number; heads: number; headDim: number; scale: number; bias?: Value; label?: string }): Value {
+  attention(q: Value, k: Value, v: Value, opts: { batch: number; heads: number; headDim: number; scale: number; bias?: Value; matmulDtype?: MatmulDtype; label?: string }): Value {
     const row = opts.batch * opts.heads * opts.headDim;
     if (numelOf(q.shape) % row !== 0 || numelOf(k.shape) % row !== 0) fail(`attention ${opts.label ?? ''}: q/k are not [B, L, H·D]`);
     sameNumel(v, numelOf(k.shape), `attention ${opts.label ?? ''} v`);
     const y = this.arenaValue(q.shape);
-    this.pushOp('attention', [q, k, v, opts.bias], y, { batch: opts.batch, heads: opts.heads, headDim: opts.headDim, scale: opts.scale }, opts.label);
+    this.pushOp('attention', [q, k, v, opts.bias], y, { batch: opts.batch, heads: opts.heads, headDim: opts.headDim, scale: opts.scale, matmulDtype: MATMUL_DTYPE[opts.matmulDtype ?? 'float32'] }, opts.label);
     return y;
   }
 

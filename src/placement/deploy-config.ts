@@ -3,7 +3,7 @@ import { z } from 'zod';
 import { OmniError } from '../errors';
 import { TaskSchema } from '../request/omni-request';
 import { TopologySchema } from './topology';
-import { WEIGHT_DTYPES } from '../native/plan-builder';
+import { MATMUL_DTYPES } from '../native/plan-builder';
 
 const MiB = 2 ** 20;
 const bytes = (max: number) => z.number().int().nonnegative().max(max);
@@ -66,11 +66,11 @@ export const DeployConfigSchema = z.strictObject({
   /** Model used when a request names none. */
   defaultModel: z.string().min(1).max(128).optional(),
   /**
-   * GEMM weight dtype of the DiT linear layers: 'float32' (default; matches the reference) or 'bfloat16' (weights and
-   * inputs rounded to bf16, float32 accumulation with the CPU's bf16 dot-product instruction: faster, ≈ 2⁻⁸ relative
-   * error per product; docs/benchmarks.md).
+   * Operand dtype of the DiT's matrix products (linear layers and attention): 'float32' (default; matches the
+   * reference) or 'bfloat16' (operands rounded to bf16, float32 accumulation with the CPU's bf16 dot-product
+   * instruction: faster; operands rounded with relative error ≤ 2⁻⁸; docs/benchmarks.md).
    */
-  weightDtype: z.enum(WEIGHT_DTYPES).default('float32'),
+  matmulDtype: z.enum(MATMUL_DTYPES).default('float32'),
   /** Tasks served; components and pools no deployed task needs are never loaded or created. Default T2V, T2I, WORLD. */
   tasks: z.array(DeployTaskSchema).min(1).max(16).default(['T2V', 'T2I', 'WORLD']),
   caches: CacheBudgetsSchema.default(CacheBudgetsSchema.parse({})),

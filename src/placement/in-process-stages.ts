@@ -11,14 +11,14 @@ import type { StageRole } from './stage-payload';
 import type { StageProgress } from './stage-progress';
 import type { SessionConfig } from './deploy-config';
 import type { DisaggregatedTopology } from './topology';
-import type { WeightDtype } from '../native/plan-builder';
+import type { MatmulDtype } from '../native/plan-builder';
 
 export interface StagePipelineOptions {
   native: NativeBinding;
   modelsDir: string;
   defaultModel: string;
-  /** GEMM weight dtype of the Denoise stage's DiT (deploy config `weightDtype`). Default float32. */
-  weightDtype?: WeightDtype;
+  /** Matrix-product dtype of the Denoise stage's DiT (deploy config `matmulDtype`). Default float32. */
+  matmulDtype?: MatmulDtype;
   policies: WanT2VPolicies;
   limits: RequestLimits;
   tasks: readonly Task[];
@@ -46,7 +46,7 @@ export function createInProcessStages(o: StagePipelineOptions): StagePipeline {
   const toDenoise = createInProcessConnector({ credits: s.denoise.credits, name: 'encode → denoise' });
   const toDecode = createInProcessConnector({ credits: s.decode.credits, name: 'denoise → decode' });
   const results = createInProcessConnector({ credits: 4, name: 'decode → front' });
-  const common = { native: o.native, modelsDir: o.modelsDir, defaultModel: o.defaultModel, weightDtype: o.weightDtype, policies: o.policies, tasks: o.tasks };
+  const common = { native: o.native, modelsDir: o.modelsDir, defaultModel: o.defaultModel, matmulDtype: o.matmulDtype, policies: o.policies, tasks: o.tasks };
   // Progress goes straight to the front (the front is created below, before any payload flows).
   const progress = { onProgress: (ev: StageProgress) => front.progress(ev) };
   const hosts = {

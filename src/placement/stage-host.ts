@@ -8,7 +8,7 @@ import { openWanPhase, packWanPhase, wanStageComponents, WAN_ENCODER_COMPONENTS,
 import { wanT2VPipelineSpec, type WanT2VPolicies } from '../pipeline/wan-t2v/pipeline';
 import type { WanT2VState } from '../pipeline/wan-t2v/state';
 import type { Task } from '../request/omni-request';
-import type { WeightDtype } from '../native/plan-builder';
+import type { MatmulDtype } from '../native/plan-builder';
 import type { StageReceiver, StageSender } from './connectors/stage-connector';
 import type { StageRole } from './stage-payload';
 import type { StageProgress } from './stage-progress';
@@ -21,8 +21,8 @@ export interface StageHostOptions {
   native: NativeBinding;
   modelsDir: string;
   defaultModel: string;
-  /** GEMM weight dtype of the DiT linear layers. Default float32. */
-  weightDtype?: WeightDtype;
+  /** Matrix-product dtype of the DiT (linear layers and attention). Default float32. */
+  matmulDtype?: MatmulDtype;
   policies: WanT2VPolicies;
   tasks: readonly Task[];
   input: StageReceiver;
@@ -64,7 +64,7 @@ export class StageHost {
 
   constructor(private readonly o: StageHostOptions) {
     const components = wanStageComponents(o.role, o.policies.expert);
-    this.models = new ModelRegistry(o.native, o.modelsDir, o.defaultModel, components, { weightDtype: o.weightDtype });
+    this.models = new ModelRegistry(o.native, o.modelsDir, o.defaultModel, components, { matmulDtype: o.matmulDtype });
     const pipeline = buildPipeline(wanT2VPipelineSpec(o.policies), { tasks: o.tasks });
     const env = {
       native: o.native,

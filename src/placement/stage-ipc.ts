@@ -1,6 +1,6 @@
 import { z } from 'zod';
 import { StageRoleSchema } from './stage-payload';
-import { WEIGHT_DTYPES } from '../native/plan-builder';
+import { MATMUL_DTYPES } from '../native/plan-builder';
 import type { SessionStageStats } from './wan-session-stages';
 import type { StageProgress } from './stage-progress';
 
@@ -13,7 +13,7 @@ export const StageProcessConfigSchema = z.strictObject({
   role: StageRoleSchema,
   modelsDir: z.string().min(1),
   defaultModel: z.string().min(1),
-  weightDtype: z.enum(WEIGHT_DTYPES).optional(),
+  matmulDtype: z.enum(MATMUL_DTYPES).optional(),
   tasks: z.array(z.enum(['T2V', 'T2I'])).min(1),
   connector: z.enum(['shm', 'tcp']),
   /** Folder of shm frame files (both ends of a link use the same one). */

@@ -27,7 +27,7 @@ async function main(): Promise<void> {
     native,
     modelsDir: config.modelsDir,
     defaultModel: config.defaultModel,
-    weightDtype: config.weightDtype,
+    matmulDtype: config.matmulDtype,
     policies: defaultWanT2VPolicies(),
     tasks: config.tasks,
     input,

@@ -111,7 +111,7 @@ export class StageProcesses {
       role,
       modelsDir: o.modelsDir,
       defaultModel: o.defaultModel,
-      ...(o.weightDtype === undefined ? {} : { weightDtype: o.weightDtype }),
+      ...(o.matmulDtype === undefined ? {} : { matmulDtype: o.matmulDtype }),
       tasks: [...o.tasks],
       connector,
       shmDir: runDir,

@@ -276,7 +276,7 @@ describe('omnirx generate: argument errors exit 2 and name the flag', () => {
     ['negative prompt too long', ['--negative-prompt', 'x'.repeat(4001)], /--negative-prompt: .*4000/],
     ['empty model', ['--model', ''], /--model: /],
     ['empty out', ['--out', ''], /--out must be a file path/],
-    ['unknown weight dtype', ['--weight-dtype', 'fp8'], /--weight-dtype <dtype>' argument 'fp8' is invalid. Allowed choices are float32, bfloat16/],
+    ['unknown matmul dtype', ['--matmul-dtype', 'fp8'], /--matmul-dtype <dtype>' argument 'fp8' is invalid. Allowed choices are float32, bfloat16/],
   ];
   it.each(other)('%s', async (_name, argv, re) => {
     const r = await run(argv, fakeEngine([]));
@@ -325,7 +325,7 @@ describe('omnirx generate: argument errors exit 2 and name the flag', () => {
       engineOptions: {},
     });
     expect(parseGenerateArgs(['--models-dir', '/m', '--out', 'x.mp4'])).toMatchObject({ out: 'x.mp4', engineOptions: { modelsDir: '/m' } });
-    expect(parseGenerateArgs(['--weight-dtype', 'bfloat16'])).toMatchObject({ engineOptions: { weightDtype: 'bfloat16' } });
+    expect(parseGenerateArgs(['--matmul-dtype', 'bfloat16'])).toMatchObject({ engineOptions: { matmulDtype: 'bfloat16' } });
   });
 });
 

@@ -23,12 +23,12 @@ describe('omnirx serve --config', () => {
     expect(parseServeArgs(['--config', '/etc/omnirx.json'], {}, () => undefined)).toMatchObject({ config: '/etc/omnirx.json' });
   });
 
-  it('--weight-dtype overrides the config; an unknown dtype exits 2 naming the flag', async () => {
-    expect(parseServeArgs(['--weight-dtype', 'bfloat16'], {}, () => undefined)).toMatchObject({ weightDtype: 'bfloat16' });
-    expect(() => parseServeArgs(['--weight-dtype', 'int8'], {}, () => undefined)).toThrow(/--weight-dtype <dtype>' argument 'int8' is invalid/);
+  it('--matmul-dtype overrides the config; an unknown dtype exits 2 naming the flag', async () => {
+    expect(parseServeArgs(['--matmul-dtype', 'bfloat16'], {}, () => undefined)).toMatchObject({ matmulDtype: 'bfloat16' });
+    expect(() => parseServeArgs(['--matmul-dtype', 'int8'], {}, () => undefined)).toThrow(/--matmul-dtype <dtype>' argument 'int8' is invalid/);
     const err = sink();
-    expect(await runServe(['--port', '0', '--weight-dtype', 'half'], { stdout: sink().stream, stderr: err.stream })).toBe(2);
-    expect(err.text()).toMatch(/--weight-dtype/);
+    expect(await runServe(['--port', '0', '--matmul-dtype', 'half'], { stdout: sink().stream, stderr: err.stream })).toBe(2);
+    expect(err.text()).toMatch(/--matmul-dtype/);
   });
 
   it('a bad deploy config exits 2 with the field named, before anything starts', async () => {

@@ -251,16 +251,16 @@ describe('Engine.generate', () => {
   });
 });
 
-describe('bfloat16 GEMM weights (EngineOptions.weightDtype)', () => {
+describe('bfloat16 GEMM weights (EngineOptions.matmulDtype)', () => {
   it('loads the DiT with bf16 linears (world rollouts too) and generates frames close to the float32 run', async () => {
-    const bf = await Engine.create({ modelsDir, defaultModel: 'tiny', weightDtype: 'bfloat16' });
+    const bf = await Engine.create({ modelsDir, defaultModel: 'tiny', matmulDtype: 'bfloat16' });
     try {
       const model = await bf.models.get('tiny');
-      expect(model.transformer().weightDtype).toBe('bfloat16');
+      expect(model.transformer().matmulDtype).toBe('bfloat16');
       const causal = model.causalTransformer({ chunkFrames: 1, sinkFrames: 1, localWindowFrames: 2, height: 4, width: 4, textLen: 8 });
-      expect(causal.weightDtype).toBe('bfloat16');
+      expect(causal.matmulDtype).toBe('bfloat16');
       causal.dispose();
-      expect((await engine.models.get('tiny')).transformer().weightDtype).toBe('float32');
+      expect((await engine.models.get('tiny')).transformer().matmulDtype).toBe('float32');
       const r = req({ seed: 5, numInferenceSteps: 4 });
       const a = finalOf(await lastValueFrom(bf.generate(r).pipe(toArray()))).artifacts.video;
       const b = finalOf(await run(r)).artifacts.video;

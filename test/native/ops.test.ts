@@ -54,10 +54,10 @@ describe('linear', () => {
     }
   });
 
-  // bf16 path (weightDtype 'bfloat16'): x and w are rounded to bf16, products are exact in float32 and summed in
+  // bf16 path (matmulDtype 'bfloat16'): x and w are rounded to bf16, products are exact in float32 and summed in
   // float32, so against the float64 reference over the *rounded* operands the only error left is float32
   // accumulation, and TOL applies unchanged. Odd K pads the last pair; K > 384 crosses the bf16 K block (192
-  // pairs); M = 200 takes the 96-row blocks. Against the unrounded reference the error is bf16's (≈ 2⁻⁹ per
+  // pairs); M = 200 takes the 96-row blocks. Against the unrounded reference the error is bf16's (≤ 2⁻⁸ per
   // operand), which the second check bounds.
   const bfCases: Array<[number, number, number]> = [];
   for (const M of [1, 13, 200]) for (const N of [1, 33, 65]) for (const K of [1, 7, 300, 385]) bfCases.push([M, N, K]);
@@ -69,13 +69,13 @@ describe('linear', () => {
     const g = new PlanBuilder();
     const xv = g.input('x', [M, K]);
     const wv = g.constant(tensor([N, K], w));
-    g.output('y', g.linear(xv, wv, g.constant(tensor([N], b)), { act: 'gelu_tanh', weightDtype: 'bfloat16' }));
-    g.output('plain', g.linear(xv, wv, undefined, { weightDtype: 'bfloat16' }));
+    g.output('y', g.linear(xv, wv, g.constant(tensor([N], b)), { act: 'gelu_tanh', matmulDtype: 'bfloat16' }));
+    g.output('plain', g.linear(xv, wv, undefined, { matmulDtype: 'bfloat16' }));
     const out = await execute(g, { x });
     const [xr, wr] = [ref.roundToBf16(x), ref.roundToBf16(w)];
     expectClose(out.y, ref.linear(xr, wr, b, M, N, K, 'gelu_tanh'), TOL, 'bf16 linear vs rounded operands');
     expectClose(out.plain, ref.linear(xr, wr, undefined, M, N, K), TOL, 'bf16 linear, no epilogue');
-    // |Σ x·w| error from rounding ≤ 2·2⁻⁹·Σ|x·w|; Σ|x·w| ≈ 0.8·√K here, so 2e-2·√K/(1+|y|) is generous and still
+    // |Σ x·w| error from rounding ≤ 2·2⁻⁸·Σ|x·w|; Σ|x·w| ≈ 0.8·√K here, so 2e-2·√K/(1+|y|) is a 3× margin and still
     // fails for a wrong pair order or a dropped odd k.
     expectClose(out.plain, ref.linear(x, w, undefined, M, N, K), 2e-2 * Math.sqrt(K), 'bf16 linear vs float32 operands');
   });
@@ -89,7 +89,7 @@ describe('linear', () => {
     const g = new PlanBuilder();
     const xv = g.input('x', [M, K]);
     g.output('f32', g.linear(xv, g.constant(wt), undefined));
-    g.output('bf16', g.linear(xv, g.constant(wt), undefined, { weightDtype: 'bfloat16' }));
+    g.output('bf16', g.linear(xv, g.constant(wt), undefined, { matmulDtype: 'bfloat16' }));
     g.output('f32b', g.linear(xv, g.constant(wt), undefined));
     const out = await execute(g, { x });
     expectClose(out.f32, ref.linear(x, w, undefined, M, N, K), TOL, 'float32');
@@ -208,9 +208,18 @@ describe('attention', () => {
       feeds.bias = data;
     }
     g.output('y', g.attention(qv, kv, vv, { batch: c.B, heads: c.H, headDim: c.D, scale, bias: biasValue }));
+    g.output('bf', g.attention(qv, kv, vv, { batch: c.B, heads: c.H, headDim: c.D, scale, bias: biasValue, matmulDtype: 'bfloat16' }));
     const out = await execute(g, feeds);
-    const want = ref.attention(q, k, v, { B: c.B, H: c.H, D: c.D, Lq: c.Lq, Lk: c.Lk, scale }, bias);
-    expectClose(out.y, want, TOL, 'attention');
+    const dims = { B: c.B, H: c.H, D: c.D, Lq: c.Lq, Lk: c.Lk, scale };
+    expectClose(out.y, ref.attention(q, k, v, dims, bias), TOL, 'attention');
+    // bf16 path: q, k, v rounded to bf16 (the reference takes the rounded values: q·k products are exact in float32),
+    // then the probabilities P rounded too, which the reference does not do: |Σ_j ΔP_j·v_j| ≤ 2⁻⁸·Σ_j P_j·|v_j| ≤
+    // 2⁻⁸·max|v|, on top of float32 rounding (TOL).
+    const vr = ref.roundToBf16(v);
+    const bound = 2 ** -8 * vr.reduce((m, x) => Math.max(m, Math.abs(x)), 0) + TOL;
+    expectClose(out.bf, ref.attention(ref.roundToBf16(q), ref.roundToBf16(k), vr, dims, bias), bound, 'attention bf16');
+    // …and it is the bf16 path, not float32 (which sits within TOL of the unrounded reference).
+    expect(out.bf.some((x, i) => Math.abs(x - out.y[i]) > 10 * TOL)).toBe(true);
     for (const [b, h, i] of c.deadRows ?? []) {
       const o = (b * c.Lq + i) * HD + h * c.D;
       // A shared bias masks the row in every batch.
@@ -218,6 +227,7 @@ describe('attention', () => {
       for (const bb of batches) {
         const ob = o + (bb - b) * c.Lq * HD;
         expect(Array.from(out.y.subarray(ob, ob + c.D))).toEqual(new Array(c.D).fill(0));
+        expect(Array.from(out.bf.subarray(ob, ob + c.D))).toEqual(new Array(c.D).fill(0));
       }
     }
   });

@@ -16,7 +16,7 @@ describe('deploy config', () => {
     const c = await loadDeployConfig(file('{"schemaVersion": 1}'));
     expect(c).toEqual({
       schemaVersion: 1,
-      weightDtype: 'float32',
+      matmulDtype: 'float32',
       tasks: ['T2V', 'T2I', 'WORLD'],
       caches: { featureCacheBytes: 64 * MiB, chunkKvBytes: 256 * MiB, tokenKvBytes: 64 * MiB, tokenKvBlockTokens: 16 },
       sessions: { chunkFrames: 1, sinkFrames: 1, localWindowFrames: 6, steps: 2, firstChunkSteps: 16, maxSessions: 4, idleTimeoutMs: 60_000 },
@@ -47,8 +47,8 @@ describe('deploy config', () => {
     [{ schemaVersion: 1, sessions: { idleTimeoutMs: 'soon' } }, 'sessions.idleTimeoutMs'],
     [{ schemaVersion: 1, sessions: { chunkFrames: 2, sinkFrames: 1 } }, 'sessions.localWindowFrames'],
     [{ schemaVersion: 1, modelsDir: '' }, 'modelsDir'],
-    [{ schemaVersion: 1, weightDtype: 'float16' }, 'weightDtype'],
-    [{ schemaVersion: 1, weightDtype: 1 }, 'weightDtype'],
+    [{ schemaVersion: 1, matmulDtype: 'float16' }, 'matmulDtype'],
+    [{ schemaVersion: 1, matmulDtype: 1 }, 'matmulDtype'],
     [null, ''],
     [[1, 2], ''],
   ])('rejects %j naming the field (%s)', (input, field) => {

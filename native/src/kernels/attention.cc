@@ -79,11 +79,12 @@ void Attention(const AttentionArgs& a) {
     const int q_begin = chunk * per_chunk;
     const int q_end = std::min(a.Lq, q_begin + per_chunk);
     if (q_begin >= q_end) return;
-    const size_t k_size = PackedSize(a.Lk, a.D);
-    const size_t v_size = PackedSize(a.D, a.Lk);
+    const size_t k_size = a.bf16 ? PackedSizeBf16(a.Lk, a.D) : PackedSize(a.Lk, a.D);
+    const size_t v_size = a.bf16 ? PackedSizeBf16(a.D, a.Lk) : PackedSize(a.D, a.Lk);
     float* packs = tl_kv.Get(k_size + v_size);
-    PackedB kp = PackBInto(a.k + static_cast<size_t>(b) * a.Lk * a.ldk + static_cast<size_t>(h) * a.D, a.Lk, a.D, a.ldk, BLayout::kNK, packs);
-    PackedB vp = PackBInto(a.v + static_cast<size_t>(b) * a.Lk * a.ldv + static_cast<size_t>(h) * a.D, a.D, a.Lk, a.ldv, BLayout::kKN, packs + k_size);
+    const auto pack = a.bf16 ? PackBBf16Into : PackBInto;
+    PackedB kp = pack(a.k + static_cast<size_t>(b) * a.Lk * a.ldk + static_cast<size_t>(h) * a.D, a.Lk, a.D, a.ldk, BLayout::kNK, packs);
+    PackedB vp = pack(a.v + static_cast<size_t>(b) * a.Lk * a.ldv + static_cast<size_t>(h) * a.D, a.D, a.Lk, a.ldv, BLayout::kKN, packs + k_size);
     float* S = tl_scores.Get(static_cast<size_t>(kQTile) * a.Lk);
     for (int i0 = q_begin; i0 < q_end; i0 += kQTile) {
       const int mq = std::min(kQTile, q_end - i0);

@@ -64,6 +64,10 @@ void GemmSerialPacked(const GemmArgs& args, const PackedB& B);
 size_t PackedSize(int N, int K);
 PackedB PackBInto(const float* B, int N, int K, int ldb, BLayout layout, float* out);
 
+// The same for the bf16 path (capacity from PackedSizeBf16, in floats); either layout. Defined in gemm_bf16.cc.
+size_t PackedSizeBf16(int N, int K);
+PackedB PackBBf16Into(const float* B, int N, int K, int ldb, BLayout layout, float* out);
+
 // Elementwise activation over a row segment (shared with the standalone activation ops).
 void ApplyActivation(float* x, size_t n, Activation act);
 

@@ -1,7 +1,7 @@
 // The bf16 GEMM path: B (a linear's weight) packed once as bf16 pairs, A rounded to bf16 while it is packed, and
 // products accumulated in float32 with the AVX512_BF16 dot-product instruction (VDPBF16PS: per 32-bit lane,
 // acc += a[2i+1]·b[2i+1], then acc += a[2i]·b[2i]; Intel SDM, "VDPBF16PS"). Products of two bf16 values are exact in
-// float32, so the only rounding beyond float32 GEMM is of the operands themselves (relative 2⁻⁹ each).
+// float32, so the only rounding beyond float32 GEMM is of the operands themselves (relative error ≤ 2⁻⁸ each: bf16 keeps 8 significant bits).
 // Where the instruction is missing the same arithmetic runs in plain float32 (same results up to the instruction's
 // flush of denormals to zero).
 #include <algorithm>
@@ -116,30 +116,46 @@ inline void MicroKernelBf16(int kpc, const uint32_t* a, const uint32_t* b, float
 
 thread_local ScratchBuffer tl_apack_bf16;
 
+// B as bf16 pair panels (layout in gemm.h, PackBBf16), from B [N, K] (kNK) or [K, N] (kKN) with row stride ldb.
+void PackPanelsBf16(const float* B, int N, int K, int ldb, BLayout layout, uint32_t* out) {
+  const int panels = (N + kNR - 1) / kNR;
+  const int K2 = (K + 1) / 2;
+  const auto at = [&](int j, int k) -> float {
+    if (k >= K) return 0.f;
+    return layout == BLayout::kNK ? B[static_cast<size_t>(j) * ldb + k] : B[static_cast<size_t>(k) * ldb + j];
+  };
+  for (int q = 0; q < panels; ++q) {
+    const int j0 = q * kNR;
+    const int nj = std::min(kNR, N - j0);
+    uint32_t* dst = out + static_cast<size_t>(q) * K2 * kNR;
+    for (int kp = 0; kp < K2; ++kp)
+      for (int j = 0; j < kNR; ++j) dst[kp * kNR + j] = j < nj ? Pair(at(j0 + j, 2 * kp), at(j0 + j, 2 * kp + 1)) : 0u;
+  }
+}
+
 }  // namespace
+
+// One 32-bit word per (k pair, column): the float count of a float32 panel of ⌈K/2⌉ rows.
+size_t PackedSizeBf16(int N, int K) { return PackedSize(N, (K + 1) / 2); }
 
 std::shared_ptr<PackedB> PackBBf16(const float* B, int N, int K, int ldb) {
   auto p = std::make_shared<PackedB>();
   p->N = N;
   p->K = K;
   p->bf16 = true;
-  const int panels = (N + kNR - 1) / kNR;
-  const int K2 = (K + 1) / 2;
-  // One 32-bit word per (k pair, column): the same float count as a float32 panel of K2 rows.
-  p->data = AllocAligned(static_cast<size_t>(panels) * K2 * kNR, &p->bytes);
-  uint32_t* out = reinterpret_cast<uint32_t*>(p->data);
-  for (int q = 0; q < panels; ++q) {
-    const int j0 = q * kNR;
-    const int nj = std::min(kNR, N - j0);
-    uint32_t* dst = out + static_cast<size_t>(q) * K2 * kNR;
-    for (int kp = 0; kp < K2; ++kp)
-      for (int j = 0; j < kNR; ++j) {
-        const int k = 2 * kp;
-        const float* row = B + static_cast<size_t>(j0 + j) * ldb;
-        dst[kp * kNR + j] = j < nj ? Pair(row[k], k + 1 < K ? row[k + 1] : 0.f) : 0u;
-      }
-  }
+  p->data = AllocAligned(PackedSizeBf16(N, K), &p->bytes);
+  PackPanelsBf16(B, N, K, ldb, BLayout::kNK, reinterpret_cast<uint32_t*>(p->data));
   return p;
+}
+
+PackedB PackBBf16Into(const float* B, int N, int K, int ldb, BLayout layout, float* out) {
+  PackPanelsBf16(B, N, K, ldb, layout, reinterpret_cast<uint32_t*>(out));
+  PackedB view;
+  view.N = N;
+  view.K = K;
+  view.bf16 = true;
+  view.data = out;  // non-owning: the caller clears it before the view dies
+  return view;
 }
 
 void GemmBlockBf16(const GemmArgs& g, const PackedB& B, int i0, int mc, int p0, int p1) {

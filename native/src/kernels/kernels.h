@@ -22,6 +22,9 @@ struct AttentionArgs {
   float scale = 1.f;
   const float* bias = nullptr;
   bool bias_per_batch = false;
+  // Q·Kᵀ and P·V on the bf16 GEMM path (Q, K, V and the softmax probabilities P rounded to bf16, float32
+  // accumulation); the softmax itself stays float32.
+  bool bf16 = false;
 };
 void Attention(const AttentionArgs& a);
 

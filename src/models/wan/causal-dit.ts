@@ -1,6 +1,6 @@
 import { OmniError } from '../../errors';
 import { createTensor, type NativeBinding, type NativeTensor } from '../../native/binding';
-import { CompiledPlan, PlanBuilder, type Value, type WeightDtype } from '../../native/plan-builder';
+import { CompiledPlan, PlanBuilder, type Value, type MatmulDtype } from '../../native/plan-builder';
 import type { WeightStore } from '../weights/weight-store';
 import { writeChunkActions, type ChunkActions } from './actions';
 import type { WanDiTConfig } from './config';
@@ -102,8 +102,8 @@ export class CausalWanDiT {
     readonly config: WanDiTConfig,
     private readonly weights: WeightStore,
     rollout: CausalRolloutConfig,
-    /** GEMM weight dtype of the linear layers (see `WanDiT.weightDtype`). */
-    readonly weightDtype: WeightDtype = 'float32',
+    /** Operand dtype of the matrix products (see `WanDiT.matmulDtype`). */
+    readonly matmulDtype: MatmulDtype = 'float32',
   ) {
     const [pt, ph, pw] = config.patchSize;
     const r = { ...rollout };
@@ -218,7 +218,7 @@ export class CausalWanDiT {
     const patchFeat = c.inChannels * ph * pw;
 
     const g = new PlanBuilder();
-    const ops = ditPlanOps(g, this.weights, this.weightDtype);
+    const ops = ditPlanOps(g, this.weights, this.matmulDtype);
     const { w } = ops;
 
     const latents = g.input('latents', this.chunkShape);
@@ -260,7 +260,7 @@ export class CausalWanDiT {
         break;
       }
       x = recordDiTBlock(ops, c, i, x, cond, (n1, q, k) =>
-        g.attention(writeKV(i, n1, q, k), g.slice(kCache[i], 0, keys), g.slice(vCache[i], 0, keys), { ...rope, scale: 1 / Math.sqrt(D), label: `blocks.${i}.attn1[${cached}+${C} frames]` }),
+        g.attention(writeKV(i, n1, q, k), g.slice(kCache[i], 0, keys), g.slice(vCache[i], 0, keys), { ...rope, scale: 1 / Math.sqrt(D), matmulDtype: this.matmulDtype, label: `blocks.${i}.attn1[${cached}+${C} frames]` }),
       );
     }
     if (kind === 'denoise') {
@@ -276,7 +276,7 @@ export class CausalWanDiT {
   private buildTextPlan(): CompiledPlan {
     const c = this.config;
     const g = new PlanBuilder();
-    const ops = ditPlanOps(g, this.weights, this.weightDtype);
+    const ops = ditPlanOps(g, this.weights, this.matmulDtype);
     const ctx = recordTextEmbedding(ops, c, g.input('context', [1, this.rollout.textLen, c.textDim]));
     for (let i = 0; i < c.numLayers; i++) {
       const { k, v } = recordCrossAttentionKV(ops, c, i, ctx);

@@ -1,4 +1,4 @@
-import type { PlanBuilder, Value, WeightDtype } from '../../native/plan-builder';
+import type { PlanBuilder, Value, MatmulDtype } from '../../native/plan-builder';
 import type { WeightStore } from '../weights/weight-store';
 import type { WanDiTConfig } from './config';
 
@@ -16,16 +16,19 @@ export interface DiTPlanOps {
   g: PlanBuilder;
   w: (name: string, shape: number[]) => Value;
   lin: DiTLinear;
+  /** Operand dtype of every matrix product the DiT records (linears and attention). */
+  matmulDtype: MatmulDtype;
 }
 
 /**
- * Wraps `g` with weight lookups from `weights` (shapes are checked by the store). Every linear runs its GEMM with
- * `weightDtype` ('bfloat16': bf16 weights and inputs, float32 accumulation; see `PlanBuilder.linear`).
+ * Wraps `g` with weight lookups from `weights` (shapes are checked by the store). Every linear (and, through
+ * `matmulDtype`, every attention) runs its products in `matmulDtype` ('bfloat16': bf16 operands, float32
+ * accumulation; see `PlanBuilder.linear`).
  */
-export function ditPlanOps(g: PlanBuilder, weights: WeightStore, weightDtype: WeightDtype = 'float32'): DiTPlanOps {
+export function ditPlanOps(g: PlanBuilder, weights: WeightStore, matmulDtype: MatmulDtype = 'float32'): DiTPlanOps {
   const w = (name: string, shape: number[]): Value => g.constant(weights.get(name, shape));
-  const lin: DiTLinear = (x, name, out, inp, act) => g.linear(x, w(`${name}.weight`, [out, inp]), w(`${name}.bias`, [out]), { act, weightDtype, label: name });
-  return { g, w, lin };
+  const lin: DiTLinear = (x, name, out, inp, act) => g.linear(x, w(`${name}.weight`, [out, inp]), w(`${name}.bias`, [out]), { act, matmulDtype, label: name });
+  return { g, w, lin, matmulDtype };
 }
 
 /** Outputs of `recordConditionEmbeddings`. */
@@ -188,7 +191,7 @@ export function recordDiTBlock(
   const text = cond.crossKV?.[index] ?? (cond.ctx !== undefined ? recordCrossAttentionKV(ops, c, index, cond.ctx) : undefined);
   if (text === undefined) throw new Error(`recordDiTBlock ${b}: neither ctx nor crossKV[${index}] was given`);
   const { k: k2, v: v2 } = text;
-  const a2 = lin(g.attention(q2, k2, v2, { batch: cond.batch, heads: c.numHeads, headDim: D, scale: 1 / Math.sqrt(D), label: `${b}.attn2` }), `${b}.attn2.to_out.0`, d, d);
+  const a2 = lin(g.attention(q2, k2, v2, { batch: cond.batch, heads: c.numHeads, headDim: D, scale: 1 / Math.sqrt(D), matmulDtype: ops.matmulDtype, label: `${b}.attn2` }), `${b}.attn2.to_out.0`, d, d);
   x = g.gatedAdd(x, a2, undefined, `${b}.attn2.residual`);
   // Feed-forward.
   const n3 = g.modulate(g.layerNorm(x, c.eps, undefined, undefined, `${b}.norm3`), tproj, { ...mod, shift: 3, scale: 4, label: `${b}.norm3.modulate` });

@@ -1,7 +1,7 @@
 import type { NativeBinding, NativeTensor } from '../../native/binding';
 import { createTensor } from '../../native/binding';
 import { LruCache } from '../../native/lru-cache';
-import { CompiledPlan, PlanBuilder, type WeightDtype } from '../../native/plan-builder';
+import { CompiledPlan, PlanBuilder, type MatmulDtype } from '../../native/plan-builder';
 import type { ParamSpec, WeightStore } from '../weights/weight-store';
 import type { WanDiTConfig } from './config';
 import { writeChunkActions, type ChunkActions } from './actions';
@@ -123,8 +123,8 @@ export class WanDiT {
     private readonly native: NativeBinding,
     readonly config: WanDiTConfig,
     private readonly weights: WeightStore,
-    /** GEMM weight dtype of the linear layers ('bfloat16': about 2× the float32 throughput, ≈ 2⁻⁸ relative error). */
-    readonly weightDtype: WeightDtype = 'float32',
+    /** Operand dtype of the linear layers' and attention's matrix products ('bfloat16': bf16 operands, float32 accumulation; about 2× the float32 GEMM throughput, operands rounded with relative error ≤ 2⁻⁸). */
+    readonly matmulDtype: MatmulDtype = 'float32',
   ) {}
 
   /** Latent-space stride a width/height must divide by (the spatial patch size). */
@@ -147,7 +147,7 @@ export class WanDiT {
     const sinT = createTensor(this.native, [L, D / 2], tables.sin);
 
     const g = new PlanBuilder();
-    const ops = ditPlanOps(g, this.weights, this.weightDtype);
+    const ops = ditPlanOps(g, this.weights, this.matmulDtype);
     const { w } = ops;
 
     const B = s.batch;
@@ -176,7 +176,7 @@ export class WanDiT {
         const v = ops.lin(n1, `${b}.attn1.to_v`, d, d);
         const qr = g.rope(q, cos, sin, { ...rope, label: `${b}.attn1.rope_q` });
         const kr = g.rope(k, cos, sin, { ...rope, label: `${b}.attn1.rope_k` });
-        return g.attention(qr, kr, v, { ...attn, label: `${b}.attn1` });
+        return g.attention(qr, kr, v, { ...attn, matmulDtype: this.matmulDtype, label: `${b}.attn1` });
       });
     }
     g.segment('head');

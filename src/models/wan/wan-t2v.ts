@@ -2,7 +2,7 @@ import { readFile } from 'node:fs/promises';
 import * as path from 'node:path';
 import { OmniError } from '../../errors';
 import type { NativeBinding } from '../../native/binding';
-import type { WeightDtype } from '../../native/plan-builder';
+import type { MatmulDtype } from '../../native/plan-builder';
 import { ModelSpecSchema, type ModelSpec } from '../model-spec';
 import { T5Encoder, t5Params } from '../t5/encoder';
 import { TokenizerFileSchema, WordByteTokenizer } from '../t5/tokenizer';
@@ -39,8 +39,8 @@ export async function readModelSpec(dir: string): Promise<ModelSpec> {
 
 /** How a model's components are built when it loads. */
 export interface ModelLoadOptions {
-  /** GEMM weight dtype of the DiT linear layers: 'float32' (default, reference parity) or 'bfloat16' (faster). */
-  weightDtype?: WeightDtype;
+  /** Operand dtype of the DiTs' matrix products (linears, attention): 'float32' (default, reference parity) or 'bfloat16' (faster). */
+  matmulDtype?: MatmulDtype;
 }
 
 /** Component names of the Wan T2V family (the pipeline spec declares which tasks need each). */
@@ -70,7 +70,7 @@ export class WanT2VModel {
 
   /**
    * Loads the model in `dir`, constructing only `components` (default: all the directory provides), with the
-   * DiTs' linear layers in `opts.weightDtype` (default float32).
+   * DiTs' matrix products (linears, attention) in `opts.matmulDtype` (default float32).
    * @throws OmniError OMNIRX_ERR_MODEL_LOAD for a missing/invalid file or a tensor that does not match the config;
    *   SafetensorsError for a malformed weights file.
    */
@@ -113,7 +113,7 @@ export class WanT2VModel {
         const config = name === 'transformer' ? spec.transformer : spec.transformer_2;
         if (config === undefined) throw new OmniError('OMNIRX_ERR_MODEL_LOAD', `${dir}/model.json: the deployment needs '${name}' but the model has no ${name} config`);
         const st = await open(`${name}.safetensors`, wanDiTParams(config));
-        transformers.set(name, { dit: new WanDiT(native, config, st, opts.weightDtype), weights: st });
+        transformers.set(name, { dit: new WanDiT(native, config, st, opts.matmulDtype), weights: st });
         bytes[name] = st.bytes;
       }
       let vae: VaeDecoder | undefined;
@@ -168,7 +168,7 @@ export class WanT2VModel {
    */
   causalTransformer(rollout: CausalRolloutConfig, name = 'transformer'): CausalWanDiT {
     const t = this.parts.transformers.get(name) ?? this.missing(name);
-    return new CausalWanDiT(this.native, t.dit.config, t.weights, rollout, t.dit.weightDtype);
+    return new CausalWanDiT(this.native, t.dit.config, t.weights, rollout, t.dit.matmulDtype);
   }
 
   /** Names of the loaded components. */
