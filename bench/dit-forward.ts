@@ -762,6 +762,7 @@ async function main(): Promise<void> {
       pct_of_peak: round((100 * gflops) / PEAK_GFLOPS_2THREADS, 1),
       torch_mm_gflops: torchGemm === null ? null : round(torchGemm, 1),
       matmul_bf16_gflops: round(bf16, 1),
+      bf16_native: native.stats().bf16Native,
       parallel_speedup_2threads: [round(parallelStart), round(parallelEnd)],
       cpu: cpuDescription(),
       peak_source: 'FACTS.md (measured on Zen 5): fp32 FMA peak ~200-220 GFLOP/s per core with AVX-512, ~390-400 on both cores; not measurable from Node without native code. On Zen 4 the peak per cycle is half; torch_mm_gflops (OpenBLAS, same moment) is the practical reference',

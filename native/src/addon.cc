@@ -3,6 +3,7 @@
 
 #include "addon.h"
 #include "executor.h"
+#include "kernels/gemm.h"
 #include "plan.h"
 #include "storage.h"
 #include "tensor.h"
@@ -30,6 +31,7 @@ Napi::Value Stats(const Napi::CallbackInfo& info) {
   o.Set("running", Napi::Number::New(env, static_cast<double>(ex.running())));
   o.Set("completed", Napi::Number::New(env, static_cast<double>(ex.completed())));
   o.Set("threads", Napi::Number::New(env, ComputePool().threads()));
+  o.Set("bf16Native", Napi::Boolean::New(env, Bf16Native()));
   return o;
 }
 

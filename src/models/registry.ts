@@ -29,7 +29,11 @@ export class ModelRegistry {
     private readonly components?: ReadonlySet<string>,
     /** How every model loads (the DiTs' matrix-product dtype). */
     private readonly loadOptions: ModelLoadOptions = {},
-  ) {}
+  ) {
+    if (loadOptions.matmulDtype === 'bfloat16' && !native.stats().bf16Native) {
+      process.emitWarning('matmulDtype bfloat16 on a CPU without AVX512_BF16: the bf16 products run as a float32 emulation, slower than float32 itself', { code: 'OMNIRX_BF16_EMULATED' });
+    }
+  }
 
   /** Ids of the models found on disk. */
   list(): string[] {

@@ -58,6 +58,11 @@ export interface NativeStats {
   running: number;
   completed: number;
   threads: number;
+  /**
+   * Whether `matmulDtype: 'bfloat16'` runs on the CPU's bf16 dot-product instruction (AVX512_BF16); when false it
+   * runs a plain float32 emulation with the same results, slower than float32 itself.
+   */
+  bf16Native: boolean;
 }
 
 export interface NativeBinding {

@@ -51,6 +51,10 @@ struct GemmArgs {
 // bf16 as it is packed and products accumulate in float32 (VDPBF16PS).
 void Gemm(const GemmArgs& args, const PackedB& B);
 
+// Whether the bf16 path runs the AVX512_BF16 instruction (built for a CPU that has it) or its plain float32
+// emulation (same results, several times slower than the float32 path). Defined in gemm_bf16.cc.
+bool Bf16Native();
+
 // The bf16 path's block (rows [i0, i0+mc) × panels [p0, p1), no epilogue), for Gemm. Defined in gemm_bf16.cc.
 void GemmBlockBf16(const GemmArgs& args, const PackedB& B, int i0, int mc, int p0, int p1);
 

@@ -135,6 +135,14 @@ void PackPanelsBf16(const float* B, int N, int K, int ldb, BLayout layout, uint3
 
 }  // namespace
 
+bool Bf16Native() {
+#if defined(__AVX512BF16__)
+  return true;
+#else
+  return false;
+#endif
+}
+
 // One 32-bit word per (k pair, column): the float count of a float32 panel of ⌈K/2⌉ rows.
 size_t PackedSizeBf16(int N, int K) { return PackedSize(N, (K + 1) / 2); }
 
