@@ -49,7 +49,7 @@ const ORT_VERSION = '1.30';
 const PYTHON = process.env.OMNIRX_BENCH_PYTHON ?? '/usr/bin/python3';
 const THREADS = 2;
 const TOL = 1e-3;
-/** omnirx with bfloat16 GEMM weights against the float32 reference (test/parity: measured 3.6e-3 on the tiny fixture). */
+/** omnirx with bfloat16 matmuls against the float32 reference (test/parity: measured 3.6e-3 on the tiny fixture). */
 const BF16_TOL = 1e-2;
 const SEED = 20250;
 const T = 737.25;
@@ -554,7 +554,7 @@ async function benchConfig(native: NativeBinding, c: BenchConfig, opts: { rounds
 
   log(`${c.name}: omnirx: loading and compiling`);
   const om = await omnirxSide(native, c, p);
-  log(`${c.name}: omnirx with bfloat16 GEMM weights: loading and compiling`);
+  log(`${c.name}: omnirx with bfloat16 matmuls: loading and compiling`);
   const omBf = await omnirxSide(native, c, p, 'bfloat16');
   let torch: TorchWorker | undefined;
   let session: OrtSession | undefined;

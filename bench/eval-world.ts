@@ -10,7 +10,7 @@
  * in DIR/strips.json, for the model card.
  *
  * Run: npm run build && npm run eval:world [-- --models-dir DIR] [-- --model ID] [-- --strips DIR]
- *   [-- --matmul-dtype bfloat16] (the DiT's linears on the bf16 GEMM path)
+ *   [-- --matmul-dtype bfloat16] (the DiT's matrix products on bf16 operands)
  */
 import { mkdirSync, writeFileSync } from 'node:fs';
 import * as path from 'node:path';

@@ -14,7 +14,7 @@
  * `{"motion_to_photon_ms_p50", "p95", "fps", "presses", "matched", "session_fps", "baseline": {…same…}}`.
  * `--fps N` sets the session rate of both runs (the page's `?fps=`; default 20, the session default): the credit
  * pacing grants a frame at most every 1000/N ms, so N bounds the wait for the next frame slot.
- * `--matmul-dtype bfloat16` runs the model's DiT linears on the bf16 GEMM path (deploy config `matmulDtype`).
+ * `--matmul-dtype bfloat16` runs the model DiT's matrix products on bf16 operands (deploy config `matmulDtype`).
  * Run: npm run bench:motion-to-photon [-- --fps 25] [-- --matmul-dtype bfloat16]
  */
 import { existsSync } from 'node:fs';

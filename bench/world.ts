@@ -15,7 +15,7 @@
  * `chunk_ms_p50 / plain_chunk_ms_p50` is the session machinery's overhead.
  *
  * Prints one JSON line. Run: npm run build && npm run bench:world [-- --chunks 300] [-- --no-flush]
- *   [-- --matmul-dtype bfloat16] (the DiT's linears on the bf16 GEMM path, session and baseline alike)
+ *   [-- --matmul-dtype bfloat16] (the DiT's matrix products on bf16 operands, session and baseline alike)
  */
 import { Engine } from '../src/engine/engine';
 import type { SessionAction } from '../src/request/session-request';

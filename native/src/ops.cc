@@ -67,9 +67,10 @@ void PrepareLinear(OpInstance& op, const PrepareCtx& c) {
   op.ip = {CheckedInt(M, "M"), CheckedInt(N, "N"), CheckedInt(K, "K"), act, bf16};
   if (auto s = c.WholeConst(op, 1)) {
     std::lock_guard<std::mutex> lock(s->pack_mutex);
-    if (!s->packed || s->packed->N != N || s->packed->K != K || s->packed->conv_order || s->packed->bf16 != (bf16 == 1))
-      s->packed = PackLinearWeight(s->data, static_cast<int>(N), static_cast<int>(K), bf16 == 1);
-    op.packed = s->packed;
+    std::shared_ptr<const PackedB>& slot = bf16 == 1 ? s->packed_bf16 : s->packed;
+    if (!slot || slot->N != N || slot->K != K || slot->conv_order)
+      slot = PackLinearWeight(s->data, static_cast<int>(N), static_cast<int>(K), bf16 == 1);
+    op.packed = slot;
   }
 }
 std::string RunLinear(const OpInstance& op, const float* const* in, float* const* out) {

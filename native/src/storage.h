@@ -15,9 +15,12 @@ struct PackedB;
 struct Storage {
   float* data = nullptr;
   size_t numel = 0;
-  // Weight packing for the GEMM micro-kernel, built on first use by a plan and freed with the storage.
+  // Weight packing for the GEMM micro-kernel, built on first use by a plan and freed with the storage: one slot for
+  // the float32 path (nn.Linear or conv order) and one for the bf16 path, so plans of both dtypes share a weight
+  // without repacking it.
   std::mutex pack_mutex;
   std::shared_ptr<const PackedB> packed;
+  std::shared_ptr<const PackedB> packed_bf16;
 
   // Allocates `numel` floats, zero-filled. Throws std::bad_alloc.
   static std::shared_ptr<Storage> Allocate(size_t numel);

@@ -154,7 +154,14 @@ function buildCommand(): Command {
   cmd.addOption(new Option('--model <id>', "registered model id (default: the engine's default model)").argParser(text('--model')));
   cmd.addOption(new Option('--task <task>', `task, one of ${TaskSchema.options.join(', ')}`).default('T2V').argParser(text('--task')));
   cmd.addOption(new Option('--models-dir <dir>', 'directory of model checkpoints (default: the engine\'s)').argParser(text('--models-dir')));
-  cmd.addOption(new Option('--matmul-dtype <dtype>', 'dtype of the DiT\'s matrix products: float32 (default) or bfloat16 (faster; operands rounded to 8 significant bits)').choices(MATMUL_DTYPES));
+  const dtype = text('--matmul-dtype');
+  cmd.addOption(
+    new Option('--matmul-dtype <dtype>', `dtype of the DiT's matrix products, one of ${MATMUL_DTYPES.join(', ')} (default float32; bfloat16 is faster, operands rounded to 8 significant bits)`).argParser((raw: string) => {
+      const v = dtype(raw);
+      if (!(MATMUL_DTYPES as readonly string[]).includes(v)) throw argError('--matmul-dtype', `--matmul-dtype must be one of ${MATMUL_DTYPES.join(', ')}; got ${JSON.stringify(v)}`);
+      return v;
+    }),
+  );
   return cmd;
 }
 

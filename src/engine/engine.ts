@@ -199,8 +199,8 @@ export class Engine {
   }
 
   /**
-   * Creates an engine for a validated deploy config (`loadDeployConfig`): its models folder, default model, tasks,
-   * cache budgets and session settings; `extra` adds options the config does not carry (limits, policies, scheduler).
+   * Creates an engine for a validated deploy config (`loadDeployConfig`): its models folder, default model, matmul
+   * dtype, tasks, cache budgets and session settings; `extra` adds options the config does not carry (limits, policies, scheduler).
    */
   static fromDeployConfig(config: DeployConfig, extra: EngineOptions = {}): Promise<Engine> {
     return Engine.create({
@@ -208,7 +208,7 @@ export class Engine {
       ...(config.modelsDir === undefined ? {} : { modelsDir: config.modelsDir }),
       ...(config.defaultModel === undefined ? {} : { defaultModel: config.defaultModel }),
       tasks: config.tasks,
-      matmulDtype: config.matmulDtype,
+      ...(config.matmulDtype === undefined ? {} : { matmulDtype: config.matmulDtype }),
       caches: config.caches,
       sessions: config.sessions,
     });

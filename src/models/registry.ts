@@ -30,7 +30,8 @@ export class ModelRegistry {
     /** How every model loads (the DiTs' matrix-product dtype). */
     private readonly loadOptions: ModelLoadOptions = {},
   ) {
-    if (loadOptions.matmulDtype === 'bfloat16' && !native.stats().bf16Native) {
+    const loadsDiT = components === undefined || components.has('transformer');
+    if (loadOptions.matmulDtype === 'bfloat16' && loadsDiT && !native.stats().bf16Native) {
       process.emitWarning('matmulDtype bfloat16 on a CPU without AVX512_BF16: the bf16 products run as a float32 emulation, slower than float32 itself', { code: 'OMNIRX_BF16_EMULATED' });
     }
   }

@@ -68,9 +68,10 @@ export const DeployConfigSchema = z.strictObject({
   /**
    * Operand dtype of the DiT's matrix products (linear layers and attention): 'float32' (default; matches the
    * reference) or 'bfloat16' (operands rounded to bf16, float32 accumulation with the CPU's bf16 dot-product
-   * instruction: faster; operands rounded with relative error ≤ 2⁻⁸; docs/benchmarks.md).
+   * instruction: faster; operands rounded with relative error ≤ 2⁻⁸; docs/benchmarks.md). Absent: float32, or what
+   * the caller's engine options say.
    */
-  matmulDtype: z.enum(MATMUL_DTYPES).default('float32'),
+  matmulDtype: z.enum(MATMUL_DTYPES).optional(),
   /** Tasks served; components and pools no deployed task needs are never loaded or created. Default T2V, T2I, WORLD. */
   tasks: z.array(DeployTaskSchema).min(1).max(16).default(['T2V', 'T2I', 'WORLD']),
   caches: CacheBudgetsSchema.default(CacheBudgetsSchema.parse({})),

@@ -64,7 +64,7 @@ export async function openDeployment(config: DeployConfig, extra: EngineOptions 
     native: extra.native ?? loadNative(),
     modelsDir: config.modelsDir ?? extra.modelsDir ?? defaultModelsDir(),
     defaultModel: config.defaultModel ?? extra.defaultModel ?? 'omnirx-default',
-    matmulDtype: config.matmulDtype,
+    matmulDtype: config.matmulDtype ?? extra.matmulDtype,
     policies: { ...defaultWanT2VPolicies(), ...extra.policies },
     limits: extra.limits ?? DEFAULT_LIMITS,
     tasks: config.tasks.filter((x): x is Task => x !== 'WORLD'),

@@ -46,12 +46,12 @@ export function createInProcessStages(o: StagePipelineOptions): StagePipeline {
   const toDenoise = createInProcessConnector({ credits: s.denoise.credits, name: 'encode → denoise' });
   const toDecode = createInProcessConnector({ credits: s.decode.credits, name: 'denoise → decode' });
   const results = createInProcessConnector({ credits: 4, name: 'decode → front' });
-  const common = { native: o.native, modelsDir: o.modelsDir, defaultModel: o.defaultModel, matmulDtype: o.matmulDtype, policies: o.policies, tasks: o.tasks };
+  const common = { native: o.native, modelsDir: o.modelsDir, defaultModel: o.defaultModel, policies: o.policies, tasks: o.tasks };
   // Progress goes straight to the front (the front is created below, before any payload flows).
   const progress = { onProgress: (ev: StageProgress) => front.progress(ev) };
   const hosts = {
     encode: new StageHost({ ...common, ...progress, role: 'encode', input: toEncode.receiver, output: toDenoise.sender, maxInFlight: s.encode.maxInFlight }),
-    denoise: new StageHost({ ...common, ...progress, role: 'denoise', input: toDenoise.receiver, output: toDecode.sender, maxInFlight: s.denoise.maxInFlight }),
+    denoise: new StageHost({ ...common, ...progress, matmulDtype: o.matmulDtype, role: 'denoise', input: toDenoise.receiver, output: toDecode.sender, maxInFlight: s.denoise.maxInFlight }),
     decode: new StageHost({ ...common, ...progress, role: 'decode', input: toDecode.receiver, output: results.sender, maxInFlight: s.decode.maxInFlight }),
   };
   for (const h of Object.values(hosts)) void h.worker.start();

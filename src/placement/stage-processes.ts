@@ -111,7 +111,7 @@ export class StageProcesses {
       role,
       modelsDir: o.modelsDir,
       defaultModel: o.defaultModel,
-      ...(o.matmulDtype === undefined ? {} : { matmulDtype: o.matmulDtype }),
+      ...(o.matmulDtype === undefined || role !== 'denoise' ? {} : { matmulDtype: o.matmulDtype }),
       tasks: [...o.tasks],
       connector,
       shmDir: runDir,

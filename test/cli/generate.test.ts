@@ -276,7 +276,8 @@ describe('omnirx generate: argument errors exit 2 and name the flag', () => {
     ['negative prompt too long', ['--negative-prompt', 'x'.repeat(4001)], /--negative-prompt: .*4000/],
     ['empty model', ['--model', ''], /--model: /],
     ['empty out', ['--out', ''], /--out must be a file path/],
-    ['unknown matmul dtype', ['--matmul-dtype', 'fp8'], /--matmul-dtype <dtype>' argument 'fp8' is invalid. Allowed choices are float32, bfloat16/],
+    ['unknown matmul dtype', ['--matmul-dtype', 'fp8'], /--matmul-dtype must be one of float32, bfloat16; got "fp8"/],
+    ['missing matmul dtype value', ['--matmul-dtype', '--seed', '3'], /--matmul-dtype is missing its value/],
   ];
   it.each(other)('%s', async (_name, argv, re) => {
     const r = await run(argv, fakeEngine([]));

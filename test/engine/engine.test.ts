@@ -251,8 +251,8 @@ describe('Engine.generate', () => {
   });
 });
 
-describe('bfloat16 GEMM weights (EngineOptions.matmulDtype)', () => {
-  it('loads the DiT with bf16 linears (world rollouts too) and generates frames close to the float32 run', async () => {
+describe('bfloat16 matmuls (EngineOptions.matmulDtype)', () => {
+  it('loads the DiT with bf16 matmuls (world rollouts too) and generates frames close to the float32 run', async () => {
     const bf = await Engine.create({ modelsDir, defaultModel: 'tiny', matmulDtype: 'bfloat16' });
     try {
       const model = await bf.models.get('tiny');

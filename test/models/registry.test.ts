@@ -17,8 +17,9 @@ describe('ModelRegistry: matmulDtype', () => {
     expect(emit.mock.calls[0][1]).toEqual({ code: 'OMNIRX_BF16_EMULATED' });
   });
 
-  it('is silent for float32, and for bfloat16 where the instruction exists', () => {
+  it('is silent for float32, for bfloat16 where the instruction exists, and where no DiT is loaded', () => {
     new ModelRegistry(fakeNative(false), '/nonexistent', 'm', undefined, { matmulDtype: 'float32' });
+    new ModelRegistry(fakeNative(false), '/nonexistent', 'm', new Set(['vae', 'text_encoder']), { matmulDtype: 'bfloat16' });
     new ModelRegistry(fakeNative(false), '/nonexistent', 'm');
     new ModelRegistry(fakeNative(true), '/nonexistent', 'm', undefined, { matmulDtype: 'bfloat16' });
     expect(emit).not.toHaveBeenCalled();

@@ -56,9 +56,10 @@ describe('linear', () => {
 
   // bf16 path (matmulDtype 'bfloat16'): x and w are rounded to bf16, products are exact in float32 and summed in
   // float32, so against the float64 reference over the *rounded* operands the only error left is float32
-  // accumulation, and TOL applies unchanged. Odd K pads the last pair; K > 384 crosses the bf16 K block (192
-  // pairs); M = 200 takes the 96-row blocks. Against the unrounded reference the error is bf16's (≤ 2⁻⁸ per
-  // operand), which the second check bounds.
+  // accumulation, and TOL applies unchanged: that check is the one that catches a wrong pair order, a dropped odd k
+  // or a blocking mistake. Odd K pads the last pair; K > 384 crosses the bf16 K block (192 pairs); M = 200 spans
+  // two row blocks and several 12-row tiles with an edge. Against the unrounded reference the error is bf16's
+  // (≤ 2⁻⁸ per operand), which the last check bounds.
   const bfCases: Array<[number, number, number]> = [];
   for (const M of [1, 13, 200]) for (const N of [1, 33, 65]) for (const K of [1, 7, 300, 385]) bfCases.push([M, N, K]);
   test.each(bfCases)('bfloat16 weights, M=%i N=%i K=%i: bias and gelu_tanh epilogue', async (M, N, K) => {
@@ -75,12 +76,12 @@ describe('linear', () => {
     const [xr, wr] = [ref.roundToBf16(x), ref.roundToBf16(w)];
     expectClose(out.y, ref.linear(xr, wr, b, M, N, K, 'gelu_tanh'), TOL, 'bf16 linear vs rounded operands');
     expectClose(out.plain, ref.linear(xr, wr, undefined, M, N, K), TOL, 'bf16 linear, no epilogue');
-    // |Σ x·w| error from rounding ≤ 2·2⁻⁸·Σ|x·w|; Σ|x·w| ≈ 0.8·√K here, so 2e-2·√K/(1+|y|) is a 3× margin and still
-    // fails for a wrong pair order or a dropped odd k.
+    // |Σ x·w| error from rounding ≤ 2·2⁻⁸·Σ|x·w|, and Σ|x·w| ≈ (2/π)·√K here (x ~ N(0, 1), w ~ N(0, 1/K)), so
+    // 2e-2·√K is a ≈ 4× margin over the worst case: a sanity bound on the size of bf16's error.
     expectClose(out.plain, ref.linear(x, w, undefined, M, N, K), 2e-2 * Math.sqrt(K), 'bf16 linear vs float32 operands');
   });
 
-  test('a weight used by a float32 and a bfloat16 linear keeps both right (one packing cache per weight)', async () => {
+  test('a weight used by a float32 and a bfloat16 linear keeps both right (a packing slot per dtype)', async () => {
     const rng = new Rng(77);
     const [M, N, K] = [5, 40, 64];
     const x = randn(rng, M * K);
@@ -165,6 +166,7 @@ describe('attention', () => {
     { name: 'B=2 H=3 D=16, Lq > Lk, two q tiles, shared bias', B: 2, H: 3, D: 16, Lq: 33, Lk: 20, scale: 0.37, bias: 'shared' },
     { name: 'B=2 H=4 D=64, per-batch bias with −inf masked keys', B: 2, H: 4, D: 64, Lq: 7, Lk: 40, bias: 'perBatch', mask: 0.3 },
     { name: 'B=1 H=2 D=16, Lk = 300 (K-blocked P·V), shared bias with masks', B: 1, H: 2, D: 16, Lq: 3, Lk: 300, bias: 'shared', mask: 0.5 },
+    { name: 'B=1 H=1 D=16, Lk = 401 (K-blocked P·V on the bf16 path too: 201 pairs), odd Lk', B: 1, H: 1, D: 16, Lq: 5, Lk: 401 },
     {
       name: 'B=2 H=2 D=8, fully −inf rows give zeros',
       B: 2,

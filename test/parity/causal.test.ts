@@ -32,7 +32,7 @@ import { loadFixtures, maxRelErr, ParityReport, readJson, REFERENCE_DIR, TensorP
 const TOL = 1e-4;
 /**
  * Chunk latents of the rollout with bfloat16 matmuls (`matmulDtype`) against the float32 reference: the bf16 DiT is
- * within ~4e-3 of the reference per forward (test/parity/reference.test.ts), and the chunks sit on a cache written
+ * within 3.6e-3 of the reference per forward (test/parity/reference.test.ts), and the chunks sit on a cache written
  * by bf16 commits; measured 2.2e-3 … 3.5e-3 per chunk. The bound is ≈ 3× that and still below what the mistakes
  * above move the last chunk by (3e-2 … 7e-2).
  */

@@ -50,10 +50,11 @@ const COMPONENT_TOL = 1e-4;
 const TRAJECTORY_TOL = 1e-3;
 const TABLE_ABS_TOL = 1e-6;
 /**
- * The DiT with bfloat16 GEMM weights (`matmulDtype: 'bfloat16'`) against the float32 reference. Each linear rounds
- * its weight and input to bf16 (relative ≤ 2⁻⁸ each, so ≤ 2⁻⁷ ≈ 7.8e-3 per product, random in sign; attention rounds q, k, v and the probabilities alike); the errors of
- * the linears on the path add up to a few 1e-3 of the output's scale (measured 3.6e-3 on this fixture). The bound is
- * 3× that, two orders below what a wrong pair order or a dropped k gives (O(1)).
+ * The DiT with bfloat16 matmuls (`matmulDtype: 'bfloat16'`) against the float32 reference. Each linear rounds its
+ * weight and input to bf16 (relative ≤ 2⁻⁸ each, so ≤ 2⁻⁷ ≈ 7.8e-3 per product, random in sign), attention rounds
+ * q, k, v and the probabilities alike; the errors of the products on the path add up to a few 1e-3 of the output's
+ * scale (measured 3.6e-3 on this fixture). The bound is ≈ 3× that, two orders below what a wrong pair order or a
+ * dropped k gives (O(1)).
  */
 const BF16_TOL = 1e-2;
 

@@ -16,7 +16,6 @@ describe('deploy config', () => {
     const c = await loadDeployConfig(file('{"schemaVersion": 1}'));
     expect(c).toEqual({
       schemaVersion: 1,
-      matmulDtype: 'float32',
       tasks: ['T2V', 'T2I', 'WORLD'],
       caches: { featureCacheBytes: 64 * MiB, chunkKvBytes: 256 * MiB, tokenKvBytes: 64 * MiB, tokenKvBlockTokens: 16 },
       sessions: { chunkFrames: 1, sinkFrames: 1, localWindowFrames: 6, steps: 2, firstChunkSteps: 16, maxSessions: 4, idleTimeoutMs: 60_000 },

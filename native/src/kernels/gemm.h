@@ -1,4 +1,4 @@
-// Single-precision GEMM for the layouts omnirx models use:
+// GEMM for the layouts omnirx models use, float32 in and out (operands optionally rounded to bf16, gemm_bf16.cc):
 //   C[M, N] (+)= A[M, K] · op(B) (+ bias[N]), then an optional activation,
 // with B either "NK" (B is [N, K] row-major, i.e. C = A·Bᵀ as in nn.Linear weights) or "KN" ([K, N] row-major).
 // A register-blocked micro-kernel (kMR × kNR tile, accumulators in vector registers) over packed panels, in the

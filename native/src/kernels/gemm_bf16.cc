@@ -1,9 +1,10 @@
-// The bf16 GEMM path: B (a linear's weight) packed once as bf16 pairs, A rounded to bf16 while it is packed, and
-// products accumulated in float32 with the AVX512_BF16 dot-product instruction (VDPBF16PS: per 32-bit lane,
-// acc += a[2i+1]·b[2i+1], then acc += a[2i]·b[2i]; Intel SDM, "VDPBF16PS"). Products of two bf16 values are exact in
-// float32, so the only rounding beyond float32 GEMM is of the operands themselves (relative error ≤ 2⁻⁸ each: bf16 keeps 8 significant bits).
-// Where the instruction is missing the same arithmetic runs in plain float32 (same results up to the instruction's
-// flush of denormals to zero).
+// The bf16 GEMM path: B (a linear's weight, packed once; or attention's K and V, packed per call) as bf16 pairs, A
+// rounded to bf16 while it is packed, and products accumulated in float32 with the AVX512_BF16 dot-product
+// instruction (VDPBF16PS: per 32-bit lane, acc += a[2i+1]·b[2i+1], then acc += a[2i]·b[2i]; Intel SDM,
+// "VDPBF16PS"). Products of two bf16 values are exact in float32, so the only rounding beyond float32 GEMM is of the
+// operands themselves (relative error ≤ 2⁻⁸ each: bf16 keeps 8 significant bits). Where the instruction is missing
+// the same arithmetic runs in plain float32 (same results up to the instruction's flush of denormals to zero; checked
+// bit for bit on a 37×70×401 product, built with and without -mavx512bf16).
 #include <algorithm>
 #include <cstdint>
 #include <cstring>
@@ -48,7 +49,8 @@ void PackAPairs(const float* A, int lda, int K, int i0, int mc, int kp0, int kpc
       const float* src = A + static_cast<size_t>(i0 + ip + r) * lda;
       int kp = 0;
 #if defined(__AVX512BF16__)
-      // 32 floats → 16 pairs at once (VCVTNE2PS2BF16 rounds to nearest even, as ToBf16).
+      // 32 floats → 16 pairs at once (VCVTNE2PS2BF16 rounds to nearest even as ToBf16 does, but flushes denormals to
+      // zero, which VDPBF16PS would do to them anyway).
       alignas(64) uint32_t words[16];
       for (; kp + 16 <= kpc && 2 * (kp0 + kp) + 32 <= K; kp += 16) {
         const float* s = src + 2 * (kp0 + kp);

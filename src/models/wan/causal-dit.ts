@@ -233,7 +233,7 @@ export class CausalWanDiT {
 
     // Patch embedding (Conv3d, kernel = stride = patch) as patchify + Linear; tokens in (f, h, w) order.
     const patches = g.permute(latents, [c.inChannels, C, Hp, ph, Wp, pw], [1, 2, 4, 0, 3, 5], 'patchify');
-    let x = g.linear(g.reshape(patches, [1, L, patchFeat]), w('patch_embedding.weight', [d, patchFeat]), w('patch_embedding.bias', [d]), { label: 'patch_embedding' });
+    let x = g.linear(g.reshape(patches, [1, L, patchFeat]), w('patch_embedding.weight', [d, patchFeat]), w('patch_embedding.bias', [d]), { matmulDtype: ops.matmulDtype, label: 'patch_embedding' });
     // Per-frame time embedding (+ the frame's action embedding): temb [C, d], 6-way projection [C, 6·d].
     const { temb, tproj } = recordTimeEmbeddings(ops, c, tfreq, action);
     // The text's cross-attention K/V come precomputed (`buildTextPlan`): they are the same for every chunk and step.
@@ -260,7 +260,7 @@ export class CausalWanDiT {
         break;
       }
       x = recordDiTBlock(ops, c, i, x, cond, (n1, q, k) =>
-        g.attention(writeKV(i, n1, q, k), g.slice(kCache[i], 0, keys), g.slice(vCache[i], 0, keys), { ...rope, scale: 1 / Math.sqrt(D), matmulDtype: this.matmulDtype, label: `blocks.${i}.attn1[${cached}+${C} frames]` }),
+        g.attention(writeKV(i, n1, q, k), g.slice(kCache[i], 0, keys), g.slice(vCache[i], 0, keys), { ...rope, scale: 1 / Math.sqrt(D), matmulDtype: ops.matmulDtype, label: `blocks.${i}.attn1[${cached}+${C} frames]` }),
       );
     }
     if (kind === 'denoise') {

@@ -160,7 +160,7 @@ export class WanDiT {
 
     // Patch embedding: [B, C, F, H, W] → tokens [B·(f, h, w), (c, kt, kh, kw)] → Linear (= Conv3d, kernel = stride).
     const patches = g.permute(latents, [B, c.inChannels, Fp, pt, Hp, ph, Wp, pw], [0, 2, 4, 6, 1, 3, 5, 7], 'patchify');
-    let x = g.linear(g.reshape(patches, [B, L, patchFeat]), w('patch_embedding.weight', [d, patchFeat]), w('patch_embedding.bias', [d]), { label: 'patch_embedding' });
+    let x = g.linear(g.reshape(patches, [B, L, patchFeat]), w('patch_embedding.weight', [d, patchFeat]), w('patch_embedding.bias', [d]), { matmulDtype: ops.matmulDtype, label: 'patch_embedding' });
 
     const { temb, tproj, ctx } = recordConditionEmbeddings(ops, c, tfreq, context, action && { ...action, framesPerTimestep: Fp });
     // Modulation rows: one per sample (groups = 1), or one per latent frame with an action module (groups = F).
@@ -176,7 +176,7 @@ export class WanDiT {
         const v = ops.lin(n1, `${b}.attn1.to_v`, d, d);
         const qr = g.rope(q, cos, sin, { ...rope, label: `${b}.attn1.rope_q` });
         const kr = g.rope(k, cos, sin, { ...rope, label: `${b}.attn1.rope_k` });
-        return g.attention(qr, kr, v, { ...attn, matmulDtype: this.matmulDtype, label: `${b}.attn1` });
+        return g.attention(qr, kr, v, { ...attn, matmulDtype: ops.matmulDtype, label: `${b}.attn1` });
       });
     }
     g.segment('head');
