@@ -32,6 +32,26 @@ describe('openDeployment', () => {
     for (const f of out.slice(1)) expect(f.equals(out[0])).toBe(true);
   });
 
+  it('matmulDtype reaches the DiT on every topology: bf16 frames agree across them and differ from float32', async () => {
+    const modelsDir = await makeModelsDir();
+    const base = { schemaVersion: 1, modelsDir, defaultModel: 'tiny', tasks: ['T2V'] };
+    const req = { task: 'T2V' as const, inputs: { prompt: 'a red ball' }, diffusion: { seed: 4 } };
+    const run = async (config: object): Promise<Buffer> => {
+      const d = await openDeployment(parseDeployConfig({ ...base, ...config }), { stageEntry });
+      try {
+        return frames(await lastValueFrom(d.generate(req).pipe(toArray())));
+      } finally {
+        await d.close();
+      }
+    };
+    const f32 = await run({});
+    const bf = await run({ matmulDtype: 'bfloat16' });
+    expect(bf.equals(f32)).toBe(false);
+    for (const connector of ['in-process', 'tcp']) {
+      expect((await run({ matmulDtype: 'bfloat16', topology: { kind: 'disaggregated', connector } })).equals(bf)).toBe(true);
+    }
+  });
+
   it('refuses custom policies with stage processes', async () => {
     const config = parseDeployConfig({ schemaVersion: 1, topology: { kind: 'disaggregated', connector: 'shm' } });
     await expect(openDeployment(config, { policies: {} })).rejects.toMatchObject({ code: 'OMNIRX_ERR_CONFIG', param: 'topology.connector' });
