@@ -30,19 +30,21 @@ describe('linear', () => {
   const Ms = [1, 5, 13, 97];
   const Ns = [1, 31, 33, 65];
   const Ks = [1, 7, 257, 300];
-  const cases: Array<[number, number, number]> = [];
-  for (const M of Ms) for (const N of Ns) for (const K of Ks) cases.push([M, N, K]);
+  const grid = (ms: number[], ns: number[], ks: number[]): Array<[number, number, number]> => ms.flatMap((M) => ns.flatMap((N) => ks.map((K): [number, number, number] => [M, N, K])));
+  const cases = grid(Ms, Ns, Ks);
   const acts: ActivationName[] = ['none', 'gelu_tanh', 'silu'];
-
-  test.each(cases)('M=%i N=%i K=%i: every activation, with and without bias', async (M, N, K) => {
-    const rng = new Rng(1000 * M + 10 * N + K);
+  /** Seeded x [M, K] (N(0, 1)), w [N, K] (N(0, 1/K)), b [N] (N(0, 0.25)) and a plan with x as input, w and b as constants. */
+  const operands = (seed: number, M: number, N: number, K: number) => {
+    const rng = new Rng(seed);
     const x = randn(rng, M * K);
     const w = randn(rng, N * K, 1 / Math.sqrt(K));
     const b = randn(rng, N, 0.5);
     const g = new PlanBuilder();
-    const xv = g.input('x', [M, K]);
-    const wv = g.constant(tensor([N, K], w));
-    const bv = g.constant(tensor([N], b));
+    return { x, w, b, g, xv: g.input('x', [M, K]), wv: g.constant(tensor([N, K], w)), bv: g.constant(tensor([N], b)) };
+  };
+
+  test.each(cases)('M=%i N=%i K=%i: every activation, with and without bias', async (M, N, K) => {
+    const { x, w, b, g, xv, wv, bv } = operands(1000 * M + 10 * N + K, M, N, K);
     for (const act of acts) {
       g.output(`${act}`, g.linear(xv, wv, undefined, { act }));
       g.output(`${act}+b`, g.linear(xv, wv, bv, { act }));
@@ -60,17 +62,9 @@ describe('linear', () => {
   // or a blocking mistake. Odd K pads the last pair; K > 384 crosses the bf16 K block (192 pairs); M = 200 spans
   // two row blocks and several 12-row tiles with an edge. Against the unrounded reference the error is bf16's
   // (≤ 2⁻⁸ per operand), which the last check bounds.
-  const bfCases: Array<[number, number, number]> = [];
-  for (const M of [1, 13, 200]) for (const N of [1, 33, 65]) for (const K of [1, 7, 300, 385]) bfCases.push([M, N, K]);
-  test.each(bfCases)('bfloat16 weights, M=%i N=%i K=%i: bias and gelu_tanh epilogue', async (M, N, K) => {
-    const rng = new Rng(7000 + 1000 * M + 10 * N + K);
-    const x = randn(rng, M * K);
-    const w = randn(rng, N * K, 1 / Math.sqrt(K));
-    const b = randn(rng, N, 0.5);
-    const g = new PlanBuilder();
-    const xv = g.input('x', [M, K]);
-    const wv = g.constant(tensor([N, K], w));
-    g.output('y', g.linear(xv, wv, g.constant(tensor([N], b)), { act: 'gelu_tanh', matmulDtype: 'bfloat16' }));
+  test.each(grid([1, 13, 200], [1, 33, 65], [1, 7, 300, 385]))('bfloat16 matmul, M=%i N=%i K=%i: bias and gelu_tanh epilogue', async (M, N, K) => {
+    const { x, w, b, g, xv, wv, bv } = operands(7000 + 1000 * M + 10 * N + K, M, N, K);
+    g.output('y', g.linear(xv, wv, bv, { act: 'gelu_tanh', matmulDtype: 'bfloat16' }));
     g.output('plain', g.linear(xv, wv, undefined, { matmulDtype: 'bfloat16' }));
     const out = await execute(g, { x });
     const [xr, wr] = [ref.roundToBf16(x), ref.roundToBf16(w)];
