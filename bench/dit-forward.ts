@@ -8,7 +8,7 @@
  *    "omnirx_bf16_ms", "speedup_bf16_vs_best", ...}
  * and one line for the GEMM: {"matmul_gflops", "peak_gflops_2threads", "torch_mm_gflops", "matmul_bf16_gflops", ...}
  * (1024³ `linear` plan; torch.mm = OpenBLAS SGEMM under the same setup, at the same moment). The bf16 figures are
- * omnirx with `matmulDtype: 'bfloat16'` (bf16 weights and inputs, float32 accumulation; checked against the
+ * omnirx with `matmulDtype: 'bfloat16'` (bf16 operands, float32 accumulation; checked against the
  * reference within BF16_TOL); speedup_vs_best stays the float32 comparison. The numerical check goes to stderr as
  * {"check": config, ...}. With --profile, also one {"profile": config, ...} line per config: every op of omnirx's
  * real DiT plan timed on its own, summed by category (linear GEMMs / attention / norm / elementwise / layout) and by

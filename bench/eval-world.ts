@@ -12,6 +12,7 @@
  * Run: npm run build && npm run eval:world [-- --models-dir DIR] [-- --model ID] [-- --strips DIR]
  *   [-- --matmul-dtype bfloat16] (the DiT's matrix products on bf16 operands)
  */
+import { isMatmulDtype, MATMUL_DTYPES } from '../src/native/plan-builder';
 import { mkdirSync, writeFileSync } from 'node:fs';
 import * as path from 'node:path';
 import { Engine } from '../src/engine/engine';
@@ -54,7 +55,7 @@ async function main(): Promise<void> {
   const modelsDir = arg('--models-dir');
   const model = arg('--model');
   const matmulDtype = arg('--matmul-dtype');
-  if (matmulDtype !== undefined && matmulDtype !== 'float32' && matmulDtype !== 'bfloat16') throw new Error(`--matmul-dtype must be float32 or bfloat16; got ${JSON.stringify(matmulDtype)}`);
+  if (matmulDtype !== undefined && !isMatmulDtype(matmulDtype)) throw new Error(`--matmul-dtype must be one of ${MATMUL_DTYPES.join(', ')}; got ${JSON.stringify(matmulDtype)}`);
   const engine = await Engine.create({ ...(modelsDir ? { modelsDir } : {}), ...(matmulDtype ? { matmulDtype } : {}) });
   try {
     const t2vClips: WorldEvalClip[] = [];

@@ -17,6 +17,7 @@
  * `--matmul-dtype bfloat16` runs the model DiT's matrix products on bf16 operands (deploy config `matmulDtype`).
  * Run: npm run bench:motion-to-photon [-- --fps 25] [-- --matmul-dtype bfloat16]
  */
+import { isMatmulDtype, MATMUL_DTYPES, type MatmulDtype } from '../src/native/plan-builder';
 import { existsSync } from 'node:fs';
 import * as path from 'node:path';
 import type { FastifyInstance } from 'fastify';
@@ -167,10 +168,10 @@ function sessionFps(): number {
 }
 
 /** `--matmul-dtype float32|bfloat16` (default float32). @throws Error on a bad value. */
-function matmulDtype(): 'float32' | 'bfloat16' {
+function matmulDtype(): MatmulDtype {
   const i = process.argv.indexOf('--matmul-dtype');
   const v = i < 0 ? 'float32' : process.argv[i + 1];
-  if (v !== 'float32' && v !== 'bfloat16') throw new Error(`--matmul-dtype must be float32 or bfloat16, got ${v}`);
+  if (!isMatmulDtype(v)) throw new Error(`--matmul-dtype must be one of ${MATMUL_DTYPES.join(', ')}; got ${JSON.stringify(v)}`);
   return v;
 }
 

@@ -17,6 +17,7 @@
  * Prints one JSON line. Run: npm run build && npm run bench:world [-- --chunks 300] [-- --no-flush]
  *   [-- --matmul-dtype bfloat16] (the DiT's matrix products on bf16 operands, session and baseline alike)
  */
+import { isMatmulDtype, MATMUL_DTYPES, type MatmulDtype } from '../src/native/plan-builder';
 import { Engine } from '../src/engine/engine';
 import type { SessionAction } from '../src/request/session-request';
 import { RequestState } from '../src/pipeline/request-state';
@@ -121,10 +122,10 @@ async function plainRun(engine: Engine, chunks: number): Promise<number[]> {
   return times;
 }
 
-function argMatmulDtype(): 'float32' | 'bfloat16' {
+function argMatmulDtype(): MatmulDtype {
   const i = process.argv.indexOf('--matmul-dtype');
   const v = i >= 0 ? process.argv[i + 1] : 'float32';
-  if (v !== 'float32' && v !== 'bfloat16') throw new Error(`--matmul-dtype must be float32 or bfloat16; got ${JSON.stringify(v)}`);
+  if (!isMatmulDtype(v)) throw new Error(`--matmul-dtype must be one of ${MATMUL_DTYPES.join(', ')}; got ${JSON.stringify(v)}`);
   return v;
 }
 

@@ -8,7 +8,7 @@ import type { VideoArtifact } from '../request/artifacts';
 import type { ErrorEvent, OmniEvent } from '../request/omni-event';
 import { OmniRequestSchema, TaskSchema, type OmniRequestInput } from '../request/omni-request';
 import { createProgressReporter } from './progress';
-import { MATMUL_DTYPES, type MatmulDtype } from '../native/plan-builder';
+import { isMatmulDtype, MATMUL_DTYPES, type MatmulDtype } from '../native/plan-builder';
 
 /** The part of the engine the CLI uses (`src/engine/engine.ts` `Engine` satisfies it). */
 export interface EngineLike {
@@ -158,7 +158,7 @@ function buildCommand(): Command {
   cmd.addOption(
     new Option('--matmul-dtype <dtype>', `dtype of the DiT's matrix products, one of ${MATMUL_DTYPES.join(', ')} (default float32; bfloat16 is faster, operands rounded to 8 significant bits)`).argParser((raw: string) => {
       const v = dtype(raw);
-      if (!(MATMUL_DTYPES as readonly string[]).includes(v)) throw argError('--matmul-dtype', `--matmul-dtype must be one of ${MATMUL_DTYPES.join(', ')}; got ${JSON.stringify(v)}`);
+      if (!isMatmulDtype(v)) throw argError('--matmul-dtype', `--matmul-dtype must be one of ${MATMUL_DTYPES.join(', ')}; got ${JSON.stringify(v)}`);
       return v;
     }),
   );

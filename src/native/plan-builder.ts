@@ -42,6 +42,10 @@ const ACT: Record<ActivationName, number> = { none: 0, gelu_tanh: 1, silu: 2 };
 /** Operand dtype of a matrix product (linear, attention): float32, or bfloat16 with float32 accumulation. */
 export const MATMUL_DTYPES = ['float32', 'bfloat16'] as const;
 export type MatmulDtype = (typeof MATMUL_DTYPES)[number];
+/** Whether `v` names a matmul dtype (for command-line values). */
+export function isMatmulDtype(v: unknown): v is MatmulDtype {
+  return (MATMUL_DTYPES as readonly unknown[]).includes(v);
+}
 const MATMUL_DTYPE: Record<MatmulDtype, number> = { float32: 0, bfloat16: 1 };
 
 function numelOf(shape: readonly number[]): number {
