@@ -124,6 +124,51 @@ describe('linear', () => {
     expectClose(out.view, ref.linear(x, w, undefined, M, N, K, 'gelu_tanh'), TOL, 'const view weight');
   });
 
+  // Every row count a tile at the bottom edge can have (M = 1…25: one to two full 12-row tiles plus 1…12 rows, split
+  // over the threads in blocks of a multiple of 4 rows), on both panel widths (N ≤ 16: 16-column panels) and both A
+  // paths (N > 128: A packed; else read in place), with and without a right-edge panel, across the K block.
+  test.each([3, 16, 17, 64, 129, 160])('N=%i: every bottom-edge row count (M = 1…25) at K = 7 and 257', async (N) => {
+    const rng = new Rng(20 + N);
+    const Ms = Array.from({ length: 25 }, (_, i) => i + 1);
+    const g = new PlanBuilder();
+    const feeds: Record<string, Float32Array> = {};
+    const want: Record<string, Float64Array> = {};
+    for (const K of [7, 257]) {
+      const w = randn(rng, N * K, 1 / Math.sqrt(K));
+      const b = randn(rng, N, 0.5);
+      const wv = g.constant(tensor([N, K], w));
+      const bv = g.constant(tensor([N], b));
+      for (const M of Ms) {
+        const name = `M${M}K${K}`;
+        feeds[`x${name}`] = randn(rng, M * K);
+        g.output(name, g.linear(g.input(`x${name}`, [M, K]), wv, bv, { act: 'silu' }));
+        want[name] = ref.linear(feeds[`x${name}`], w, b, M, N, K, 'silu');
+      }
+    }
+    const out = await execute(g, feeds);
+    for (const name of Object.keys(want)) expectClose(out[name], want[name], TOL, `linear ${name} N=${N}`);
+  });
+
+  // Batching must not change a result (batched CFG, interleaved requests): a row's value is the same bits whether it
+  // is computed alone or in any position of a 64-row product (where it falls in a full tile, an edge tile, the
+  // first or the second thread's block).
+  test.each([3, 17, 160])('N=%i: a row computed alone equals, bit for bit, the same row inside a 64-row product', async (N) => {
+    const rng = new Rng(40 + N);
+    const [M, K] = [64, 300];
+    const x = randn(rng, M * K);
+    const g = new PlanBuilder();
+    const wv = g.constant(tensor([N, K], randn(rng, N * K, 1 / Math.sqrt(K))));
+    const bv = g.constant(tensor([N], randn(rng, N)));
+    g.output('all', g.linear(g.input('x', [M, K]), wv, bv, { act: 'gelu_tanh' }));
+    const feeds: Record<string, Float32Array> = { x };
+    for (let i = 0; i < M; i++) {
+      feeds[`x${i}`] = x.subarray(i * K, (i + 1) * K);
+      g.output(`r${i}`, g.linear(g.input(`x${i}`, [1, K]), wv, bv, { act: 'gelu_tanh' }));
+    }
+    const out = await execute(g, feeds);
+    for (let i = 0; i < M; i++) expect(Array.from(out[`r${i}`])).toEqual(Array.from(out.all.subarray(i * N, (i + 1) * N)));
+  });
+
   test('one const tensor used as weights of two different shapes keeps both packings right', async () => {
     const rng = new Rng(9);
     const w = randn(rng, 6 * 10, 0.3);
@@ -490,6 +535,10 @@ describe('conv3d (causal)', () => {
     { F: 2, H: 3, W: 3, Ci: 4, Co: 6, kt: 3, k: 3, bias: false, history: false, constWeight: false },
     // H·W = 100 > 96 rows (M blocking); Ci·kt·kh·kw = 12·27 = 324 > 256 (K blocking).
     { F: 2, H: 10, W: 10, Ci: 12, Co: 9, kt: 3, k: 3, bias: true, history: true, constWeight: true },
+    // The VAE decoder's last convs: 16 and 3 output channels (one 16-column panel), and 17 (two of them).
+    { F: 2, H: 9, W: 7, Ci: 8, Co: 16, kt: 3, k: 3, bias: true, history: true, constWeight: true },
+    { F: 1, H: 9, W: 7, Ci: 16, Co: 3, kt: 3, k: 3, bias: true, history: true, constWeight: true },
+    { F: 1, H: 6, W: 5, Ci: 5, Co: 17, kt: 3, k: 3, bias: false, history: false, constWeight: false },
   ];
   test.each(cases)('F=$F H=$H W=$W Ci=$Ci Co=$Co kt=$kt k=$k bias=$bias history=$history const=$constWeight', async (c) => {
     const rng = new Rng(c.F * 10007 + c.H * 1009 + c.W * 101 + c.Ci * 11 + c.Co + c.kt * 3 + c.k);

@@ -13,12 +13,16 @@ enum class BLayout { kNK, kKN };
 
 // Columns per packed B panel (two 16-lane vectors), shared by the float32 and bf16 paths.
 constexpr int kGemmNR = 32;
+// Columns per float32 panel for a B of N columns: one 16-lane vector when N ≤ 16 (a convolution to 16 or 3
+// channels would otherwise spend half or more of every multiply-add on zero padding), else kGemmNR.
+constexpr int GemmPanelWidth(int N) { return N <= 16 ? 16 : kGemmNR; }
 enum class Activation { kNone = 0, kGeluTanh = 1, kSilu = 2 };
 
-// B packed into column panels of kNR: panel p holds B[k][p·kNR + j] at data[(p·K + k)·kNR + j], zero-padded.
+// B packed into column panels of nr: panel p holds B[k][p·nr + j] at data[(p·K + k)·nr + j], zero-padded.
 struct PackedB {
   int N = 0;
   int K = 0;
+  int nr = kGemmNR;  // columns per panel: GemmPanelWidth(N) for float32 packs, kGemmNR for bf16 packs
   float* data = nullptr;
   size_t bytes = 0;
   // K is in conv order (kt, kh, kw, Ci) rather than the weight's own (Ci, kt, kh, kw): see PackConvWeight.
@@ -64,7 +68,8 @@ void GemmSerial(const GemmArgs& args, const float* B, int ldb, BLayout layout);
 // Serial GEMM against an already packed B (e.g. one head's K or V, packed once for many query tiles).
 void GemmSerialPacked(const GemmArgs& args, const PackedB& B);
 
-// Packs B into `out` (capacity from PackedSize) and returns a non-owning view; for per-thread scratch packing.
+// Packs B into `out` (capacity from PackedSize, in floats) and returns a non-owning view; for per-thread scratch
+// packing.
 size_t PackedSize(int N, int K);
 PackedB PackBInto(const float* B, int N, int K, int ldb, BLayout layout, float* out);
 

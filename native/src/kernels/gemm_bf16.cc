@@ -145,8 +145,8 @@ bool Bf16Native() {
 #endif
 }
 
-// One 32-bit word per (k pair, column): the float count of a float32 panel of ⌈K/2⌉ rows.
-size_t PackedSizeBf16(int N, int K) { return PackedSize(N, (K + 1) / 2); }
+// One 32-bit word per (k pair, column) in panels of kNR columns.
+size_t PackedSizeBf16(int N, int K) { return static_cast<size_t>((N + kNR - 1) / kNR) * static_cast<size_t>((K + 1) / 2) * kNR; }
 
 std::shared_ptr<PackedB> PackBBf16(const float* B, int N, int K, int ldb) {
   auto p = std::make_shared<PackedB>();
