@@ -1,4 +1,5 @@
-// Entry point: registers Tensor, Plan and the statistics call, and owns the executor for this instance.
+// Entry point: registers Tensor, Plan, the statistics call and the bf16 kernel check, and owns the executor for this
+// instance.
 #include <napi.h>
 
 #include "addon.h"
@@ -35,6 +36,17 @@ Napi::Value Stats(const Napi::CallbackInfo& info) {
   return o;
 }
 
+// bf16Check(): the bf16 micro-kernel's instruction vs its float32 emulation, bit for bit (Bf16KernelSelfCheck).
+Napi::Value Bf16Check(const Napi::CallbackInfo& info) {
+  Napi::Env env = info.Env();
+  const Bf16SelfCheck r = Bf16KernelSelfCheck();
+  Napi::Object o = Napi::Object::New(env);
+  o.Set("native", Napi::Boolean::New(env, Bf16Native()));
+  o.Set("compared", Napi::Number::New(env, static_cast<double>(r.compared)));
+  o.Set("mismatches", Napi::Number::New(env, static_cast<double>(r.mismatches)));
+  return o;
+}
+
 Napi::Object Init(Napi::Env env, Napi::Object exports) {
   auto* data = new AddonData();
   env.SetInstanceData<AddonData>(data);
@@ -46,6 +58,7 @@ Napi::Object Init(Napi::Env env, Napi::Object exports) {
   exports.Set("Tensor", tensor);
   exports.Set("Plan", plan);
   exports.Set("stats", Napi::Function::New(env, Stats, "stats"));
+  exports.Set("bf16Check", Napi::Function::New(env, Bf16Check, "bf16Check"));
   return exports;
 }
 

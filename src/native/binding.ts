@@ -65,10 +65,25 @@ export interface NativeStats {
   bf16Native: boolean;
 }
 
+/** Result of `bf16Check()`: output elements compared and how many differ in any bit. */
+export interface Bf16CheckResult {
+  /** Whether this build has the AVX512_BF16 form of the bf16 micro-kernel (as `NativeStats.bf16Native`). */
+  native: boolean;
+  compared: number;
+  mismatches: number;
+}
+
 export interface NativeBinding {
   Tensor: new (shape: number[]) => NativeTensor;
   Plan: new (spec: PlanSpec) => NativePlan;
   stats(): NativeStats;
+  /**
+   * Runs the bf16 micro-kernel's instruction form and its float32 emulation (what CPUs without AVX512_BF16 run) on
+   * the same fixed operands (|x| 2⁻²⁰…2²⁰, no denormals; K 2…384; with and without accumulation into C) and compares
+   * the results bit for bit. `compared` is 0 in a build without the instruction (only the emulation exists). Runs
+   * synchronously on the calling thread (about 1 ms).
+   */
+  bf16Check(): Bf16CheckResult;
 }
 
 /**

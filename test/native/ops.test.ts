@@ -75,6 +75,16 @@ describe('linear', () => {
     expectClose(out.plain, ref.linear(x, w, undefined, M, N, K), 2e-2 * Math.sqrt(K), 'bf16 linear vs float32 operands');
   });
 
+  // CPUs without AVX512_BF16 run the bf16 micro-kernel's float32 emulation; a build has one or both forms, so where the
+  // instruction exists the addon compares them itself on operands spanning 40 binades. (This check found the two
+  // rounding the "scale, then add C" of an accumulating K block differently: once fused, once not.) Without the
+  // instruction only the emulation exists and every bfloat16 test above runs it.
+  test('the bf16 kernel\'s float32 emulation equals the AVX512_BF16 instruction bit for bit', () => {
+    const r = native.bf16Check();
+    expect(r.native).toBe(native.stats().bf16Native);
+    expect(r).toEqual(r.native ? { native: true, compared: 5 * 2 * 12 * 32, mismatches: 0 } : { native: false, compared: 0, mismatches: 0 });
+  });
+
   test('a weight used by a float32 and a bfloat16 linear keeps both right (a packing slot per dtype)', async () => {
     const rng = new Rng(77);
     const [M, N, K] = [5, 40, 64];

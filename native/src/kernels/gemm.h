@@ -5,6 +5,7 @@
 // style of BLIS / GotoBLAS (Goto & van de Geijn, "Anatomy of High-Performance Matrix Multiplication", 2008).
 #pragma once
 #include <cstddef>
+#include <cstdint>
 #include <memory>
 
 namespace omnirx {
@@ -58,6 +59,16 @@ void Gemm(const GemmArgs& args, const PackedB& B);
 // Whether the bf16 path runs the AVX512_BF16 instruction (built for a CPU that has it) or its plain float32
 // emulation (same results, several times slower than the float32 path). Defined in gemm_bf16.cc.
 bool Bf16Native();
+
+// Compares the bf16 micro-kernel's AVX512_BF16 form with its plain float32 emulation on fixed operands spanning
+// 2⁻²⁰…2²⁰ (no denormals), K from 2 to 384, with and without accumulation into C: `compared` output elements,
+// `mismatches` that differ in any bit. Both 0 in a build without the instruction (only the emulation exists there,
+// and the ordinary kernel tests run it). Defined in gemm_bf16.cc.
+struct Bf16SelfCheck {
+  int64_t compared = 0;
+  int64_t mismatches = 0;
+};
+Bf16SelfCheck Bf16KernelSelfCheck();
 
 // The bf16 path's block (rows [i0, i0+mc) × panels [p0, p1), no epilogue), for Gemm. Defined in gemm_bf16.cc.
 void GemmBlockBf16(const GemmArgs& args, const PackedB& B, int i0, int mc, int p0, int p1);

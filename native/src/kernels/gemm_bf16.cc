@@ -3,9 +3,10 @@
 // instruction (VDPBF16PS: per 32-bit lane, acc += a[2i+1]·b[2i+1], then acc += a[2i]·b[2i]; Intel SDM,
 // "VDPBF16PS"). Products of two bf16 values are exact in float32, so the only rounding beyond float32 GEMM is of the
 // operands themselves (relative error ≤ 2⁻⁸ each: bf16 keeps 8 significant bits). Where the instruction is missing
-// the same arithmetic runs in plain float32 (same results up to the instruction's flush of denormals to zero; checked
-// bit for bit on a 37×70×401 product, built with and without -mavx512bf16).
+// the same arithmetic runs in plain float32 (same results up to the instruction's flush of denormals to zero;
+// Bf16KernelSelfCheck compares the two micro-kernels bit for bit where the instruction exists).
 #include <algorithm>
+#include <cmath>
 #include <cstdint>
 #include <cstring>
 
@@ -68,9 +69,33 @@ void PackAPairs(const float* A, int lda, int K, int i0, int mc, int kp0, int kpc
   }
 }
 
-// acc[kMR][kNR] = Σ_kp dot(a pair, b pair); then C = alpha·acc (+ C).
-inline void MicroKernelBf16(int kpc, const uint32_t* a, const uint32_t* b, float* c, int ldc, float alpha, bool accumulate) {
+// acc[kMR][kNR] = Σ_kp dot(a pair, b pair); then C = alpha·acc (+ C). Plain float32 arithmetic in the instruction's
+// order (per lane: the odd pair's product, then the even pair's; a product of two bf16 values is exact in float32, so
+// a fused or separate multiply-add gives the same bits); the scale and the add of C are one fused multiply-add in
+// both forms, so the compiler's contraction choices cannot make them differ. Always compiled: it is the kernel where the instruction is
+// missing, and where it is present, the reference Bf16KernelSelfCheck compares the instruction against.
+void MicroKernelBf16Emulated(int kpc, const uint32_t* a, const uint32_t* b, float* c, int ldc, float alpha, bool accumulate) {
+  float acc[kMR][kNR] = {};
+  for (int kp = 0; kp < kpc; ++kp)
+    for (int i = 0; i < kMR; ++i) {
+      const uint32_t ap = a[kp * kMR + i];
+      const float a0 = FromBf16(static_cast<uint16_t>(ap)), a1 = FromBf16(static_cast<uint16_t>(ap >> 16));
+      for (int j = 0; j < kNR; ++j) {
+        const uint32_t bp = b[kp * kNR + j];
+        acc[i][j] += a1 * FromBf16(static_cast<uint16_t>(bp >> 16));
+        acc[i][j] += a0 * FromBf16(static_cast<uint16_t>(bp));
+      }
+    }
+  for (int i = 0; i < kMR; ++i)
+    for (int j = 0; j < kNR; ++j) {
+      float* cij = c + static_cast<size_t>(i) * ldc + j;
+      *cij = accumulate ? std::fma(alpha, acc[i][j], *cij) : alpha * acc[i][j];
+    }
+}
+
 #if defined(__AVX512BF16__)
+// The same with VDPBF16PS (two 16-lane accumulators per row).
+void MicroKernelBf16Native(int kpc, const uint32_t* a, const uint32_t* b, float* c, int ldc, float alpha, bool accumulate) {
   __m512 acc[kMR][2];
 #pragma GCC unroll 12
   for (int i = 0; i < kMR; ++i) acc[i][0] = acc[i][1] = _mm512_setzero_ps();
@@ -88,31 +113,19 @@ inline void MicroKernelBf16(int kpc, const uint32_t* a, const uint32_t* b, float
 #pragma GCC unroll 12
   for (int i = 0; i < kMR; ++i) {
     float* ci = c + static_cast<size_t>(i) * ldc;
-    v16 r0 = (v16)acc[i][0] * va, r1 = (v16)acc[i][1] * va;
-    if (accumulate) {
-      r0 += Load(ci);
-      r1 += Load(ci + 16);
-    }
+    const v16 r0 = accumulate ? (v16)_mm512_fmadd_ps(acc[i][0], (__m512)va, (__m512)Load(ci)) : (v16)acc[i][0] * va;
+    const v16 r1 = accumulate ? (v16)_mm512_fmadd_ps(acc[i][1], (__m512)va, (__m512)Load(ci + 16)) : (v16)acc[i][1] * va;
     Store(ci, r0);
     Store(ci + 16, r1);
   }
+}
+#endif
+
+inline void MicroKernelBf16(int kpc, const uint32_t* a, const uint32_t* b, float* c, int ldc, float alpha, bool accumulate) {
+#if defined(__AVX512BF16__)
+  MicroKernelBf16Native(kpc, a, b, c, ldc, alpha, accumulate);
 #else
-  float acc[kMR][kNR] = {};
-  for (int kp = 0; kp < kpc; ++kp)
-    for (int i = 0; i < kMR; ++i) {
-      const uint32_t ap = a[kp * kMR + i];
-      const float a0 = FromBf16(static_cast<uint16_t>(ap)), a1 = FromBf16(static_cast<uint16_t>(ap >> 16));
-      for (int j = 0; j < kNR; ++j) {
-        const uint32_t bp = b[kp * kNR + j];
-        acc[i][j] += a1 * FromBf16(static_cast<uint16_t>(bp >> 16));
-        acc[i][j] += a0 * FromBf16(static_cast<uint16_t>(bp));
-      }
-    }
-  for (int i = 0; i < kMR; ++i)
-    for (int j = 0; j < kNR; ++j) {
-      float* cij = c + static_cast<size_t>(i) * ldc + j;
-      *cij = accumulate ? *cij + alpha * acc[i][j] : alpha * acc[i][j];
-    }
+  MicroKernelBf16Emulated(kpc, a, b, c, ldc, alpha, accumulate);
 #endif
 }
 
@@ -136,6 +149,50 @@ void PackPanelsBf16(const float* B, int N, int K, int ldb, BLayout layout, uint3
 }
 
 }  // namespace
+
+Bf16SelfCheck Bf16KernelSelfCheck() {
+  Bf16SelfCheck r;
+#if defined(__AVX512BF16__)
+  // Operands over many binades (|x| from 2⁻²⁰ to 2²⁰, both signs, exact zeros), so a wrong pair order, a dropped
+  // half or a different rounding of the accumulator shows; no denormals (the instruction flushes them, the emulation
+  // does not: the one documented difference). A fixed linear congruential sequence: the same operands every run.
+  uint32_t state = 12345u;
+  const auto next = [&state]() {
+    state = state * 1664525u + 1013904223u;
+    return state;
+  };
+  const auto value = [&]() -> float {
+    const uint32_t u = next();
+    if ((u & 15u) == 0) return 0.f;
+    const float mant = 1.f + static_cast<float>((u >> 8) & 0xffffu) / 65536.f;
+    const int exp = static_cast<int>((u >> 4) % 41u) - 20;
+    return ((u & 1u) ? -mant : mant) * std::ldexp(1.f, exp);
+  };
+  const auto pair = [&]() { return Pair(value(), value()); };
+  constexpr int kMaxPairs = kKC2;
+  // Panels as the kernel reads them (64-byte aligned, as the packed panels of a GEMM).
+  size_t bytes = 0;
+  float* buf = AllocAligned(static_cast<size_t>(kMaxPairs) * (kMR + kNR), &bytes);
+  uint32_t* a = reinterpret_cast<uint32_t*>(buf);
+  uint32_t* b = a + static_cast<size_t>(kMaxPairs) * kMR;
+  for (const int kpc : {1, 2, 7, 64, kMaxPairs}) {
+    for (int i = 0; i < kpc * kMR; ++i) a[i] = pair();
+    for (int i = 0; i < kpc * kNR; ++i) b[i] = pair();
+    for (const bool accumulate : {false, true}) {
+      alignas(64) float c_native[kMR * kNR], c_emulated[kMR * kNR];
+      for (int i = 0; i < kMR * kNR; ++i) c_native[i] = c_emulated[i] = value();
+      MicroKernelBf16Native(kpc, a, b, c_native, kNR, 0.75f, accumulate);
+      MicroKernelBf16Emulated(kpc, a, b, c_emulated, kNR, 0.75f, accumulate);
+      for (int i = 0; i < kMR * kNR; ++i) {
+        r.compared += 1;
+        if (std::memcmp(&c_native[i], &c_emulated[i], sizeof(float)) != 0) r.mismatches += 1;
+      }
+    }
+  }
+  FreeAligned(buf, bytes);
+#endif
+  return r;
+}
 
 bool Bf16Native() {
 #if defined(__AVX512BF16__)
