@@ -11,12 +11,15 @@ export type HttpErrorType = 'invalid_request_error' | 'authentication_error' | '
 export const HTTP_ERROR_CODES = {
   invalid_json: 400,
   invalid_body: 400,
+  malformed_request: 400,
   unauthorized: 401,
   not_found: 404,
   method_not_allowed: 405,
+  request_timeout: 408,
   not_ready: 409,
   body_too_large: 413,
   unsupported_media_type: 415,
+  headers_too_large: 431,
   internal: 500,
 } as const;
 

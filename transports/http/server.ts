@@ -4,7 +4,9 @@ import Fastify, { type FastifyInstance, type FastifyReply } from 'fastify';
 import { OmniError } from '../../src/errors';
 import { resolveFfmpeg } from '../../src/media/ffmpeg';
 import type { ServerContext } from './context';
+import { answerClientError } from './client-error';
 import { HttpError, toHttpError } from './errors';
+import { parseJsonBody } from './json-body';
 import { JobTable } from './jobs';
 import { ServerMetrics } from './metrics';
 import { registerHealthRoutes } from './routes/health';
@@ -104,8 +106,18 @@ export async function createServer(options: ServerOptions = {}): Promise<Fastify
       const h = toHttpError(err);
       void (reply as FastifyReply).status(h.status).send(h.body());
     },
+    // …and what Node's HTTP parser refuses before Fastify sees a request (oversized headers, garbage request lines).
+    clientErrorHandler: answerClientError,
   });
   app.removeContentTypeParser('text/plain');
+  app.removeContentTypeParser('application/json');
+  app.addContentTypeParser('application/json', { parseAs: 'string' }, (_req, body, done) => {
+    try {
+      done(null, parseJsonBody(body as string));
+    } catch (e) {
+      done(e as Error, undefined);
+    }
+  });
   await app.register(multipart, {
     limits: { fileSize: options.maxUploadBytes ?? 8 * 2 ** 20, files: 1, fields: 32, fieldSize: 64 * 2 ** 10, parts: 40, fieldNameSize: 100 },
   });
