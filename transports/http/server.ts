@@ -229,7 +229,11 @@ export async function createServer(options: ServerOptions = {}): Promise<Fastify
     metrics.requestSeconds.observe({ method: req.method, route: req.routeOptions.url ?? 'unmatched', status: String(reply.statusCode) }, reply.elapsedTime / 1000);
   });
   app.setErrorHandler(async (err, req, reply) => {
-    const h = toHttpError(err);
+    let h = toHttpError(err);
+    // Fastify's 415 says only "Unsupported Media Type": say what was sent and what is taken.
+    if ((err as { code?: unknown }).code === 'FST_ERR_CTP_INVALID_MEDIA_TYPE') {
+      h = HttpError.of('unsupported_media_type', `the body's content type ${JSON.stringify(String(req.headers['content-type'] ?? '').slice(0, 100))} is not taken here: send application/json or multipart/form-data`);
+    }
     metrics.failures.inc({ code: h.code });
     if (h.status >= 500) req.log.error(err);
     return reply.status(h.status).send(h.body());

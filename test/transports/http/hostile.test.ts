@@ -96,10 +96,14 @@ describe('hostile input gets a clear 4xx in the error shape, and the server keep
     expect(r.json.error.code).toBe('body_too_large');
   });
 
-  it('an unsupported media type → 415', async () => {
+  it('an unsupported media type → 415 saying what was sent; multipart to the JSON-only images route → 415', async () => {
     const r = await post('/v1/videos', 'prompt=a', { 'content-type': 'text/plain' });
     expect(r.status).toBe(415);
-    expect(r.json.error).toMatchObject({ code: 'unsupported_media_type' });
+    expect(r.json.error).toMatchObject({ code: 'unsupported_media_type', message: expect.stringMatching(/"text\/plain" is not taken here/) });
+    const form = new FormData();
+    form.append('prompt', 'a');
+    const img = await post('/v1/images/generations', form, {});
+    expect([img.status, img.json.error.code, img.json.error.message]).toEqual([415, 'unsupported_media_type', expect.stringMatching(/takes application\/json; got multipart/)]);
   });
 
   it('unknown fields, wrong types, a bad size, negative or fractional-frame seconds → 400 naming the field', async () => {
@@ -173,9 +177,13 @@ describe('hostile input gets a clear 4xx in the error shape, and the server keep
     expect(del.status).toBe(200);
   });
 
-  it('images: n other than 1, a url response_format and an empty prompt → 400 naming the field', async () => {
+  it('images: n other than 1, a url response_format and an empty or blank prompt → 400 naming the field', async () => {
     const empty = await post('/v1/images/generations', JSON.stringify({ prompt: '' }));
     expect([empty.status, empty.json.error.param, empty.json.error.message]).toEqual([400, 'prompt', expect.stringMatching(/prompt must not be empty/)]);
+    for (const path of ['/v1/images/generations', '/v1/videos']) {
+      const blank = await post(path, JSON.stringify({ prompt: ' \t\n ' }));
+      expect([path, blank.status, blank.json.error.param, blank.json.error.message]).toEqual([path, 400, 'prompt', expect.stringMatching(/only whitespace/)]);
+    }
     const n = await post('/v1/images/generations', JSON.stringify({ prompt: 'a', n: 2 }));
     expect([n.status, n.json.error.param]).toEqual([400, 'n']);
     const fmt = await post('/v1/images/generations', JSON.stringify({ prompt: 'a', response_format: 'url' }));

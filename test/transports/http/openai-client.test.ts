@@ -110,10 +110,12 @@ describe('the official openai client against omnirx serve', () => {
     expect([png.width, png.height]).toEqual([16, 8]);
   });
 
-  it('lists the models', async () => {
+  it('lists the models and retrieves one; an unknown id is a 404 naming model', async () => {
     const models = [];
     for await (const m of client.models.list()) models.push(m);
     expect(models).toEqual([{ id: 'tiny', object: 'model', created: expect.any(Number), owned_by: 'omnirx' }]);
+    expect(await client.models.retrieve('tiny')).toEqual(models[0]);
+    await expect(client.models.retrieve('nope')).rejects.toMatchObject({ status: 404, error: { param: 'model', code: 'not_found' } });
   });
 
   it('rejects a value the model cannot honour with 400 naming the field', async () => {

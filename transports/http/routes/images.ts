@@ -23,6 +23,8 @@ export function encodePng(image: ImageArtifact): Buffer {
  */
 export function registerImageRoutes(app: FastifyInstance, ctx: ServerContext): void {
   app.post('/v1/images/generations', async (req, reply) => {
+    // OpenAI's image generations take JSON only (multipart is for edits and variations, which omnirx does not serve).
+    if (req.isMultipart()) throw HttpError.of('unsupported_media_type', 'POST /v1/images/generations takes application/json; got multipart/form-data');
     admitting(ctx);
     const body = parseBody(ImageGenerateBodySchema, req.body);
     await loadModel(ctx, body.model);
