@@ -4,7 +4,7 @@ import { HttpError } from './errors';
 
 const int = z.number().int();
 /** `seconds` as OpenAI sends it (a numeric string) or as a number. */
-const seconds = z.union([z.number(), z.string().regex(/^\s*\d+(\.\d+)?\s*$/, 'seconds must be a number of seconds, e.g. "4"').transform(Number)]).pipe(z.number().positive('seconds must be positive').max(3600));
+const seconds = z.union([z.number(), z.string().regex(/^\s*\d+(\.\d+)?\s*$/).transform(Number)], { error: 'seconds must be a number of seconds or a string of one, e.g. 4 or "4"' }).pipe(z.number().positive('seconds must be positive').max(3600));
 /** `size` as "WxH" in pixels. */
 const size = z
   .string()

@@ -129,6 +129,11 @@ describe('hostile input gets a clear 4xx in the error shape, and the server keep
       expect({ body, status: r.status, param: r.json.error?.param, type: r.json.error?.type }).toEqual({ body, status: 400, param, type: 'invalid_request_error' });
       expect(typeof r.json.error.message).toBe('string');
     }
+    // A wrong type says what is taken, not zod's "Invalid input"; so does a list query's bad limit.
+    const obj = await postJson({ prompt: 'a', seconds: {} });
+    expect(obj.json.error.message).toMatch(/seconds must be a number of seconds or a string of one, e\.g\. 4 or "4"/);
+    const limit = await fetch(`${server.origin}/v1/videos?limit=abc`, { headers: auth });
+    expect([limit.status, ((await limit.json()) as any).error]).toEqual([400, expect.objectContaining({ param: 'limit', message: expect.stringMatching(/limit must be an integer from 1 to 100/) })]);
     // An engine-side rejection names the HTTP field first in its message, then the request path it maps to.
     const steps = await postJson({ prompt: 'a', num_inference_steps: 1000 });
     expect(steps.json.error.message).toMatch(/^num_inference_steps \(diffusion\.numInferenceSteps\): /);

@@ -10,7 +10,7 @@ import { coerceFormFields, httpFieldOf, parseBody, toVideoRequest, VideoCreateBo
 import { admitting, loadModel } from './shared';
 
 const ListQuerySchema = z.strictObject({
-  limit: z.coerce.number().int().min(1).max(100).optional(),
+  limit: z.coerce.number({ error: 'limit must be an integer from 1 to 100' }).int().min(1).max(100).optional(),
   after: z.string().max(128).optional(),
   order: z.enum(['asc', 'desc']).optional(),
 });
