@@ -118,9 +118,15 @@ export async function createServer(options: ServerOptions = {}): Promise<Fastify
       done(e as Error, undefined);
     }
   });
-  await app.register(multipart, {
-    limits: { fileSize: options.maxUploadBytes ?? 8 * 2 ** 20, files: 1, fields: 32, fieldSize: 64 * 2 ** 10, parts: 40, fieldNameSize: 100 },
-  });
+  const uploadLimits = { fileSize: options.maxUploadBytes ?? 8 * 2 ** 20, files: 1, fields: 32, fieldSize: 64 * 2 ** 10, parts: 40, fieldNameSize: 100 };
+  await app.register(multipart, { limits: uploadLimits });
+  // The multipart plugin's 413s say "reach fields limit" and the like: say which limit and its value.
+  const multipartLimitMessages: Record<string, string> = {
+    FST_PARTS_LIMIT: `the multipart body has more than ${uploadLimits.parts} parts`,
+    FST_FILES_LIMIT: `the multipart body has more than ${uploadLimits.files} file`,
+    FST_FIELDS_LIMIT: `the multipart body has more than ${uploadLimits.fields} fields`,
+    FST_REQ_FILE_TOO_LARGE: `the uploaded file is over ${uploadLimits.fileSize} bytes`,
+  };
 
   let engine: ServedEngine | undefined;
   let startError: string | undefined;
@@ -231,8 +237,11 @@ export async function createServer(options: ServerOptions = {}): Promise<Fastify
   app.setErrorHandler(async (err, req, reply) => {
     let h = toHttpError(err);
     // Fastify's 415 says only "Unsupported Media Type": say what was sent and what is taken.
-    if ((err as { code?: unknown }).code === 'FST_ERR_CTP_INVALID_MEDIA_TYPE') {
+    const code = (err as { code?: unknown }).code;
+    if (code === 'FST_ERR_CTP_INVALID_MEDIA_TYPE') {
       h = HttpError.of('unsupported_media_type', `the body's content type ${JSON.stringify(String(req.headers['content-type'] ?? '').slice(0, 100))} is not taken here: send application/json or multipart/form-data`);
+    } else if (typeof code === 'string' && Object.prototype.hasOwnProperty.call(multipartLimitMessages, code)) {
+      h = HttpError.of('body_too_large', multipartLimitMessages[code]!);
     }
     metrics.failures.inc({ code: h.code });
     if (h.status >= 500) req.log.error(err);

@@ -87,13 +87,16 @@ describe('hostile input gets a clear 4xx in the error shape, and the server keep
     expect(r.json.error).toMatchObject({ type: 'invalid_request_error', code: 'body_too_large' });
   });
 
-  it('an upload over the multipart file limit → 413', async () => {
+  it('an upload over the multipart file limit, or too many fields → 413 naming the limit', async () => {
     const form = new FormData();
     form.append('prompt', 'a');
     form.append('input_reference', new Blob([new Uint8Array(2048)]), 'ref.png');
     const r = await post('/v1/videos', form, {});
-    expect(r.status).toBe(413);
-    expect(r.json.error.code).toBe('body_too_large');
+    expect([r.status, r.json.error.code, r.json.error.message]).toEqual([413, 'body_too_large', 'the uploaded file is over 1024 bytes']);
+    const many = new FormData();
+    for (let i = 0; i < 33; i++) many.append(`f${i}`, 'x');
+    const m = await post('/v1/videos', many, {});
+    expect([m.status, m.json.error.code, m.json.error.message]).toEqual([413, 'body_too_large', 'the multipart body has more than 32 fields']);
   });
 
   it('an unsupported media type → 415 saying what was sent; multipart to the JSON-only images route → 415', async () => {
