@@ -53,7 +53,7 @@ const TOL = 1e-3;
 const BF16_TOL = 1e-2;
 const SEED = 20250;
 const T = 737.25;
-/** FACTS.md (Zen 5): ~200–220 GFLOP/s per core with AVX-512 FMA, ~390–400 GFLOP/s on both cores (not measurable from Node). */
+/** Measured earlier on Zen 5: ~200–220 GFLOP/s per core with AVX-512 FMA, ~390–400 GFLOP/s on both cores (not measurable from Node). */
 const PEAK_GFLOPS_2THREADS = 390;
 
 interface BenchConfig {
@@ -765,7 +765,7 @@ async function main(): Promise<void> {
       bf16_native: native.stats().bf16Native,
       parallel_speedup_2threads: [round(parallelStart), round(parallelEnd)],
       cpu: cpuDescription(),
-      peak_source: 'FACTS.md (measured on Zen 5): fp32 FMA peak ~200-220 GFLOP/s per core with AVX-512, ~390-400 on both cores; not measurable from Node without native code. On Zen 4 the peak per cycle is half; torch_mm_gflops (OpenBLAS, same moment) is the practical reference',
+      peak_source: 'measured earlier on Zen 5: fp32 FMA peak ~200-220 GFLOP/s per core with AVX-512, ~390-400 on both cores; not measurable from Node without native code. On Zen 4 the peak per cycle is half; torch_mm_gflops (OpenBLAS, same moment) is the practical reference',
     }),
   );
   if (failed) process.exitCode = 1;
