@@ -1,0 +1,56 @@
+/**
+ * A client's SDP answer checked against the server's offer before werift applies it. werift 0.25.2 accepts an
+ * answer without media sections or ICE credentials and then stops the transceivers and transports the answer left
+ * out, which fails the peer connection; checked first, such an answer is refused and the session can take another.
+ */
+
+/** One `m=` section of an SDP: its kind, port (0: rejected) and what the answer must carry for ICE and DTLS. */
+export interface SdpSection {
+  kind: string;
+  port: number;
+  mid?: string;
+  iceUfrag: boolean;
+  icePwd: boolean;
+  fingerprint: boolean;
+}
+
+/** The media sections of `sdp`, in order; session-level ICE credentials and fingerprints count for every section. Never throws. */
+export function sdpSections(sdp: string): SdpSection[] {
+  const sections: SdpSection[] = [];
+  const session = { iceUfrag: false, icePwd: false, fingerprint: false };
+  let cur: SdpSection | undefined;
+  for (const line of sdp.split(/\r?\n/)) {
+    const m = /^m=(\S+) (\d+)/.exec(line);
+    if (m !== null) {
+      cur = { kind: m[1]!, port: Number(m[2]), iceUfrag: session.iceUfrag, icePwd: session.icePwd, fingerprint: session.fingerprint };
+      sections.push(cur);
+      continue;
+    }
+    const target = cur ?? session;
+    if (line.startsWith('a=mid:') && cur !== undefined) cur.mid = line.slice('a=mid:'.length).trim();
+    else if (/^a=ice-ufrag:\S/.test(line)) target.iceUfrag = true;
+    else if (/^a=ice-pwd:\S/.test(line)) target.icePwd = true;
+    else if (/^a=fingerprint:\S+ \S/.test(line)) target.fingerprint = true;
+  }
+  return sections;
+}
+
+/**
+ * What makes `answer` unusable for `offer`, or undefined: not SDP (`v=0` first), a different number of media
+ * sections, a section whose mid differs from the offer's at the same index (RFC 3264 §6), or an accepted section
+ * without `a=ice-ufrag`, `a=ice-pwd` or `a=fingerprint`. Never throws.
+ */
+export function answerProblem(answer: string, offer: string): string | undefined {
+  if (!/^v=0\r?\n/.test(answer)) return 'not an SDP description (it must start with the line "v=0")';
+  const offered = sdpSections(offer);
+  const answered = sdpSections(answer);
+  if (answered.length !== offered.length) return `the answer has ${answered.length} media section(s), the offer ${offered.length} (an answer lists every offered section, in order)`;
+  for (const [i, a] of answered.entries()) {
+    const o = offered[i]!;
+    if (a.mid !== o.mid) return `media section ${i} has mid ${a.mid === undefined ? 'none' : `"${a.mid.slice(0, 40)}"`}, the offer's is "${o.mid ?? ''}"`;
+    if (a.port === 0) continue;
+    const missing = [a.iceUfrag ? undefined : 'a=ice-ufrag', a.icePwd ? undefined : 'a=ice-pwd', a.fingerprint ? undefined : 'a=fingerprint'].filter((s) => s !== undefined);
+    if (missing.length > 0) return `media section ${i} (mid "${o.mid ?? ''}") has no ${missing.join(', ')}`;
+  }
+  return undefined;
+}
