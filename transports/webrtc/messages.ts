@@ -1,4 +1,5 @@
 import { z } from 'zod';
+import { candidateProblem } from './ice-candidate';
 
 /**
  * Messages of the WebRTC transport (docs/webrtc.md): the signaling WebSocket (`/v1/rtc`) and the session's data
@@ -34,19 +35,36 @@ const SessionFieldsSchema = z.strictObject({
 });
 export type SessionFields = z.infer<typeof SessionFieldsSchema>;
 
+/**
+ * The client's own id of a signaling message (any may carry one, as on `/v1/stream`): an `error` answering that
+ * message echoes it as `replyTo`.
+ */
+const MessageIdSchema = z.string().min(1).max(64);
+
+/**
+ * A trickled ICE candidate (`RTCIceCandidateInit`): `candidate` in RFC 8839 grammar, or `""` for end-of-candidates;
+ * a candidate names its media section by `sdpMid` or `sdpMLineIndex` (as `addIceCandidate` requires).
+ */
+const CandidateSchema = z
+  .strictObject({ candidate: z.string().max(1024), sdpMid: z.string().max(64).nullish(), sdpMLineIndex: z.number().int().min(0).max(64).nullish() })
+  .superRefine((c, ctx) => {
+    const problem = candidateProblem(c.candidate);
+    if (problem !== undefined) return ctx.addIssue({ code: 'custom', path: ['candidate'], message: problem });
+    if (c.candidate !== '' && (c.sdpMid === undefined || c.sdpMid === null) && (c.sdpMLineIndex === undefined || c.sdpMLineIndex === null)) {
+      ctx.addIssue({ code: 'custom', path: ['sdpMid'], message: 'a candidate needs sdpMid or sdpMLineIndex (the media section it belongs to)' });
+    }
+  });
+
 /** Client → server on the signaling WebSocket. */
 export const SignalingMessageSchema = z.discriminatedUnion('type', [
   /** Opens a session; the server answers with `offer` (server-offers negotiation). */
-  z.strictObject({ type: z.literal('start'), session: SessionFieldsSchema }),
+  z.strictObject({ type: z.literal('start'), id: MessageIdSchema.optional(), session: SessionFieldsSchema }),
   /** The client's SDP answer to the server's offer. */
-  z.strictObject({ type: z.literal('answer'), sdp: z.string().min(1).max(MAX_MESSAGE_BYTES) }),
+  z.strictObject({ type: z.literal('answer'), id: MessageIdSchema.optional(), sdp: z.string().min(1).max(MAX_MESSAGE_BYTES) }),
   /** A trickled ICE candidate of the client (optional: a complete answer SDP needs none). */
-  z.strictObject({
-    type: z.literal('candidate'),
-    candidate: z.strictObject({ candidate: z.string().max(1024), sdpMid: z.string().max(64).nullish(), sdpMLineIndex: z.number().int().min(0).max(64).nullish() }),
-  }),
-  /** Ends the session (same as closing the socket). */
-  z.strictObject({ type: z.literal('close') }),
+  z.strictObject({ type: z.literal('candidate'), id: MessageIdSchema.optional(), candidate: CandidateSchema }),
+  /** Ends the session (same as closing the socket); the server answers `closed`, then closes the socket. */
+  z.strictObject({ type: z.literal('close'), id: MessageIdSchema.optional() }),
 ]);
 export type SignalingMessage = z.infer<typeof SignalingMessageSchema>;
 
@@ -63,14 +81,21 @@ export const ChannelMessageSchema = z.discriminatedUnion('type', [
 ]);
 export type ChannelMessage = z.infer<typeof ChannelMessageSchema>;
 
-/** An error sent to the client (either channel); the session keeps running unless a `closed` message follows. */
+/**
+ * An error sent to the client (either channel), shaped as on `/v1/stream`: a refused message (the session keeps
+ * running) or, with `fatal`, the failure that ends the session (a `closed` message follows).
+ */
 export interface ErrorMessage {
   type: 'error';
   /** `invalid_json`, `invalid_message`, `message_too_large`, or an engine code (`OMNIRX_ERR_*`). */
   code: string;
   message: string;
-  /** The offending field as a dotted path (`key`, `session.width`), or null. */
+  /** The offending field as a dotted path (`key`, `session.width`, `candidate.sdpMid`), or null. */
   param: string | null;
+  /** True when the session ends because of it. */
+  fatal: boolean;
+  /** The `id` of the client message it answers, or null (that message had no well-formed id, or none is answered). */
+  replyTo: string | null;
 }
 
 /** Server → client on the signaling socket: the SDP offer (all ICE candidates included, loopback only). */
@@ -140,15 +165,16 @@ export type ServerMessage = ErrorMessage | OfferMessage | ReadyMessage | FrameMe
 /** The outcome of parsing one incoming message. */
 export type Parsed<T> = { ok: true; value: T } | { ok: false; error: ErrorMessage };
 
-/** An error message naming `param`. */
-export function errorMessage(code: string, message: string, param: string | null = null): ErrorMessage {
-  return { type: 'error', code, message, param };
+/** An error message naming `param`; not fatal and answering no message unless `opts` says so. */
+export function errorMessage(code: string, message: string, param: string | null = null, opts: { fatal?: boolean; replyTo?: string | null } = {}): ErrorMessage {
+  return { type: 'error', code, message, param, fatal: opts.fatal ?? false, replyTo: opts.replyTo ?? null };
 }
 
 /**
  * Parses one client message (text or binary) with `schema`: UTF-8 JSON of at most `maxBytes` bytes (default
- * {@link MAX_MESSAGE_BYTES}). Never throws; a bad message gives an {@link ErrorMessage} naming the field (`type` for an unknown type,
- * the dotted path of a wrong field).
+ * {@link MAX_MESSAGE_BYTES}). Never throws; a bad message gives an {@link ErrorMessage} naming the field (`type` for
+ * an unknown type, the dotted path of a wrong field, null for JSON that is not an object) with `replyTo` the
+ * message's `id` when it had a well-formed one.
  */
 export function parseClientMessage<T>(schema: z.ZodType<T>, data: string | Uint8Array, binary: boolean, maxBytes = MAX_MESSAGE_BYTES): Parsed<T> {
   const bytes = typeof data === 'string' ? Buffer.byteLength(data) : data.byteLength;
@@ -160,10 +186,15 @@ export function parseClientMessage<T>(schema: z.ZodType<T>, data: string | Uint8
   } catch (err) {
     return { ok: false, error: errorMessage('invalid_json', `malformed JSON: ${(err as Error).message}`, 'message') };
   }
+  if (json === null || typeof json !== 'object' || Array.isArray(json)) {
+    return { ok: false, error: errorMessage('invalid_message', `a message must be a JSON object with a "type", got ${Array.isArray(json) ? 'an array' : json === null ? 'null' : typeof json}`, null) };
+  }
+  const id = MessageIdSchema.safeParse((json as { id?: unknown }).id);
+  const replyTo = id.success ? id.data : null;
   const r = schema.safeParse(json);
   if (r.success) return { ok: true, value: r.data };
   const issue = r.error.issues[0]!;
   const param = issue.path.length === 0 ? (issue.code === 'invalid_union' || issue.code === 'invalid_type' ? 'type' : 'message') : issue.path.map(String).join('.');
   const unknownKeys = issue.code === 'unrecognized_keys' ? ` (${issue.keys.join(', ')})` : '';
-  return { ok: false, error: errorMessage('invalid_message', `${param}: ${issue.message}${unknownKeys}`, issue.code === 'unrecognized_keys' && issue.keys.length > 0 ? [...issue.path.map(String), issue.keys[0]!].join('.') : param) };
+  return { ok: false, error: errorMessage('invalid_message', `${param}: ${issue.message}${unknownKeys}`, issue.code === 'unrecognized_keys' && issue.keys.length > 0 ? [...issue.path.map(String), issue.keys[0]!].join('.') : param, { replyTo }) };
 }

@@ -5,7 +5,7 @@ import type { SessionRequestInput } from '../../src/request/session-request';
 import type { ServerContext } from '../http/context';
 import { HttpError } from '../http/errors';
 import { errorMessage, MAX_SIGNALING_BYTES, parseClientMessage, SignalingMessageSchema, type ServerMessage, type SessionFields } from './messages';
-import { RtcSession, toErrorMessage, type RtcSessionOptions } from './rtc-session';
+import { RtcSession, toErrorMessage, type EndReason, type RtcSessionOptions } from './rtc-session';
 
 /** Path of the signaling WebSocket. */
 export const RTC_PATH = '/v1/rtc';
@@ -24,7 +24,8 @@ function sessionInput(f: SessionFields): SessionRequestInput {
  * Serves WebRTC world sessions (docs/webrtc.md): signaling over the WebSocket `/v1/rtc` (auth as every WebSocket
  * route of the server). Server-offers negotiation: the client sends `start` with the session's fields, the server
  * opens the world session and answers `offer` (complete SDP, loopback ICE), the client sends `answer`. One session
- * per socket; closing the socket ends it. Bad messages get `{"type":"error",code,message,param}` and change nothing.
+ * per socket; closing the socket ends it, and so does `close`, answered by `closed` before the socket closes. Bad
+ * messages get `{"type":"error",code,message,param,fatal:false,replyTo}` and change nothing.
  */
 export function registerRtcRoutes(app: FastifyInstance, ctx: ServerContext, options: RtcSessionOptions = {}): void {
   const live = new Set<RtcSession>();
@@ -35,11 +36,18 @@ export function registerRtcRoutes(app: FastifyInstance, ctx: ServerContext, opti
     let session: RtcSession | undefined;
     let starting = false;
     let socketClosed = false;
+    /** The client sent `close`: a session still opening is closed as soon as it exists. */
+    let closeRequested = false;
     const send = (m: ServerMessage) => {
       if (ws.readyState === ws.OPEN) ws.send(JSON.stringify(m));
     };
+    /** `closed` first, then the close frame (ws sends queued frames in order). */
+    const closeSocket = (reason: EndReason) => {
+      send({ type: 'closed', reason });
+      ws.close(1000, reason === 'client_closed' ? 'closed by the client' : 'session ended');
+    };
 
-    const start = async (fields: SessionFields) => {
+    const start = async (fields: SessionFields, replyTo: string | null) => {
       starting = true;
       let s: RtcSession;
       try {
@@ -47,22 +55,24 @@ export function registerRtcRoutes(app: FastifyInstance, ctx: ServerContext, opti
         s = await RtcSession.open(ctx.engine(), sessionInput(fields), options);
       } catch (err) {
         starting = false;
-        if (err instanceof HttpError) return send(errorMessage(err.code, err.message, err.param));
-        return send(toErrorMessage(err, (p) => `session.${p}`));
+        if (err instanceof HttpError) send(errorMessage(err.code, err.message, err.param, { replyTo }));
+        else send(toErrorMessage(err, { param: (p) => `session.${p}`, replyTo }));
+        if (closeRequested) closeSocket('client_closed');
+        return;
       }
       session = s;
       live.add(s);
       void s.whenEnded.then((reason) => {
         live.delete(s);
-        send({ type: 'closed', reason });
-        ws.close(1000, 'session ended');
+        closeSocket(reason);
       });
       if (socketClosed) return s.close('signaling_closed');
+      if (closeRequested) return s.close('client_closed');
       try {
         const sdp = await s.createOffer();
         send({ type: 'offer', sdp, session_id: s.id });
       } catch (err) {
-        send(toErrorMessage(err));
+        send(toErrorMessage(err, { fatal: true, replyTo }));
         s.close('error');
       }
     };
@@ -72,21 +82,25 @@ export function registerRtcRoutes(app: FastifyInstance, ctx: ServerContext, opti
       const r = parseClientMessage(SignalingMessageSchema, binary ? bytes : bytes.toString('utf8'), binary, MAX_SIGNALING_BYTES);
       if (!r.ok) return send(r.error);
       const m = r.value;
+      const replyTo = m.id ?? null;
+      if (closeRequested) return;
       if (m.type === 'start') {
-        if (session !== undefined || starting) return send(errorMessage('invalid_message', 'type: this socket already has a session (one per socket)', 'type'));
-        return start(m.session);
+        if (session !== undefined || starting) return send(errorMessage('invalid_message', 'type: this socket already has a session (one per socket)', 'type', { replyTo }));
+        return start(m.session, replyTo);
       }
       if (m.type === 'close') {
-        session?.close('client_closed');
-        ws.close(1000, 'closed by the client');
+        closeRequested = true;
+        // The session's end sends `closed` and closes the socket (whenEnded); one still opening ends once it exists.
+        if (session !== undefined) session.close('client_closed');
+        else if (!starting) closeSocket('client_closed');
         return;
       }
-      if (session === undefined) return send(errorMessage('invalid_message', `type: "${m.type}" before the session's offer (send "start" first)`, 'type'));
+      if (session === undefined) return send(errorMessage('invalid_message', `type: "${m.type}" before the session's offer (send "start" first)`, 'type', { replyTo }));
       try {
         if (m.type === 'answer') await session.acceptAnswer(m.sdp);
         else await session.addCandidate(m.candidate);
       } catch (err) {
-        send(toErrorMessage(err));
+        send(toErrorMessage(err, { replyTo }));
       }
     };
 

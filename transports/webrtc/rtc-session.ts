@@ -7,6 +7,7 @@ import type { SessionRequestInput } from '../../src/request/session-request';
 import { CreditPacer } from './credit-pacer';
 import { ChannelMessageSchema, errorMessage, parseClientMessage, type ChannelMessage, type ErrorMessage, type FrameMessage, type ServerMessage } from './messages';
 import { rtcPeerConfig } from './peer-config';
+import { answerProblem, sdpSections } from './sdp-check';
 import { VIDEO_CLOCK_RATE, VideoSender } from './video-sender';
 
 /** Tuning of a WebRTC world session (docs/webrtc.md, "Pacing"). */
@@ -35,6 +36,13 @@ export interface SessionOpener {
 /** Why a session ended, as given to `onEnded`. */
 export type EndReason = 'client_closed' | 'signaling_closed' | 'channel_closed' | 'peer_failed' | 'peer_closed' | 'session_ended' | 'error' | 'server_closing';
 
+/** A client's trickled ICE candidate (`RTCIceCandidateInit`), its shape already checked (messages.ts). */
+export interface CandidateInit {
+  candidate: string;
+  sdpMid?: string | null;
+  sdpMLineIndex?: number | null;
+}
+
 interface FrameMeta {
   chunk: number;
   pts: number;
@@ -62,6 +70,10 @@ export class RtcSession {
   private lastAction?: { key: string; vector?: [number, number] };
   private flushes = 0;
   private ended = false;
+  /** `applying` while werift takes the answer, `applied` once it took it (candidates then go straight to werift). */
+  private answer: 'none' | 'applying' | 'applied' = 'none';
+  /** Candidates received before the answer was applied, applied right after it (each settles its own promise). */
+  private pending: Array<{ candidate: CandidateInit; resolve: () => void; reject: (err: unknown) => void }> = [];
   private readonly endedPromise: Promise<EndReason>;
   private resolveEnded!: (r: EndReason) => void;
 
@@ -138,22 +150,46 @@ export class RtcSession {
   }
 
   /**
-   * Applies the client's SDP answer.
-   * @throws OmniError OMNIRX_ERR_INVALID_REQUEST (param `sdp`) when werift refuses it.
+   * Applies the client's SDP answer, checked against the offer first (sdp-check.ts), then the candidates that
+   * arrived before it. A refused answer changes nothing: the session waits for another one.
+   * @throws OmniError OMNIRX_ERR_INVALID_REQUEST (param `sdp`) before the offer, after an answer was taken, for an
+   *   answer that does not match the offer (media sections, mids, ICE credentials, fingerprint), or one werift refuses.
    */
   async acceptAnswer(sdp: string): Promise<void> {
+    const refuse = (why: string, cause?: unknown) => new OmniError('OMNIRX_ERR_INVALID_REQUEST', `sdp: ${why}`, { param: 'sdp', ...(cause !== undefined ? { cause } : {}) });
+    if (this.answer !== 'none') throw refuse('this session already has an answer (one per session)');
+    const offer = this.pc.localDescription?.sdp;
+    if (offer === undefined) throw refuse('no offer was sent yet (answer the "offer" message)');
+    const problem = answerProblem(sdp, offer);
+    if (problem !== undefined) throw refuse(`the answer was refused: ${problem}`);
+    this.answer = 'applying';
     try {
       await this.pc.setRemoteDescription({ type: 'answer', sdp });
     } catch (err) {
-      throw new OmniError('OMNIRX_ERR_INVALID_REQUEST', `sdp: the answer was refused: ${(err as Error).message}`, { param: 'sdp', cause: err });
+      this.answer = 'none';
+      throw refuse(`the answer was refused: ${(err as Error).message}`, err);
     }
+    this.answer = 'applied';
+    for (const p of this.pending.splice(0)) await this.applyCandidate(p.candidate).then(p.resolve, p.reject);
   }
 
   /**
-   * Adds a trickled ICE candidate of the client.
-   * @throws OmniError OMNIRX_ERR_INVALID_REQUEST (param `candidate`) when werift refuses it.
+   * Adds a trickled ICE candidate of the client. Its media section is checked against the offer at once; before the
+   * answer it is held and the promise settles once it was applied right after the answer (the answer is never
+   * blamed for it). After the session ended it is dropped.
+   * @throws OmniError OMNIRX_ERR_INVALID_REQUEST, param `candidate.sdpMid` / `candidate.sdpMLineIndex` when it
+   *   names no media section of the offer, param `candidate` when werift refuses it (now or once the answer came).
    */
-  async addCandidate(candidate: { candidate: string; sdpMid?: string | null; sdpMLineIndex?: number | null }): Promise<void> {
+  async addCandidate(candidate: CandidateInit): Promise<void> {
+    if (this.ended) return;
+    const offer = this.pc.localDescription?.sdp;
+    if (offer !== undefined) checkCandidateSection(candidate, sdpSections(offer).map((s) => s.mid));
+    if (this.answer !== 'applied') return new Promise((resolve, reject) => this.pending.push({ candidate, resolve, reject }));
+    return this.applyCandidate(candidate);
+  }
+
+  private async applyCandidate(candidate: CandidateInit): Promise<void> {
+    if (this.ended) return;
     try {
       await this.pc.addIceCandidate({ candidate: candidate.candidate, sdpMid: candidate.sdpMid ?? undefined, sdpMLineIndex: candidate.sdpMLineIndex ?? undefined });
     } catch (err) {
@@ -173,6 +209,7 @@ export class RtcSession {
     this.track.stop();
     // The peer connection closes after the `closed` message had its chance to leave.
     void this.pc.close().catch(() => undefined);
+    for (const p of this.pending.splice(0)) p.resolve();
     this.resolveEnded(reason);
   }
 
@@ -187,7 +224,7 @@ export class RtcSession {
       return;
     }
     if (ev.type === 'error') {
-      this.send(errorMessage(ev.code, ev.message, ev.param ?? null));
+      this.send(errorMessage(ev.code, ev.message, ev.param ?? null, { fatal: true }));
       this.close('error');
     }
   }
@@ -244,7 +281,7 @@ export class RtcSession {
     try {
       this.world.actions.next(action);
     } catch (err) {
-      return this.send(toErrorMessage(err, (p) => p.replace(/^action\./, '')));
+      return this.send(toErrorMessage(err, { param: (p) => p.replace(/^action\./, ''), replyTo: typeof m.id === 'string' && m.id.length >= 1 && m.id.length <= 64 ? m.id : null }));
     }
     const a = action as { key: string; vector?: [number, number] };
     const changed = this.lastAction !== undefined && (this.lastAction.key !== a.key || String(this.lastAction.vector) !== String(a.vector));
@@ -258,7 +295,7 @@ export class RtcSession {
   }
 
   private fail(err: unknown): void {
-    this.send(toErrorMessage(err));
+    this.send(toErrorMessage(err, { fatal: true }));
     this.close('error');
   }
 
@@ -272,8 +309,26 @@ export class RtcSession {
   }
 }
 
-/** An error message from anything thrown: OmniErrors keep their code and param (mapped by `param`). */
-export function toErrorMessage(err: unknown, param: (p: string) => string = (p) => p): ErrorMessage {
-  if (err instanceof OmniError) return errorMessage(err.code, err.message, err.param === undefined ? null : param(err.param));
-  return errorMessage('OMNIRX_ERR_INTERNAL', err instanceof Error ? err.message : String(err));
+/**
+ * An error message from anything thrown: OmniErrors keep their code and param (mapped by `opts.param`), anything
+ * else is `OMNIRX_ERR_INTERNAL` with param null. `fatal` (default false) and `replyTo` (default null) as given.
+ */
+export function toErrorMessage(err: unknown, opts: { param?: (p: string) => string; fatal?: boolean; replyTo?: string | null } = {}): ErrorMessage {
+  const flags = { fatal: opts.fatal ?? false, replyTo: opts.replyTo ?? null };
+  if (err instanceof OmniError) return errorMessage(err.code, err.message, err.param === undefined ? null : (opts.param ?? ((p) => p))(err.param), flags);
+  return errorMessage('OMNIRX_ERR_INTERNAL', err instanceof Error ? err.message : String(err), null, flags);
+}
+
+/**
+ * Checks that a candidate names a media section of the offer whose mids are `mids` (in order): by `sdpMid` when
+ * given, else by `sdpMLineIndex`; an end-of-candidates naming neither applies to all.
+ * @throws OmniError OMNIRX_ERR_INVALID_REQUEST, param `candidate.sdpMid` or `candidate.sdpMLineIndex`.
+ */
+function checkCandidateSection(c: CandidateInit, mids: Array<string | undefined>): void {
+  const known = mids.map((m) => `"${m ?? ''}"`).join(', ');
+  if (typeof c.sdpMid === 'string') {
+    if (!mids.includes(c.sdpMid)) throw new OmniError('OMNIRX_ERR_INVALID_REQUEST', `candidate.sdpMid: "${c.sdpMid}" is no media section of the offer (its mids: ${known})`, { param: 'candidate.sdpMid' });
+  } else if (typeof c.sdpMLineIndex === 'number' && c.sdpMLineIndex >= mids.length) {
+    throw new OmniError('OMNIRX_ERR_INVALID_REQUEST', `candidate.sdpMLineIndex: ${c.sdpMLineIndex} is no media section of the offer (it has ${mids.length}: 0-${mids.length - 1})`, { param: 'candidate.sdpMLineIndex' });
+  }
 }

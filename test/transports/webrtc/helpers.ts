@@ -67,10 +67,17 @@ export interface RtcClient {
   rtpFrames: number[];
   /** Sends a JSON message on the data channel. */
   send(m: unknown): Promise<void>;
+  /** The client's SDP answer to the server's offer (made once, when the offer arrived; sent only with `autoAnswer`). */
+  answer(): Promise<string>;
+  /** The signaling socket's close: code, reason, and how many signaling messages arrived before it. */
+  closeFrame: Promise<{ code: number; reason: string; after: number }>;
 }
 
-/** Opens the signaling socket, sends `start` with `session`, answers the offer, and collects what comes back. */
-export async function connectClient(wsUrl: string, session: Record<string, unknown>): Promise<RtcClient> {
+/**
+ * Opens the signaling socket, sends `start` with `session`, answers the offer (unless `autoAnswer` is false: the
+ * test sends `answer()` itself), and collects what comes back.
+ */
+export async function connectClient(wsUrl: string, session: Record<string, unknown>, opts: { autoAnswer?: boolean } = {}): Promise<RtcClient> {
   const ws = new WebSocket(wsUrl);
   const signaling = new Inbox();
   const channelInbox = new Inbox();
@@ -88,17 +95,16 @@ export async function connectClient(wsUrl: string, session: Record<string, unkno
       else dc.stateChanged.subscribe((s) => s === 'open' && resolve(dc));
     });
   });
-  ws.on('message', (data) => {
-    const m = JSON.parse(data.toString()) as Record<string, unknown>;
-    signaling.push(m);
-    if (m.type === 'offer') {
-      void (async () => {
-        await pc.setRemoteDescription({ type: 'offer', sdp: m.sdp as string });
-        await pc.setLocalDescription(await pc.createAnswer());
-        ws.send(JSON.stringify({ type: 'answer', sdp: pc.localDescription!.sdp }));
-      })();
-    }
+  const answer = signaling.next((m) => m.type === 'offer').then(async (m) => {
+    await pc.setRemoteDescription({ type: 'offer', sdp: m.sdp as string });
+    await pc.setLocalDescription(await pc.createAnswer());
+    return pc.localDescription!.sdp;
   });
+  ws.on('message', (data) => signaling.push(JSON.parse(data.toString()) as Record<string, unknown>));
+  if (opts.autoAnswer !== false) void answer.then((sdp) => ws.send(JSON.stringify({ type: 'answer', sdp })));
+  const closeFrame = new Promise<{ code: number; reason: string; after: number }>((resolve) =>
+    ws.once('close', (code, reason) => resolve({ code, reason: reason.toString(), after: signaling.all.length })),
+  );
   await new Promise<void>((resolve, reject) => {
     ws.once('open', () => resolve());
     ws.once('error', reject);
@@ -112,5 +118,7 @@ export async function connectClient(wsUrl: string, session: Record<string, unkno
     channel,
     rtpFrames,
     send: async (m) => (await channel).send(JSON.stringify(m)),
+    answer: () => answer,
+    closeFrame,
   };
 }
