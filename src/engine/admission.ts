@@ -36,6 +36,7 @@ export function resolveParams(req: OmniRequest, model: WanT2VModel, limits: Requ
     seed: x.seed ?? randomSeed(),
     modalities: req.outputs.modalities ?? [isImage ? 'image' : 'video'],
     returnLatents: req.outputs.returnLatents || (req.outputs.modalities ?? []).includes('latents'),
+    ...(req.outputs.previewEvery !== undefined ? { previewEvery: req.outputs.previewEvery } : {}),
     priority: req.priority,
   };
   const stride = model.pixelStride;

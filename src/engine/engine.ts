@@ -110,7 +110,7 @@ export function requestAdmittedEvent(requestId: string, p: ResolvedParams, estim
     type: 'admitted',
     requestId,
     model,
-    params: { task, width, height, numFrames, fps, numInferenceSteps, guidanceScale, flowShift, sampler, seed, priority },
+    params: { task, width, height, numFrames, fps, numInferenceSteps, guidanceScale, flowShift, sampler, seed, priority, ...(p.previewEvery !== undefined ? { previewEvery: p.previewEvery } : {}) },
     estimate,
   };
 }

@@ -21,6 +21,8 @@ export interface ResolvedParams {
   seed: number;
   modalities: OutputModality[];
   returnLatents: boolean;
+  /** Denoise steps between previews (`outputs.previewEvery`); absent: no previews. */
+  previewEvery?: number;
   /** Larger runs first at step boundaries. */
   priority: number;
 }

@@ -57,6 +57,11 @@ export function createOmniRequestSchema(limits: RequestLimits = DEFAULT_LIMITS) 
           modalities: z.array(OutputModalitySchema).min(1).max(3).optional(),
           /** Also return the final latents `[C, F, H/8·…]` as an artifact. */
           returnLatents: z.boolean().default(false),
+          /**
+           * Every this many denoise steps, emit a preview as a `chunk` event: the first frame of the clean video the
+           * step predicts (flow matching: x̂₀ = x_t − σ·v), decoded by the VAE, as an `image` artifact. Absent: none.
+           */
+          previewEvery: z.number().int().min(1).max(limits.maxSteps).optional(),
         })
         .default({ returnLatents: false }),
       /** Per-node overrides, validated against the pipeline's node parameter schemas at admission. */

@@ -99,6 +99,36 @@ describe('Engine.generate', () => {
     expect(out.artifacts.latents).toMatchObject({ kind: 'latents', shape: [4, 1, 8, 12] });
   });
 
+  it('outputs.previewEvery emits the predicted first frame as chunk previews, never on the last step', async () => {
+    const events = await run(req({ numInferenceSteps: 5, numFrames: 3, width: 24, height: 16 }, { outputs: { previewEvery: 2 } }));
+    const order = events.filter((e) => e.type === 'step' || e.type === 'chunk').map((e) => (e.type === 'step' ? `step${e.index}` : `chunk:${e.node}`));
+    // Steps 2 and 4 of 5 (index 1 and 3): each preview follows its step's event; none after the last step.
+    expect(order).toEqual(['step0', 'step1', 'chunk:denoise', 'step2', 'step3', 'chunk:denoise', 'step4']);
+    for (const e of events) {
+      if (e.type === 'chunk') expect(e.artifact).toMatchObject({ kind: 'image', width: 24, height: 16, pixels: expect.any(Uint8Array) });
+    }
+    expect(finalOf(events).artifacts.video).toMatchObject({ numFrames: 3 });
+    const admitted = events.find((e) => e.type === 'admitted');
+    expect(admitted?.type === 'admitted' && admitted.params.previewEvery).toBe(2);
+  });
+
+  it('a preview is the frame one Euler step to σ = 0 would give: equal to frame 0 of a run with sigmas [σ₀, 0]', async () => {
+    // x̂₀ = x_t − σ·v is exactly the Euler step from σ to 0, so the preview after the first step of [1, 0.5, 0] must be,
+    // bit for bit, the first frame of the one-step run [1, 0] (same seed: same noise and the same velocity at σ = 1).
+    const two = await run(req({ numFrames: 3, width: 24, height: 16 }, { outputs: { previewEvery: 1 }, nodeParams: { denoise: { sigmas: [1, 0.5, 0] } } }));
+    const previews = two.filter((e) => e.type === 'chunk');
+    expect(previews).toHaveLength(1);
+    const one = finalOf(await run(req({ numFrames: 3, width: 24, height: 16 }, { nodeParams: { denoise: { sigmas: [1, 0] } } })));
+    const p = previews[0]!;
+    const video = one.artifacts.video;
+    expect(p.type === 'chunk' && p.artifact.kind === 'image' && video?.kind === 'video').toBe(true);
+    if (p.type !== 'chunk' || p.artifact.kind !== 'image' || video?.kind !== 'video') return;
+    expect(Buffer.from(p.artifact.pixels).equals(Buffer.from(video.frames.subarray(0, 24 * 16 * 3)))).toBe(true);
+    // …and not the final video of the two-step run (the preview is the prediction, not the result).
+    const final = finalOf(two).artifacts.video;
+    expect(final?.kind === 'video' && Buffer.from(p.artifact.pixels).equals(Buffer.from(final.frames.subarray(0, 24 * 16 * 3)))).toBe(false);
+  });
+
   it('guidance scale 1 runs one forward per step', async () => {
     const events = await run(req({ guidanceScale: 1, numInferenceSteps: 2 }));
     const admitted = events.find((e) => e.type === 'admitted');

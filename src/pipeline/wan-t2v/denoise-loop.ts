@@ -10,6 +10,7 @@ import type { SamplerState } from '../samplers/sampler';
 import type { SamplerPolicy } from '../policies/sampler-policy';
 import type { LoopStage, StepCost, StepResult } from '../stage';
 import { latentShape, type WanT2VContext } from './context';
+import { decodePreview, predictedFirstFrame, previewDue } from './denoise-preview';
 import type { WanT2VState } from './state';
 
 /** Per-request state of the denoise loop (plain arrays: rows are copied into the DiT's staging tensors). */
@@ -74,16 +75,25 @@ export function createDenoiseLoop(policies: { cfg: CFGPolicy; expert: ExpertRout
     });
     await dit.forwardRows(loop0.shape, first);
     if (second.length > 0 && !items.every(({ ctx }) => ctx.signal.aborted)) await dit.forwardRows(loop0.shape, second);
-    return items.map(({ loop }, i): StepResult | Error => {
+    const previews: Array<Float32Array | undefined> = [];
+    const results = items.map(({ ctx, loop }, i): StepResult | Error => {
       const k = loop.index;
       const sigma = loop.sigmas[k];
       if (plans[i].dispatch !== 'single') applyClassifierFreeGuidance(loop.cond, loop.uncond, plans[i].scale);
       const bad = firstNonFinite(loop.cond);
       if (bad >= 0) return new OmniError('OMNIRX_ERR_NON_FINITE', `denoise step ${k}: the model produced a non-finite value (${loop.cond[bad]}) at element ${bad}`);
+      if (previewDue(k, total(loop), ctx.params.previewEvery)) previews[i] = predictedFirstFrame(loop.latents, loop.cond, sigma, latentShape(ctx));
       loop.sampler.step(loop.latents, loop.cond, k);
       loop.index = k + 1;
       return { done: loop.index === total(loop), progress: { index: k, total: total(loop), timestep: sigma * 1000, sigma } };
     });
+    for (const [i, frame0] of previews.entries()) {
+      const r = results[i];
+      if (frame0 === undefined || r instanceof Error) continue;
+      const image = await decodePreview(items[i].ctx, frame0);
+      if (image !== undefined) r.emit = [image];
+    }
+    return results;
   };
 
   return {

@@ -89,6 +89,7 @@ export const ResolvedParamsSchema = z.strictObject({
   seed: z.number().int().nonnegative(),
   modalities: z.array(OutputModalitySchema),
   returnLatents: z.boolean(),
+  previewEvery: z.number().int().positive().optional(),
   priority: z.number(),
 });
 
