@@ -36,6 +36,8 @@ export const VideoCreateBodySchema = z.strictObject({
   guidance_scale: z.number().optional(),
   negative_prompt: z.string().max(100_000).optional(),
   seed: int.optional(),
+  /** Extension: a preview (the first frame the step predicts) on the job's SSE stream every this many steps. */
+  preview_every: int.optional(),
 });
 export type VideoCreateBody = z.infer<typeof VideoCreateBodySchema>;
 
@@ -54,7 +56,7 @@ export const ImageGenerateBodySchema = z.strictObject({
 export type ImageGenerateBody = z.infer<typeof ImageGenerateBodySchema>;
 
 /** Form fields that carry numbers (multipart sends every value as text). */
-const NUMERIC_FIELDS = new Set(['num_frames', 'fps', 'num_inference_steps', 'guidance_scale', 'seed']);
+const NUMERIC_FIELDS = new Set(['num_frames', 'fps', 'num_inference_steps', 'guidance_scale', 'seed', 'preview_every']);
 
 /**
  * Converts the numeric multipart fields from text to numbers when the whole text is a decimal number; anything
@@ -94,6 +96,7 @@ const FIELD_OF_PATH: Record<string, string> = {
   'diffusion.numInferenceSteps': 'num_inference_steps',
   'diffusion.guidanceScale': 'guidance_scale',
   'diffusion.seed': 'seed',
+  'outputs.previewEvery': 'preview_every',
   diffusion: 'size',
 };
 
@@ -142,7 +145,8 @@ export function toVideoRequest(body: VideoCreateBody, requestId: string, modelId
   if (body.guidance_scale !== undefined) diffusion.guidanceScale = body.guidance_scale;
   if (body.seed !== undefined) diffusion.seed = body.seed;
   const inputs = body.negative_prompt === undefined ? { prompt: body.prompt } : { prompt: body.prompt, negativePrompt: body.negative_prompt };
-  return { request: { requestId, model: modelId, task: 'T2V', inputs, diffusion }, framesFrom };
+  const outputs = body.preview_every === undefined ? {} : { outputs: { previewEvery: body.preview_every } };
+  return { request: { requestId, model: modelId, task: 'T2V', inputs, diffusion, ...outputs }, framesFrom };
 }
 
 /**

@@ -25,12 +25,15 @@ const MAX_IMAGE_BASE64_CHARS = 1_400_000;
  */
 const MessageIdSchema = z.string().min(1).max(64);
 
-/** Starts a generation: `request` takes the fields of `POST /v1/videos` (docs/http.md). */
+/**
+ * Starts a generation: `request` takes the fields of `POST /v1/videos` (docs/http.md) except `preview_every`: previews
+ * are served on a job's SSE stream, and this stream carries only the video.
+ */
 export const GenerateMessageSchema = z.strictObject({
   type: z.literal('generate'),
   id: MessageIdSchema.optional(),
   format: StreamFormatSchema.default('fmp4'),
-  request: VideoCreateBodySchema,
+  request: VideoCreateBodySchema.omit({ preview_every: true }),
 });
 
 /** Starts a world session (`Engine.session`). `image` is the first frame, RGB24 at the session size, base64. */

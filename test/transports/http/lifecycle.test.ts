@@ -1,3 +1,4 @@
+import { PNG } from 'pngjs';
 import { startServer, readSse, type TestServer } from './helpers';
 import { makeModelsDir, poisonWithNaN, tinySpec } from '../../helpers/tiny-model';
 import { createServer } from '../../../transports/http/server';
@@ -52,6 +53,25 @@ describe('SSE job events', () => {
     expect(content.headers.get('content-type')).toBe('video/mp4');
     const late = await readSse(`${s.origin}/v1/videos/${job.id}/events`);
     expect(late.events).toEqual(live.events);
+  });
+
+  it('preview_every puts partial results on the stream: chunk events with a PNG of the predicted first frame', async () => {
+    const job = await createJob(s, { prompt: 'a red ball', size: '16x16', num_frames: 3, fps: 6, num_inference_steps: 4, seed: 3, preview_every: 1 });
+    const sse = await readSse(`${s.origin}/v1/videos/${job.id}/events`);
+    const order = sse.events.filter((e) => e.event === 'step' || e.event === 'chunk').map((e) => (e.event === 'step' ? `step${e.data.index}` : 'preview'));
+    expect(order).toEqual(['step0', 'preview', 'step1', 'preview', 'step2', 'preview', 'step3']);
+    const pngs = sse.events.filter((e) => e.event === 'chunk').map((e) => {
+      expect(e.data).toMatchObject({ node: 'denoise', artifact: { kind: 'image', width: 16, height: 16 }, preview: { width: 16, height: 16 } });
+      return PNG.sync.read(Buffer.from((e.data.preview as { png_b64: string }).png_b64, 'base64'));
+    });
+    expect(pngs.map((p) => [p.width, p.height])).toEqual([[16, 16], [16, 16], [16, 16]]);
+    // Successive predictions of the same video differ (the sampler moves), and the job still ends with its MP4.
+    expect(Buffer.compare(pngs[0]!.data, pngs[2]!.data)).not.toBe(0);
+    expect(sse.events.at(-1)!.event).toBe('final');
+    for (const bad of [0, -1, 2.5, 'x']) {
+      const r = await fetch(`${s.origin}/v1/videos`, { method: 'POST', headers: { 'content-type': 'application/json' }, body: JSON.stringify({ prompt: 'a', preview_every: bad }) });
+      expect([bad, r.status, ((await r.json()) as any).error.param]).toEqual([bad, 400, 'preview_every']);
+    }
   });
 
   it('a job that fails while running streams an error event and reports it in the job object', async () => {

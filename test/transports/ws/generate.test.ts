@@ -118,6 +118,8 @@ describe('hostile input on /v1/stream', () => {
     ['a type of the wrong type', { type: 42 }, { code: 'invalid_message', param: 'type' }],
     ['an unknown field', { type: 'generate', request: { prompt: 'a' }, extra: 1 }, { code: 'invalid_message', param: 'extra' }],
     ['an unknown request field', { type: 'generate', request: { prompt: 'a', colour: 'red' } }, { code: 'invalid_message', param: 'request.colour' }],
+    // Previews go to a job's SSE stream; this stream carries the video only, so the field is refused, not ignored.
+    ['preview_every', { type: 'generate', request: { prompt: 'a', preview_every: 2 } }, { code: 'invalid_message', param: 'request.preview_every' }],
     ['a bad size', { type: 'generate', request: { prompt: 'a', size: 'big' } }, { code: 'invalid_message', param: 'request.size' }],
     ['num_frames as a string', { type: 'generate', request: { prompt: 'a', num_frames: '9' } }, { code: 'invalid_message', param: 'request.num_frames' }],
     ['an unknown format', { type: 'generate', format: 'webm', request: { prompt: 'a' } }, { code: 'invalid_message', param: 'format' }],

@@ -1,20 +1,12 @@
 import { randomUUID } from 'node:crypto';
 import type { FastifyInstance } from 'fastify';
-import { PNG } from 'pngjs';
 import type { Subscription } from 'rxjs';
-import type { ImageArtifact } from '../../../src/request/artifacts';
 import type { OmniEvent } from '../../../src/request/omni-event';
 import type { ServerContext } from '../context';
 import { fromErrorEvent, HttpError } from '../errors';
+import { encodePng } from '../png';
 import { httpFieldOf, ImageGenerateBodySchema, parseBody, toImageRequest } from '../video-request';
 import { admitting, loadModel } from './shared';
-
-/** Encodes an RGB24 image artifact as an 8-bit RGB PNG. */
-export function encodePng(image: ImageArtifact): Buffer {
-  const png = new PNG({ width: image.width, height: image.height, colorType: 2, inputColorType: 2, inputHasAlpha: false });
-  png.data = Buffer.from(image.pixels.buffer, image.pixels.byteOffset, image.pixels.byteLength);
-  return PNG.sync.write(png, { colorType: 2, inputColorType: 2, inputHasAlpha: false });
-}
 
 /**
  * Registers `POST /v1/images/generations`: runs a T2I request to its end and answers OpenAI's images shape,
