@@ -18,6 +18,7 @@ export const HTTP_ERROR_CODES = {
   request_timeout: 408,
   not_ready: 409,
   body_too_large: 413,
+  uri_too_long: 414,
   unsupported_media_type: 415,
   headers_too_large: 431,
   internal: 500,

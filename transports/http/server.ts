@@ -17,7 +17,7 @@ import { registerRtcRoutes } from '../webrtc/routes';
 import type { ServedEngine } from './served-engine';
 import type { DeployConfig } from '../../src/placement/deploy-config';
 import { registerStreamRoutes } from '../ws/stream-routes';
-import { WebSocketRouter } from './websocket-router';
+import { refuse, WebSocketRouter } from './websocket-router';
 
 /** Options of {@link createServer}. */
 export interface ServerOptions {
@@ -88,6 +88,9 @@ function sameSecret(given: string, expected: string): boolean {
   return timingSafeEqual(a, b);
 }
 
+/** Longest path parameter the router takes, characters. */
+const MAX_PATH_PARAM = 256;
+
 /**
  * Builds the OpenAI-compatible HTTP server over an omnirx engine (routes in docs/http.md). Returns the Fastify
  * instance, not yet listening (`await app.listen({ host: '127.0.0.1', port })`); the engine comes up in the
@@ -101,9 +104,14 @@ export async function createServer(options: ServerOptions = {}): Promise<Fastify
     requestTimeout: 60_000,
     connectionTimeout: 60_000,
     return503OnClosing: true,
+    // Path parameters (model and job ids: at most 128 characters) longer than this are refused with 414.
+    maxParamLength: MAX_PATH_PARAM,
     // Errors Fastify raises before routing (a URL that is not valid percent-encoding, …) in the same error shape.
     frameworkErrors: (err, _req, reply) => {
-      const h = toHttpError(err);
+      const h =
+        (err as { code?: unknown }).code === 'FST_ERR_MAX_PARAM_LENGTH'
+          ? HttpError.of('uri_too_long', `a path segment is longer than ${MAX_PATH_PARAM} characters (model and job ids have at most 128)`)
+          : toHttpError(err);
       void (reply as FastifyReply).status(h.status).send(h.body());
     },
     // …and what Node's HTTP parser refuses before Fastify sees a request (oversized headers, garbage request lines).
@@ -206,6 +214,8 @@ export async function createServer(options: ServerOptions = {}): Promise<Fastify
     },
   });
   app.server.on('upgrade', websockets.onUpgrade);
+  // CONNECT (a proxy tunnel request) would otherwise get the socket closed without an answer.
+  app.server.on('connect', (_req, socket) => refuse(socket, HttpError.of('method_not_allowed', 'CONNECT is not served: this is not a proxy')));
   app.decorate('omnirx', { engineReady, jobs: table, metrics, websockets, drain });
 
   // Before the listener closes: ending the active jobs also ends their SSE responses, which would hold it open.
@@ -242,6 +252,9 @@ export async function createServer(options: ServerOptions = {}): Promise<Fastify
       h = HttpError.of('unsupported_media_type', `the body's content type ${JSON.stringify(String(req.headers['content-type'] ?? '').slice(0, 100))} is not taken here: send application/json or multipart/form-data`);
     } else if (typeof code === 'string' && Object.prototype.hasOwnProperty.call(multipartLimitMessages, code)) {
       h = HttpError.of('body_too_large', multipartLimitMessages[code]!);
+    } else if (code === 'FST_PROTO_VIOLATION') {
+      // The multipart plugin refuses the field before we see its name.
+      h = HttpError.of('invalid_body', 'a multipart field is named after an Object.prototype property (__proto__, constructor, toString, …); no such field exists');
     }
     metrics.failures.inc({ code: h.code });
     if (h.status >= 500) req.log.error(err);

@@ -1,6 +1,7 @@
-import type { IncomingMessage } from 'node:http';
+import { STATUS_CODES, type IncomingMessage } from 'node:http';
 import type { Duplex } from 'node:stream';
 import { WebSocketServer, type WebSocket } from 'ws';
+import { HttpError } from './errors';
 
 /** Handles one accepted WebSocket connection; `url` is the parsed request URL (path and query). */
 export type WebSocketHandler = (ws: WebSocket, req: IncomingMessage, url: URL) => void;
@@ -18,8 +19,10 @@ export interface WebSocketRouterOptions {
 
 /**
  * Routes HTTP upgrade requests of one Node HTTP server to WebSocket handlers by exact path (`route('/v1/…', h)`).
- * Unknown paths get a plain `404`, refused authorisation a `401`, and the socket is closed — a stray or hostile
- * upgrade never hangs. One `ws` server (noServer mode) accepts every route's connections.
+ * Every refusal is answered in the server's error shape and the socket closed — a stray or hostile upgrade never
+ * hangs: an upgrade to anything but `websocket` (e.g. `h2c`) 400 `malformed_request`, an unknown path 404
+ * `not_found`, refused authorisation 401 `unauthorized`, a handshake without a valid `Sec-WebSocket-Key` or version
+ * 13 400 `malformed_request`. One `ws` server (noServer mode) accepts every route's connections.
  */
 export class WebSocketRouter {
   private readonly routes = new Map<string, WebSocketHandler>();
@@ -41,12 +44,20 @@ export class WebSocketRouter {
     try {
       url = new URL(req.url ?? '/', 'http://localhost');
     } catch {
-      return refuse(socket, 400, 'Bad Request');
+      return refuse(socket, HttpError.of('malformed_request', 'the request URL cannot be parsed'));
+    }
+    const protocol = String(req.headers.upgrade ?? '').toLowerCase();
+    if (protocol !== 'websocket') {
+      return refuse(socket, HttpError.of('malformed_request', `Upgrade: ${JSON.stringify(protocol.slice(0, 40))} is not served; this server upgrades only to websocket (on ${[...this.routes.keys()].join(', ')}); send plain HTTP/1.1 requests without an Upgrade header`));
     }
     const handler = this.routes.get(url.pathname);
-    if (handler === undefined) return refuse(socket, 404, 'Not Found');
+    if (handler === undefined) return refuse(socket, HttpError.of('not_found', `no WebSocket endpoint at ${url.pathname.slice(0, 200)}; the endpoints are ${[...this.routes.keys()].join(', ')}`));
     const denied = this.options.authorize?.(req, url);
-    if (denied !== undefined) return refuse(socket, 401, 'Unauthorized');
+    if (denied !== undefined) return refuse(socket, HttpError.of('unauthorized', denied));
+    const key = req.headers['sec-websocket-key'];
+    if (typeof key !== 'string' || !/^[A-Za-z0-9+/]{22}==$/.test(key.trim()) || req.headers['sec-websocket-version'] !== '13') {
+      return refuse(socket, HttpError.of('malformed_request', 'a WebSocket handshake needs Sec-WebSocket-Key (16 bytes, base64) and Sec-WebSocket-Version: 13 (RFC 6455 §4.1)'));
+    }
     this.wss.handleUpgrade(req, socket, head, (ws) => handler(ws, req, url));
   };
 
@@ -57,7 +68,9 @@ export class WebSocketRouter {
   }
 }
 
-function refuse(socket: Duplex, status: number, text: string): void {
+/** Answers `e` in the server's error shape on a raw socket and closes it. */
+export function refuse(socket: Duplex, e: HttpError): void {
   socket.on('error', () => undefined);
-  socket.end(`HTTP/1.1 ${status} ${text}\r\nConnection: close\r\nContent-Length: 0\r\n\r\n`);
+  const body = JSON.stringify(e.body());
+  socket.end(`HTTP/1.1 ${e.status} ${STATUS_CODES[e.status] ?? 'Error'}\r\nContent-Type: application/json\r\nContent-Length: ${Buffer.byteLength(body)}\r\nConnection: close\r\n\r\n${body}`);
 }

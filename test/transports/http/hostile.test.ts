@@ -66,6 +66,48 @@ describe('hostile input gets a clear 4xx in the error shape, and the server keep
     expect((await fetch(`${server.origin}/health`)).status).toBe(200);
   });
 
+  it('upgrades other than a valid WebSocket handshake on a WebSocket path, and CONNECT, get the error shape', async () => {
+    const raw = (request: string) =>
+      new Promise<{ status: number; body: any }>((resolve, reject) => {
+        const s = connect(server.port, '127.0.0.1', () => s.write(request));
+        let got = '';
+        s.on('data', (d) => (got += d.toString('latin1')));
+        s.on('close', () => resolve({ status: Number(got.split(' ')[1]), body: JSON.parse(got.slice(got.indexOf('\r\n\r\n') + 4)) }));
+        s.on('error', reject);
+      });
+    const ws = 'Connection: Upgrade\r\nUpgrade: websocket\r\nSec-WebSocket-Version: 13\r\n';
+    const key = 'Sec-WebSocket-Key: dGhlIHNhbXBsZSBub25jZQ==\r\n';
+    const cases: Array<[string, string, number, string]> = [
+      ['h2c', 'GET /health HTTP/1.1\r\nHost: x\r\nConnection: Upgrade, HTTP2-Settings\r\nUpgrade: h2c\r\n\r\n', 400, 'malformed_request'],
+      ['unknown path', `GET /v1/nothere HTTP/1.1\r\nHost: x\r\n${ws}${key}\r\n`, 404, 'not_found'],
+      ['no key', `GET /v1/rtc?token=${KEY} HTTP/1.1\r\nHost: x\r\n${ws}\r\n`, 400, 'malformed_request'],
+      ['bad token', `GET /v1/rtc?token=nope HTTP/1.1\r\nHost: x\r\n${ws}${key}\r\n`, 401, 'unauthorized'],
+      ['CONNECT', 'CONNECT evil:443 HTTP/1.1\r\nHost: evil:443\r\n\r\n', 405, 'method_not_allowed'],
+    ];
+    for (const [what, request, status, code] of cases) {
+      const r = await raw(request);
+      expect({ what, status: r.status, code: r.body.error.code, message: typeof r.body.error.message }).toEqual({ what, status, code, message: 'string' });
+    }
+    expect((await fetch(`${server.origin}/health`)).status).toBe(200);
+  });
+
+  it('a path id over 256 characters → 414 uri_too_long with a short message; up to 256 → 404 naming the field', async () => {
+    const long = await fetch(`${server.origin}/v1/models/${'m'.repeat(10_000)}`, { headers: auth });
+    const body = (await long.json()) as any;
+    expect([long.status, body.error.code]).toEqual([414, 'uri_too_long']);
+    expect(body.error.message.length).toBeLessThan(200);
+    const id = await fetch(`${server.origin}/v1/models/${'m'.repeat(200)}`, { headers: auth });
+    expect([id.status, ((await id.json()) as any).error.param]).toEqual([404, 'model']);
+  });
+
+  it('a multipart field named after an Object.prototype property → 400 saying so', async () => {
+    const form = new FormData();
+    form.append('prompt', 'a');
+    form.append('__proto__', 'x');
+    const r = await post('/v1/videos', form, {});
+    expect([r.status, r.json.error.code, r.json.error.message]).toEqual([400, 'invalid_body', expect.stringMatching(/Object\.prototype property/)]);
+  });
+
   it('a multipart body cut off before its closing boundary → 400 invalid_body, not a server error', async () => {
     const body = '--zzz\r\nContent-Disposition: form-data; name="prompt"\r\n\r\nx';
     const r = await post('/v1/videos', body, { 'content-type': 'multipart/form-data; boundary=zzz' });
