@@ -96,7 +96,7 @@ test('a candidate queued before the answer and refused when applied rejects unde
 
 test('a malformed answer is refused naming `sdp`; the socket and session stay usable and a correct answer connects', async () => {
   const c = await connectClient(server.wsUrl, { prompt: 'a green hill', width: 32, height: 32 }, { autoAnswer: false });
-  await c.signaling.next((m) => m.type === 'offer');
+  const offer = (await c.signaling.next((m) => m.type === 'offer')) as { sdp: string };
   const good = await c.answer();
   const errors = () => c.signaling.all.filter((m) => m.type === 'error');
   c.ws.send(JSON.stringify({ type: 'answer', id: 'a1', sdp: 'garbage sdp' }));
@@ -105,14 +105,19 @@ test('a malformed answer is refused naming `sdp`; the socket and session stay us
   // One media section fewer than the offer.
   const firstSection = good.slice(0, good.indexOf('\nm=', good.indexOf('\nm=') + 1) + 1);
   c.ws.send(JSON.stringify({ type: 'answer', id: 'a3', sdp: firstSection }));
-  await until(() => errors().length >= 3);
+  // The server's own offer sent back (well-formed, every section, credentials): werift would take it and the session
+  // would never connect.
+  c.ws.send(JSON.stringify({ type: 'answer', id: 'a3b', sdp: offer.sdp }));
+  await until(() => errors().length >= 4);
   expect(errors().map((e) => [e.replyTo, e.code, e.param, e.fatal])).toEqual([
     ['a1', 'OMNIRX_ERR_INVALID_REQUEST', 'sdp', false],
     ['a2', 'OMNIRX_ERR_INVALID_REQUEST', 'sdp', false],
     ['a3', 'OMNIRX_ERR_INVALID_REQUEST', 'sdp', false],
+    ['a3b', 'OMNIRX_ERR_INVALID_REQUEST', 'sdp', false],
   ]);
   expect(errors()[1]!.message).toMatch(/ice-ufrag/);
   expect(errors()[2]!.message).toMatch(/media section/);
+  expect(errors()[3]!.message).toMatch(/offer sent back/);
   expect(c.signaling.all.some((m) => m.type === 'closed')).toBe(false);
 
   c.ws.send(JSON.stringify({ type: 'answer', id: 'a4', sdp: good }));
@@ -120,8 +125,8 @@ test('a malformed answer is refused naming `sdp`; the socket and session stay us
   await c.channelInbox.next((m) => m.type === 'frame');
   // A second answer is refused; the session keeps running.
   c.ws.send(JSON.stringify({ type: 'answer', id: 'a5', sdp: good }));
-  await until(() => errors().length >= 4);
-  expect(errors()[3]).toMatchObject({ replyTo: 'a5', param: 'sdp', fatal: false });
+  await until(() => errors().length >= 5);
+  expect(errors()[4]).toMatchObject({ replyTo: 'a5', param: 'sdp', fatal: false });
   const from = c.channelInbox.all.length;
   await c.channelInbox.next((m) => m.type === 'frame', from);
   expect(c.signaling.all.some((m) => m.type === 'closed')).toBe(false);
