@@ -181,6 +181,11 @@ class WorldClient {
       this.framesShown++;
       this.firstShownAt ??= shownAt;
       this.lastShownAt = shownAt;
+      // Keep the frame count and fps of the readout current (at most 4 redraws a second).
+      if (shownAt - (this.lastRedrawAt ?? -Infinity) >= 250) {
+        this.lastRedrawAt = shownAt;
+        this.onChange();
+      }
       const shown = { rtp, shownAt };
       const meta = this.metaByRtp.get(rtp);
       if (meta !== undefined) this.matched(shown, meta);
