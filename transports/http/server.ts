@@ -105,7 +105,7 @@ export async function createServer(options: ServerOptions = {}): Promise<Fastify
     connectionTimeout: 60_000,
     return503OnClosing: true,
     // Path parameters (model and job ids: at most 128 characters) longer than this are refused with 414.
-    maxParamLength: MAX_PATH_PARAM,
+    routerOptions: { maxParamLength: MAX_PATH_PARAM },
     // Errors Fastify raises before routing (a URL that is not valid percent-encoding, …) in the same error shape.
     frameworkErrors: (err, _req, reply) => {
       const h =
