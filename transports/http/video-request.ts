@@ -15,12 +15,12 @@ const size = z
   });
 
 /**
- * `prompt` of the HTTP (and `/v1/stream` generate) requests: required, non-empty and not only whitespace, as in
- * OpenAI's API. The library
+ * `prompt` of the HTTP requests and of every transport's start message (`/v1/stream` generate and session, `/v1/rtc`
+ * start): required, non-empty and not only whitespace, as in OpenAI's API. The library
  * still takes an empty prompt (unconditional generation, `inputs.prompt: ""`); over HTTP an empty one is far more
  * often a client bug than a wish, so it is refused naming the field.
  */
-const PromptSchema = z.string().min(1, 'prompt must not be empty').max(100_000).refine((p) => p.trim().length > 0, 'prompt must not be only whitespace');
+export const PromptSchema = z.string().min(1, 'prompt must not be empty').max(100_000).refine((p) => p.trim().length > 0, 'prompt must not be only whitespace');
 
 /** Fields of `POST /v1/videos` (JSON, or multipart form fields after {@link coerceFormFields}). Unknown fields are rejected. */
 export const VideoCreateBodySchema = z.strictObject({

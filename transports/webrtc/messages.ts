@@ -1,4 +1,5 @@
 import { z } from 'zod';
+import { PromptSchema } from '../http/video-request';
 import { candidateProblem } from './ice-candidate';
 
 /**
@@ -23,7 +24,7 @@ const ImageSchema = z.strictObject({
 
 /** The world session a `start` message opens (the fields of `Engine.session`, validated there in full). */
 const SessionFieldsSchema = z.strictObject({
-  prompt: z.string(),
+  prompt: PromptSchema,
   model: z.string().optional(),
   seed: z.number().optional(),
   width: z.number().optional(),

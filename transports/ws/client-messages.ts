@@ -1,6 +1,6 @@
 import { z } from 'zod';
 import { ActionSchema } from '../../src/models/wan/actions';
-import { VideoCreateBodySchema } from '../http/video-request';
+import { PromptSchema, VideoCreateBodySchema } from '../http/video-request';
 
 /** Video formats of a stream: fMP4 (init segment + one moof+mdat per frame) or raw H.264 (Annex-B access units). */
 export const StreamFormatSchema = z.enum(['fmp4', 'h264']);
@@ -42,7 +42,7 @@ export const SessionMessageSchema = z.strictObject({
   id: MessageIdSchema.optional(),
   format: StreamFormatSchema.default('fmp4'),
   model: z.string().min(1).max(128).optional(),
-  prompt: z.string().max(100_000),
+  prompt: PromptSchema,
   size: SizeSchema.optional(),
   fps: z.number().int().optional(),
   seed: z.number().int().optional(),

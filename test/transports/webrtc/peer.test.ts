@@ -92,13 +92,15 @@ test('signaling garbage and bad session fields get errors naming the field; the 
   c.ws.send(JSON.stringify({ type: 'dance' }));
   c.ws.send(JSON.stringify({ type: 'answer', sdp: 'v=0' }));
   c.ws.send(JSON.stringify({ type: 'start', session: { prompt: 5 } }));
+  c.ws.send(JSON.stringify({ type: 'start', session: { prompt: ' \t ' } }));
   c.ws.send(JSON.stringify({ type: 'start', session: { prompt: 'a', fps: 0 } }));
-  await until(() => c.signaling.all.filter((m) => m.type === 'error').length >= 7);
+  await until(() => c.signaling.all.filter((m) => m.type === 'error').length >= 8);
   expect(c.signaling.all.filter((m) => m.type === 'error').slice(1).map((e) => [e.code, e.param])).toEqual([
     ['invalid_json', 'message'],
     ['invalid_json', 'message'],
     ['invalid_message', 'type'],
     ['invalid_message', 'type'],
+    ['invalid_message', 'session.prompt'],
     ['invalid_message', 'session.prompt'],
     ['OMNIRX_ERR_INVALID_REQUEST', 'session.fps'],
   ]);

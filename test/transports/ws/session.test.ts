@@ -82,8 +82,12 @@ describe('world sessions over /v1/stream', () => {
 
   it('closing the socket mid-rollout closes the session; bad actions and session fields are refused by name', async () => {
     const c = await StreamClient.connect(server.origin);
+    // A blank prompt is refused as on POST /v1/videos (the library takes "" as unconditional; a client sending it is
+    // far more often a bug).
+    c.send({ type: 'session', prompt: '   ' });
+    expect(await c.waitJson('error', (e) => e.param === 'prompt')).toMatchObject({ code: 'invalid_message', fatal: false });
     c.send({ type: 'session', prompt: 'a ball', size: '18x18' });
-    expect(await c.waitJson('error')).toMatchObject({ param: 'size', fatal: false });
+    expect(await c.waitJson('error', (e) => e.param === 'size')).toMatchObject({ fatal: false });
     c.send({ type: 'session', prompt: 'a ball', seed: -1 });
     expect(await c.waitJson('error', (e) => e.param === 'seed')).toMatchObject({ fatal: false });
     c.send({ type: 'session', prompt: 'a ball', image: { width: 16, height: 16, data: Buffer.alloc(10).toString('base64') } });
