@@ -159,21 +159,15 @@ function progress(t0: number, what: string): void {
   process.stderr.write(`motion-to-photon: ${((performance.now() - t0) / 1000).toFixed(1)} s ${what}\n`);
 }
 
-/** `--fps N`: the session rate, frames per second (integer 1–120; default 20). @throws Error on a bad value. */
-function sessionFps(): number {
-  const i = process.argv.indexOf('--fps');
-  if (i < 0) return 20;
-  const fps = Number(process.argv[i + 1]);
-  if (!Number.isInteger(fps) || fps < 1 || fps > 120) throw new Error(`--fps must be an integer in [1, 120], got ${process.argv[i + 1]}`);
-  return fps;
-}
-
-/** `--presses N`: key presses per run (integer 10–1000; default 40). @throws Error on a bad value. */
-function pressCount(): number {
-  const i = process.argv.indexOf('--presses');
-  if (i < 0) return 40;
+/**
+ * Integer flag `name N` in [min, max], `fallback` when absent. Used for `--fps` (the session rate, frames per second,
+ * 1–120, default 20) and `--presses` (key presses per run, 10–1000, default 40). @throws Error on a bad value.
+ */
+function intFlag(name: string, fallback: number, min: number, max: number): number {
+  const i = process.argv.indexOf(name);
+  if (i < 0) return fallback;
   const n = Number(process.argv[i + 1]);
-  if (!Number.isInteger(n) || n < 10 || n > 1000) throw new Error(`--presses must be an integer in [10, 1000], got ${process.argv[i + 1]}`);
+  if (!Number.isInteger(n) || n < min || n > max) throw new Error(`${name} must be an integer in [${min}, ${max}], got ${process.argv[i + 1]}`);
   return n;
 }
 
@@ -187,9 +181,9 @@ function matmulDtype(): MatmulDtype {
 
 async function main(): Promise<void> {
   const t0 = performance.now();
-  const fps = sessionFps();
+  const fps = intFlag('--fps', 20, 1, 120);
   const dtype = matmulDtype();
-  const presses = pressCount();
+  const presses = intFlag('--presses', 40, 10, 1000);
   const modelsDir = process.env.OMNIRX_MODELS_DIR ?? path.join(findDir(path.join('models', 'omnirx-default', 'model.json'), ROOTS), 'models');
   const browser = await chromium.launch({ executablePath: process.env.OMNIRX_CHROMIUM ?? '/usr/bin/chromium', args: CHROMIUM_ARGS });
   try {
