@@ -1,6 +1,16 @@
-import { maxHeaderSize } from 'node:http';
-import type { Socket } from 'node:net';
+import { maxHeaderSize, STATUS_CODES } from 'node:http';
+import type { Duplex } from 'node:stream';
 import { HttpError } from './errors';
+
+/**
+ * Answers `e` in the server's error shape on a raw socket (outside Fastify: parser refusals, upgrades, CONNECT) and
+ * closes the connection.
+ */
+export function answerOnSocket(socket: Duplex, e: HttpError): void {
+  socket.on('error', () => undefined);
+  const body = JSON.stringify(e.body());
+  socket.end(`HTTP/1.1 ${e.status} ${STATUS_CODES[e.status] ?? 'Error'}\r\nContent-Type: application/json\r\nContent-Length: ${Buffer.byteLength(body)}\r\nConnection: close\r\n\r\n${body}`);
+}
 
 /**
  * Answers a request Node's HTTP parser refused before Fastify saw it (headers over the size limit, a malformed
@@ -9,7 +19,7 @@ import { HttpError } from './errors';
  * A reset or already-destroyed socket gets nothing. Installed as Fastify's `clientErrorHandler`.
  * @param err the parser's error (`code` e.g. `HPE_HEADER_OVERFLOW`, `HPE_INVALID_METHOD`, `ERR_HTTP_REQUEST_TIMEOUT`).
  */
-export function answerClientError(err: NodeJS.ErrnoException, socket: Socket): void {
+export function answerClientError(err: NodeJS.ErrnoException, socket: Duplex): void {
   if (err.code === 'ECONNRESET' || socket.destroyed) return;
   const e =
     err.code === 'ERR_HTTP_REQUEST_TIMEOUT'
@@ -17,11 +27,5 @@ export function answerClientError(err: NodeJS.ErrnoException, socket: Socket): v
       : err.code === 'HPE_HEADER_OVERFLOW'
         ? HttpError.of('headers_too_large', `the request headers exceed the server's limit of ${maxHeaderSize} bytes`)
         : HttpError.of('malformed_request', `the request is not valid HTTP/1.1 (${err.code ?? 'parse error'}${typeof (err as { reason?: unknown }).reason === 'string' ? `: ${(err as { reason?: string }).reason}` : ''})`);
-  const body = JSON.stringify(e.body());
-  if (socket.writable) {
-    socket.write(`HTTP/1.1 ${e.status} ${STATUS_TEXT[e.status]}\r\nContent-Type: application/json\r\nContent-Length: ${Buffer.byteLength(body)}\r\nConnection: close\r\n\r\n${body}`);
-  }
-  socket.destroy(err);
+  answerOnSocket(socket, e);
 }
-
-const STATUS_TEXT: Record<number, string> = { 400: 'Bad Request', 408: 'Request Timeout', 431: 'Request Header Fields Too Large' };

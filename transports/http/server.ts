@@ -4,7 +4,7 @@ import Fastify, { type FastifyInstance, type FastifyReply } from 'fastify';
 import { OmniError } from '../../src/errors';
 import { resolveFfmpeg } from '../../src/media/ffmpeg';
 import type { ServerContext } from './context';
-import { answerClientError } from './client-error';
+import { answerClientError, answerOnSocket } from './client-error';
 import { HttpError, toHttpError } from './errors';
 import { parseJsonBody } from './json-body';
 import { JobTable } from './jobs';
@@ -17,7 +17,7 @@ import { registerRtcRoutes } from '../webrtc/routes';
 import type { ServedEngine } from './served-engine';
 import type { DeployConfig } from '../../src/placement/deploy-config';
 import { registerStreamRoutes } from '../ws/stream-routes';
-import { refuse, WebSocketRouter } from './websocket-router';
+import { WebSocketRouter } from './websocket-router';
 
 /** Options of {@link createServer}. */
 export interface ServerOptions {
@@ -215,7 +215,7 @@ export async function createServer(options: ServerOptions = {}): Promise<Fastify
   });
   app.server.on('upgrade', websockets.onUpgrade);
   // CONNECT (a proxy tunnel request) would otherwise get the socket closed without an answer.
-  app.server.on('connect', (_req, socket) => refuse(socket, HttpError.of('method_not_allowed', 'CONNECT is not served: this is not a proxy')));
+  app.server.on('connect', (_req, socket) => answerOnSocket(socket, HttpError.of('method_not_allowed', 'CONNECT is not served: this is not a proxy')));
   app.decorate('omnirx', { engineReady, jobs: table, metrics, websockets, drain });
 
   // Before the listener closes: ending the active jobs also ends their SSE responses, which would hold it open.

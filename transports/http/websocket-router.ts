@@ -1,6 +1,7 @@
-import { STATUS_CODES, type IncomingMessage } from 'node:http';
+import type { IncomingMessage } from 'node:http';
 import type { Duplex } from 'node:stream';
 import { WebSocketServer, type WebSocket } from 'ws';
+import { answerOnSocket } from './client-error';
 import { HttpError } from './errors';
 
 /** Handles one accepted WebSocket connection; `url` is the parsed request URL (path and query). */
@@ -44,19 +45,19 @@ export class WebSocketRouter {
     try {
       url = new URL(req.url ?? '/', 'http://localhost');
     } catch {
-      return refuse(socket, HttpError.of('malformed_request', 'the request URL cannot be parsed'));
+      return answerOnSocket(socket, HttpError.of('malformed_request', 'the request URL cannot be parsed'));
     }
     const protocol = String(req.headers.upgrade ?? '').toLowerCase();
     if (protocol !== 'websocket') {
-      return refuse(socket, HttpError.of('malformed_request', `Upgrade: ${JSON.stringify(protocol.slice(0, 40))} is not served; this server upgrades only to websocket (on ${[...this.routes.keys()].join(', ')}); send plain HTTP/1.1 requests without an Upgrade header`));
+      return answerOnSocket(socket, HttpError.of('malformed_request', `Upgrade: ${JSON.stringify(protocol.slice(0, 40))} is not served; this server upgrades only to websocket (on ${[...this.routes.keys()].join(', ')}); send plain HTTP/1.1 requests without an Upgrade header`));
     }
     const handler = this.routes.get(url.pathname);
-    if (handler === undefined) return refuse(socket, HttpError.of('not_found', `no WebSocket endpoint at ${url.pathname.slice(0, 200)}; the endpoints are ${[...this.routes.keys()].join(', ')}`));
+    if (handler === undefined) return answerOnSocket(socket, HttpError.of('not_found', `no WebSocket endpoint at ${url.pathname.slice(0, 200)}; the endpoints are ${[...this.routes.keys()].join(', ')}`));
     const denied = this.options.authorize?.(req, url);
-    if (denied !== undefined) return refuse(socket, HttpError.of('unauthorized', denied));
+    if (denied !== undefined) return answerOnSocket(socket, HttpError.of('unauthorized', denied));
     const key = req.headers['sec-websocket-key'];
     if (typeof key !== 'string' || !/^[A-Za-z0-9+/]{22}==$/.test(key.trim()) || req.headers['sec-websocket-version'] !== '13') {
-      return refuse(socket, HttpError.of('malformed_request', 'a WebSocket handshake needs Sec-WebSocket-Key (16 bytes, base64) and Sec-WebSocket-Version: 13 (RFC 6455 §4.1)'));
+      return answerOnSocket(socket, HttpError.of('malformed_request', 'a WebSocket handshake needs Sec-WebSocket-Key (16 bytes, base64) and Sec-WebSocket-Version: 13 (RFC 6455 §4.1)'));
     }
     this.wss.handleUpgrade(req, socket, head, (ws) => handler(ws, req, url));
   };
@@ -66,11 +67,4 @@ export class WebSocketRouter {
     for (const ws of this.wss.clients) ws.close(1001, 'server closing');
     this.wss.close();
   }
-}
-
-/** Answers `e` in the server's error shape on a raw socket and closes it. */
-export function refuse(socket: Duplex, e: HttpError): void {
-  socket.on('error', () => undefined);
-  const body = JSON.stringify(e.body());
-  socket.end(`HTTP/1.1 ${e.status} ${STATUS_CODES[e.status] ?? 'Error'}\r\nContent-Type: application/json\r\nContent-Length: ${Buffer.byteLength(body)}\r\nConnection: close\r\n\r\n${body}`);
 }
