@@ -83,7 +83,13 @@ SHIFT = 3.0
 P_CAUSAL, P_DROP_TEXT, P_DROP_ACTION, MAX_GAP = 0.6, 0.1, 0.2, 100
 WARMUP = 50
 AGENT_WEIGHT = 10.0
-"""Default λ of the agent weighting (the 35-minute fine-tune of the first shipped model used it: prompt colour 0.13 → 0.41)."""
+"""Default λ of the agent weighting in the fine-tune phase (the 35-minute fine-tune of the first shipped model used it:
+prompt colour 0.13 → 0.41)."""
+FINETUNE_SHARE = 0.34
+"""Fraction of the DiT time (budget mode) given to the agent-weighted fine-tune phase, as the first shipped model's
+1300 of 3839 DiT steps."""
+REUSE = 2
+"""DiT steps that share one encoded batch of clips (the VAE encoding is about a quarter of a float32 step)."""
 VAE_SHARE = 0.15
 """Fraction of the training budget given to the VAE stage; the rest goes to the DiT + text encoder."""
 SEED_VAE, SEED_DIT, SEED_STATS = 10_000_000, 20_000_000, 30_000_000
@@ -183,25 +189,41 @@ def latent_stats(enc: cref.WanVaeEncoder, clips: int = 32) -> Tuple[List[float],
     return mu.mean(1).tolist(), mu.std(1).clamp_min(1e-3).tolist()
 
 
-class DitBatch:
+class DitClips:
     """
-    One DiT step's batch: normalised latents x₀ [B, 16, F, 16, 16], σ [B, F], keys [B, F] int64, B prompts, the
-    attention (causal: B, F = CAUSAL_BATCH, CAUSAL_FRAMES; else BIDIR_BATCH, BIDIR_FRAMES) and the F RoPE positions.
+    The encoded clips of one data index (``reuse`` consecutive DiT steps share them): normalised latents x₀
+    [B, 16, F, 16, 16], agent cells [B, F, 16, 16], action keys [B, F] int64 and prompts, for a causal (B, F =
+    CAUSAL_BATCH, CAUSAL_FRAMES) or bidirectional (BIDIR_BATCH, BIDIR_FRAMES) layout at RoPE frame positions
+    ``positions``. ``rng`` (seeded by (seed, index)) has drawn the layout; its stream continues into the first use's
+    noise levels and dropout, so ``reuse`` 1 is the data of the script before clips were shared.
     """
 
-    def __init__(self, step: int, seed: int, enc: cref.WanVaeEncoder):
-        rng = np.random.default_rng([seed, step])
-        self.causal = bool(rng.random() < P_CAUSAL)
+    def __init__(self, index: int, seed: int, enc: cref.WanVaeEncoder):
+        self.rng = np.random.default_rng([seed, index])
+        self.causal = bool(self.rng.random() < P_CAUSAL)
         frames, batch = (CAUSAL_FRAMES, CAUSAL_BATCH) if self.causal else (BIDIR_FRAMES, BIDIR_BATCH)
-        gap = int(rng.integers(1, MAX_GAP + 1)) if self.causal and rng.random() < 0.5 else 0
-        idx = [0] + list(range(gap + 1, gap + frames)) if gap else list(range(frames))
-        self.positions = idx
-        lat, keys, self.prompts, sig, masks = [], [], [], [], []
-        for j in range(batch):
-            clip = world.make_clip(SEED_DIT + step * max(CAUSAL_BATCH, BIDIR_BATCH) + j, idx[-1] + 1)
-            lat.append(enc(to_video(clip.frames[None, idx])))  # the VAE is per-frame: selected frames encode alone
-            masks.append(agent_cells(clip.positions[idx]))
-            k = clip.actions[idx].copy()
+        gap = int(self.rng.integers(1, MAX_GAP + 1)) if self.causal and self.rng.random() < 0.5 else 0
+        self.positions = [0] + list(range(gap + 1, gap + frames)) if gap else list(range(frames))
+        self.clips = [world.make_clip(SEED_DIT + index * max(CAUSAL_BATCH, BIDIR_BATCH) + j, self.positions[-1] + 1) for j in range(batch)]
+        # the VAE is per-frame: the selected frames encode alone
+        self.latents = [enc(to_video(c.frames[None, self.positions])) for c in self.clips]
+        self.masks = [agent_cells(c.positions[self.positions]) for c in self.clips]
+
+
+class DitBatch:
+    """
+    One DiT step's batch from shared clips: x₀ [B, 16, F, 16, 16], σ [B, F], keys [B, F] int64 (all 0 with p =
+    P_DROP_ACTION), B prompts ("" with p = P_DROP_TEXT), agent cells, the attention mode and the F RoPE positions.
+    Use ``use`` 0 of the clips draws from their own stream; later uses from one seeded by (seed, index, use).
+    """
+
+    def __init__(self, clips: DitClips, index: int, use: int, seed: int):
+        rng = clips.rng if use == 0 else np.random.default_rng([seed, index, use])
+        self.causal, self.positions = clips.causal, clips.positions
+        frames = len(clips.positions)
+        keys, self.prompts, sig = [], [], []
+        for clip in clips.clips:
+            k = clip.actions[clips.positions].copy()
             keys.append(np.zeros_like(k) if rng.random() < P_DROP_ACTION else k)
             self.prompts.append("" if rng.random() < P_DROP_TEXT else clip.prompt)
             if self.causal:
@@ -211,10 +233,10 @@ class DitBatch:
             else:
                 s = sample_sigma(rng, frames) if rng.random() < 0.5 else np.repeat(sample_sigma(rng, 1), frames)
             sig.append(s)
-        self.x0 = torch.cat(lat)
+        self.x0 = torch.cat(clips.latents)
         self.keys = torch.from_numpy(np.stack(keys)).long()
         self.sigma = torch.from_numpy(np.stack(sig))
-        self.agent = torch.from_numpy(np.stack(masks))
+        self.agent = torch.from_numpy(np.stack(clips.masks))
 
 
 def agent_cells(centres: np.ndarray, grid: int = 16, stride: int = 4, margin: int = 2) -> np.ndarray:
@@ -229,23 +251,42 @@ def agent_cells(centres: np.ndarray, grid: int = 16, stride: int = 4, margin: in
     return out
 
 
-def train_dit(spec: dict, words: List[str], enc: cref.WanVaeEncoder, seed: int, budget: Budget, log, agent_weight: float, init: Optional[str] = None) -> Tuple[ref.T5EncoderModel, aref.ActionCausalWanModel]:
-    """Stage dit: DiT + text encoder with flow matching and diffusion forcing (see module docstring); from the
-    weights in model directory ``init`` when given."""
+def new_dit(spec: dict, seed: int) -> Tuple[ref.T5EncoderModel, aref.ActionCausalWanModel]:
+    """Freshly initialised text encoder and action DiT of the spec (torch seeded with seed + 1)."""
     torch.manual_seed(seed + 1)
-    t5 = ref.T5EncoderModel(spec["textEncoder"])
-    dit = aref.ActionCausalWanModel(spec["transformer"], CHUNK, SINK, WINDOW)
-    if init is not None:
-        ref.load_module(t5, os.path.join(init, "text_encoder.safetensors"))
-        ref.load_module(dit, os.path.join(init, "transformer.safetensors"))
+    return ref.T5EncoderModel(spec["textEncoder"]), aref.ActionCausalWanModel(spec["transformer"], CHUNK, SINK, WINDOW)
+
+
+def train_dit(
+    spec: dict,
+    words: List[str],
+    enc: cref.WanVaeEncoder,
+    modules: Tuple[ref.T5EncoderModel, aref.ActionCausalWanModel],
+    seed: int,
+    budget: Budget,
+    log,
+    agent_weight: float,
+    stage: str = "dit",
+    reuse: int = 1,
+    bf16: bool = False,
+) -> Tuple[ref.T5EncoderModel, aref.ActionCausalWanModel]:
+    """Stage dit: DiT + text encoder ``modules`` (trained in place) with flow matching and diffusion forcing (see module
+    docstring), a fresh AdamW and learning-rate schedule over the budget's steps, data of ``seed``. Each encoded batch
+    of clips serves ``reuse`` consecutive steps (fresh σ, noise and dropout each). ``bf16``: the forward runs under
+    torch's CPU autocast to bfloat16 (matrix products in bf16, weights, optimizer and loss in float32)."""
+    t5, dit = modules
+    t5.train(), dit.train()
     params = list(t5.parameters()) + list(dit.parameters())
     opt = torch.optim.AdamW(params, lr=DIT_LR, betas=(0.9, 0.99), weight_decay=0.01)
     gen = torch.Generator().manual_seed(seed + 2)
     max_len = spec["textEncoder"]["maxLength"]
-    start, step = time.time(), 0
+    start, step, clips = time.time(), 0, None
     while not budget.done(step):
         t_step = time.time()
-        b = DitBatch(step, seed, enc)
+        index, use = divmod(step, reuse)
+        if use == 0:
+            clips = DitClips(index, seed, enc)
+        b = DitBatch(clips, index, use, seed)
         data_s = time.time() - t_step
         toks = [ref.tokenize(p, words, max_len) for p in b.prompts]
         ids = torch.from_numpy(np.stack([t[0] for t in toks])).long()
@@ -253,14 +294,16 @@ def train_dit(spec: dict, words: List[str], enc: cref.WanVaeEncoder, seed: int, 
         eps = torch.randn(b.x0.shape, generator=gen)
         s = b.sigma[:, None, :, None, None]
         xt = (1 - s) * b.x0 + s * eps
-        ctx = tf.text_states(t5, ids, lengths)
-        v = tf.dit_velocity(dit, xt, b.sigma * 1000.0, ctx, b.keys, torch.zeros(*b.keys.shape, 2), b.causal, b.positions)
+        with torch.autocast("cpu", dtype=torch.bfloat16, enabled=bf16):
+            ctx = tf.text_states(t5, ids, lengths)
+            v = tf.dit_velocity(dit, xt, b.sigma * 1000.0, ctx, b.keys, torch.zeros(*b.keys.shape, 2), b.causal, b.positions)
+        v = v.float()
         w = (b.sigma > 0).float()
         cell_w = 1.0 + agent_weight * b.agent[:, None]  # [B, 1, F, h, w]
         per_frame = (((v - (eps - b.x0)) ** 2) * cell_w).sum(dim=(1, 3, 4)) / (cell_w.sum(dim=(1, 3, 4)) * v.shape[1])  # [B, F]
         loss = (per_frame * w).sum() / w.sum().clamp_min(1.0)
         lr = optimizer_step(opt, params, loss, lr_at(step, budget.total or 10**9, DIT_LR))
-        log({"stage": "dit", "step": step, "loss": loss.item(), "mode": "causal" if b.causal else "bidirectional", "lr": lr, "data_s": round(data_s, 2), "step_s": round(time.time() - t_step, 2), "elapsed_s": round(time.time() - start, 2)})
+        log({"stage": stage, "step": step, "loss": loss.item(), "mode": "causal" if b.causal else "bidirectional", "lr": lr, "data_s": round(data_s, 2), "step_s": round(time.time() - t_step, 2), "elapsed_s": round(time.time() - start, 2)})
         budget.tick(step, start)
         step += 1
     return t5.eval(), dit.eval()
@@ -293,7 +336,12 @@ def main(argv: Optional[List[str]] = None) -> None:
     ap.add_argument("--dit-steps", type=int, help="fixed DiT steps (overrides the budget)")
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--threads", type=int, default=2)
-    ap.add_argument("--agent-weight", type=float, default=AGENT_WEIGHT, help="extra loss weight λ of the latent cells around the agent")
+    ap.add_argument("--finetune-steps", type=int, help="fixed steps of the agent-weighted fine-tune phase (overrides the budget; 0: none)")
+    ap.add_argument("--finetune-share", type=float, default=FINETUNE_SHARE, help="fraction of the DiT time given to the fine-tune phase")
+    ap.add_argument("--agent-weight", type=float, default=AGENT_WEIGHT, help="extra loss weight λ of the latent cells around the agent in the fine-tune phase")
+    ap.add_argument("--base-agent-weight", type=float, default=0.0, help="λ of the base DiT phase")
+    ap.add_argument("--reuse", type=int, default=REUSE, help="DiT steps that share one encoded batch of clips")
+    ap.add_argument("--precision", choices=("bfloat16", "float32"), default="bfloat16", help="DiT forward under bf16 autocast, or float32 throughout")
     ap.add_argument("--init", help="model directory to continue from (skips the VAE stage)")
     a = ap.parse_args(argv)
     minutes = 1.5 if a.smoke else a.budget_minutes
@@ -304,7 +352,7 @@ def main(argv: Optional[List[str]] = None) -> None:
     checks = tf.check_against_reference()
     spec, words = default_model.default_spec(), default_model.default_words()
     log_path = os.path.join(a.out, "train_log.jsonl")
-    series: Dict[str, List[Tuple[int, float]]] = {"vae": [], "dit": []}
+    series: Dict[str, List[Tuple[int, float]]] = {"vae": [], "dit": [], "finetune": []}
     with open(log_path, "w") as logf:
 
         def log(rec: dict) -> None:
@@ -330,15 +378,24 @@ def main(argv: Optional[List[str]] = None) -> None:
             enc, dec = enc.eval(), dec.eval()
         enc.cfg = dec.cfg = spec["vae"]
         t_vae = time.time() - t_start
-        dit_budget = Budget(a.dit_steps, 60 * minutes - (time.time() - t_start), minimum=5)
-        t5, dit = train_dit(spec, words, enc, a.seed, dit_budget, log, a.agent_weight, a.init)
+        if a.init is None:
+            modules = new_dit(spec, a.seed)
+        else:
+            modules = ref.T5EncoderModel(spec["textEncoder"]), aref.ActionCausalWanModel(spec["transformer"], CHUNK, SINK, WINDOW)
+            ref.load_module(modules[0], os.path.join(a.init, "text_encoder.safetensors"))
+            ref.load_module(modules[1], os.path.join(a.init, "transformer.safetensors"))
+        bf16 = a.precision == "bfloat16"
+        dit_budget = Budget(a.dit_steps, (60 * minutes - (time.time() - t_start)) * (1 - a.finetune_share), minimum=5)
+        modules = train_dit(spec, words, enc, modules, a.seed, dit_budget, log, a.base_agent_weight, "dit", a.reuse, bf16)
+        ft_budget = Budget(a.finetune_steps, 60 * minutes - (time.time() - t_start), minimum=0)
+        t5, dit = train_dit(spec, words, enc, modules, a.seed + 1, ft_budget, log, a.agent_weight, "finetune", a.reuse, bf16)
     spec["weights"] = "trained"
     spec["description"] = (
         f"Embedded default: Wan-2.1-style DiT (dim {spec['transformer']['dim']}, {spec['transformer']['numLayers']} layers, 5-key + "
         f"2-vector per-frame action module), T5-style text encoder ({spec['textEncoder']['numLayers']} layers), causal conv VAE (4x spatial, 16 latent channels), trained on the procedural top-down world "
-        f"(tools/train/train.py, seed {a.seed}, {vae_budget.total} VAE + {dit_budget.total} DiT steps)."
+        f"(tools/train/train.py, seed {a.seed}, {vae_budget.total} VAE + {dit_budget.total} DiT + {ft_budget.total} fine-tune steps)."
     )
-    meta = {"format": "pt", "generator": "omnirx tools/train/train.py", "seed": str(a.seed), "vae_steps": str(vae_budget.total), "dit_steps": str(dit_budget.total)}
+    meta = {"format": "pt", "generator": "omnirx tools/train/train.py", "seed": str(a.seed), "vae_steps": str(vae_budget.total), "dit_steps": str(dit_budget.total), "finetune_steps": str(ft_budget.total)}
     write_model(a.out, spec, words, t5, dit, enc, dec, meta)
     plot_losses(os.path.join(a.out, "loss_curve.png"), series)
 
@@ -353,10 +410,17 @@ def main(argv: Optional[List[str]] = None) -> None:
         "vae": {"steps": vae_budget.total, "step_s": vae_budget.step_s, "wall_s": round(t_vae, 1), "loss_first": series["vae"][0][1] if series["vae"] else None, "loss_last20": tail("vae") if series["vae"] else None},
         "init": a.init,
         "agent_weight": a.agent_weight,
+        "base_agent_weight": a.base_agent_weight,
+        "precision": a.precision,
+        "reuse": a.reuse,
         "dit": {"steps": dit_budget.total, "step_s": dit_budget.step_s, "loss_first": series["dit"][0][1], "loss_last20": tail("dit")},
+        "finetune": {"steps": ft_budget.total, "step_s": ft_budget.step_s, "loss_first": series["finetune"][0][1], "loss_last20": tail("finetune")} if series["finetune"] else None,
         "reference_checks": checks,
         "max_abs_weight": max(float(v.abs().max()) for m in (t5, dit, enc, dec) for v in m.state_dict().values()),
-        "repeat": f"--seed {a.seed} --vae-steps {vae_budget.total} --dit-steps {dit_budget.total} --agent-weight {a.agent_weight}" + (f" --init {a.init}" if a.init else ""),
+        "repeat": (
+            f"--seed {a.seed} --vae-steps {vae_budget.total} --dit-steps {dit_budget.total} --finetune-steps {ft_budget.total} --base-agent-weight {a.base_agent_weight} "
+            f"--agent-weight {a.agent_weight} --reuse {a.reuse} --precision {a.precision}" + (f" --init {a.init}" if a.init else "")
+        ),
     }
     with open(os.path.join(a.out, "train_summary.json"), "w") as f:
         json.dump(summary, f, indent=2)
