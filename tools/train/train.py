@@ -156,7 +156,7 @@ class Budget:
             self.step_s = (time.time() - self.t0) / self.probe
             if self.total is None:
                 left = self.seconds - (time.time() - start)
-                self.total = max(self.minimum, step + 1 + int(left / self.step_s))
+                self.total = max(self.minimum, step + 1 + max(0, int(left / self.step_s)))
             assert self.total > step and step < WARMUP
 
     def done(self, step: int) -> bool:
