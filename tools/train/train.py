@@ -358,6 +358,13 @@ def main(argv: Optional[List[str]] = None) -> None:
     ap.add_argument("--precision", choices=("bfloat16", "float32"), default="bfloat16", help="DiT forward under bf16 autocast, or float32 throughout")
     ap.add_argument("--init", help="model directory to continue from (skips the VAE stage)")
     a = ap.parse_args(argv)
+    if a.reuse < 1:
+        ap.error(f"--reuse must be at least 1; got {a.reuse}")
+    if not 0.0 <= a.finetune_share < 1.0:
+        ap.error(f"--finetune-share must be in [0, 1); got {a.finetune_share}")
+    for flag, n in (("--vae-steps", a.vae_steps), ("--dit-steps", a.dit_steps), ("--finetune-steps", a.finetune_steps)):
+        if n is not None and n < 0:
+            ap.error(f"{flag} must not be negative; got {n}")
     minutes = 1.5 if a.smoke else a.budget_minutes
     torch.set_num_threads(a.threads)
     np.random.seed(a.seed)
@@ -392,10 +399,8 @@ def main(argv: Optional[List[str]] = None) -> None:
             enc, dec = enc.eval(), dec.eval()
         enc.cfg = dec.cfg = spec["vae"]
         t_vae = time.time() - t_start
-        if a.init is None:
-            modules = new_dit(spec, a.seed)
-        else:
-            modules = ref.T5EncoderModel(spec["textEncoder"]), aref.ActionCausalWanModel(spec["transformer"], CHUNK, SINK, WINDOW)
+        modules = new_dit(spec, a.seed)
+        if a.init is not None:
             ref.load_module(modules[0], os.path.join(a.init, "text_encoder.safetensors"))
             ref.load_module(modules[1], os.path.join(a.init, "transformer.safetensors"))
         bf16 = a.precision == "bfloat16"
