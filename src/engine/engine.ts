@@ -1,5 +1,5 @@
 import { randomUUID } from 'node:crypto';
-import { asyncScheduler, catchError, concat, defer, Observable, of, type SchedulerLike, type Subscription } from 'rxjs';
+import { asyncScheduler, catchError, concat, defer, map, Observable, of, ReplaySubject, takeUntil, type SchedulerLike, type Subscription } from 'rxjs';
 import { CacheManager } from '../cache/cache-manager';
 import { PoolExhaustedError } from '../cache/kv-handle';
 import type { FeatureCache } from '../cache/feature-cache';
@@ -136,6 +136,10 @@ export class Engine {
   private readonly waiting: Waiter[] = [];
   private readonly runningIds = new Set<string>();
   private closed = false;
+  /** Emits once, when `close()` starts: every running request ends at its next step boundary. */
+  private readonly closing$ = new ReplaySubject<void>(1);
+  /** States of the requests that have started running and not yet freed their native buffers. */
+  private readonly liveStates = new Set<WanT2VState>();
   /** The engine's cache pools (DESIGN.md §8): feature cache, chunk-KV slabs; only those the deployment needs. */
   readonly caches: CacheManager;
   private readonly sessionSchema;
@@ -374,6 +378,7 @@ export class Engine {
   private pump(): void {
     while (this.waiting.length > 0) {
       const head = this.waiting[0];
+      if (this.closed) return;
       if (head.settled === undefined) return; // still loading its model: keep FIFO order
       if ('error' in head.settled) {
         this.removeWaiter(head);
@@ -422,6 +427,13 @@ export class Engine {
       const abort = new AbortController();
       const state = new WanT2VState();
       const ctx: WanT2VContext = { requestId, model, params, nodeParams, native: this.native, signal: abort.signal, featureCache: this.caches.features };
+      this.liveStates.add(state);
+      void state.whenReleased().then(() => this.liveStates.delete(state));
+      const closed$ = this.closing$.pipe(
+        map(() => {
+          throw new OmniError('OMNIRX_ERR_UNAVAILABLE', 'the engine closed before the request finished');
+        }),
+      );
       let current = '';
       const nodes = this.pipeline.activeNodes(params);
       const final$ = defer(() => of<OmniEvent>({ type: 'final', requestId, output: { requestId, artifacts: { ...state.artifacts }, seed: params.seed, ms: performance.now() - started } }));
@@ -429,7 +441,10 @@ export class Engine {
         runGraph(nodes, Object.keys(this.pipeline.spec.requestInputs), ctx, state, { scheduler: this.steps, requestId, priority: params.priority }, (n) => (current = n)),
         final$,
       )
-        .pipe(catchError((err) => of(failureEvent(requestId, err, { node: current || undefined, completedSteps: state.completedSteps, partial: { ...state.artifacts } }))))
+        .pipe(
+          takeUntil(closed$), // the notifier's error ends the run like a failure of its current node
+          catchError((err) => of(failureEvent(requestId, err, { node: current || undefined, completedSteps: state.completedSteps, partial: { ...state.artifacts } }))),
+        )
         .subscribe(subscriber);
       return () => {
         abort.abort();
@@ -439,12 +454,20 @@ export class Engine {
     });
   }
 
-  /** Stops admitting requests and frees every loaded model. */
+  /**
+   * Stops admitting requests, ends the work in flight and frees every loaded model. Queued requests end with an
+   * `error` event (OMNIRX_ERR_UNAVAILABLE) at once; running ones end with one at their next step boundary (with
+   * `node`, `completedSteps` and `partial`, as any failure); world sessions close. Resolves once every request's
+   * and session's in-flight native call has returned and their buffers, the caches and the models are freed, so
+   * no native work of this engine is left running. Idempotent.
+   */
   async close(): Promise<void> {
     this.closed = true;
+    for (const w of this.waiting.splice(0)) w.fail(new OmniError('OMNIRX_ERR_UNAVAILABLE', 'the engine closed before the request started'));
+    this.closing$.next();
     const sessions = [...this.worldSessions.values()];
     for (const s of sessions) s.close();
-    await Promise.all(sessions.map((s) => s.whenReleased()));
+    await Promise.all([...sessions.map((s) => s.whenReleased()), ...[...this.liveStates].map((s) => s.whenReleased())]);
     this.caches.dispose();
     await this.models.dispose();
   }

@@ -15,6 +15,8 @@ export class RequestState {
   private readonly releaseCallbacks: Array<() => void> = [];
   private readonly inflight = new Set<Promise<unknown>>();
   private releaseRequested = false;
+  private markReleased!: () => void;
+  private readonly releasedPromise = new Promise<void>((resolve) => (this.markReleased = resolve));
 
   /** Registers `t` to be disposed with the request; returns it. */
   own<T extends NativeTensor>(t: T): T {
@@ -68,10 +70,16 @@ export class RequestState {
     return this.releaseRequested;
   }
 
+  /** Resolves once `release()` has been asked for and every owned tensor is disposed (in-flight work settled). */
+  whenReleased(): Promise<void> {
+    return this.releasedPromise;
+  }
+
   private disposeAll(): void {
     for (const t of this.owned) t.dispose();
     this.owned.clear();
     const cbs = this.releaseCallbacks.splice(0);
     for (const cb of cbs) cb();
+    this.markReleased();
   }
 }

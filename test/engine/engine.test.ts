@@ -5,6 +5,7 @@ import { Engine } from '../../src/engine/engine';
 import type { OmniEvent } from '../../src/request/omni-event';
 import type { OmniRequestInput } from '../../src/request/omni-request';
 import { finalOf } from '../helpers/events';
+import { settledBytesInUse } from '../helpers/native-memory';
 import { makeModelsDir, poisonWithNaN, tinySpec } from '../helpers/tiny-model';
 
 let modelsDir: string;
@@ -247,7 +248,7 @@ describe('Engine.generate', () => {
   it('unsubscribing cancels at the next step boundary and gives every native byte back', async () => {
     const shape = { numInferenceSteps: 40, seed: 3 };
     finalOf(await run(req(shape))); // warm: plans for this shape are compiled and cached by the model
-    const baseline = engine.native.stats().bytesInUse;
+    const baseline = await settledBytesInUse(engine.native);
     const completedBefore = engine.native.stats().completed;
     // Stop after the second step event.
     await firstValueFrom(engine.generate(req(shape)).pipe(filter((e) => e.type === 'step'), take(2), toArray()));
@@ -262,7 +263,7 @@ describe('Engine.generate', () => {
 
   it('native memory returns to its baseline after each of 50 generations', async () => {
     finalOf(await run(req({ seed: 1 })));
-    const baseline = engine.native.stats().bytesInUse;
+    const baseline = await settledBytesInUse(engine.native);
     for (let i = 0; i < 50; i++) {
       finalOf(await run(req({ seed: 100 + i })));
       expect(engine.native.stats().bytesInUse).toBe(baseline);
@@ -323,5 +324,49 @@ describe('native memory under changing sizes', () => {
     // Four more sizes, each larger than any before: without eviction memory would grow by their plans.
     expect(e.native.stats().bytesInUse).toBeLessThan(after8 * 1.5);
     await e.close();
+  });
+});
+
+describe('Engine.close', () => {
+  it('ends queued and running requests with OMNIRX_ERR_UNAVAILABLE, waits for their native work, and frees every byte', async () => {
+    const baseline = await settledBytesInUse(engine.native);
+    const e = await Engine.create({ modelsDir, defaultModel: 'tiny', maxRunning: 1 });
+    const long = { model: 'tiny', task: 'T2V' as const, inputs: { prompt: 'a' }, diffusion: { width: 40, height: 40, numFrames: 40, numInferenceSteps: 50, seed: 1 } };
+    const ran: OmniEvent[] = [];
+    let twoSteps!: () => void;
+    const stepped = new Promise<void>((resolve) => (twoSteps = resolve));
+    const running = new Promise<void>((resolve) =>
+      e.generate(long).subscribe({
+        next: (ev) => {
+          ran.push(ev);
+          if (ran.filter((x) => x.type === 'step').length === 2) twoSteps();
+        },
+        complete: resolve,
+      }),
+    );
+    // Two more wait for the running slot.
+    const queued = [1, 2].map((seed) => lastValueFrom(e.generate({ ...long, diffusion: { ...long.diffusion, seed } }).pipe(toArray())));
+    await stepped;
+    await e.close();
+    // Nothing of the engine is left running or allocated once close resolves.
+    expect(e.native.stats()).toMatchObject({ queued: 0, running: 0 });
+    expect(e.stats()).toMatchObject({ queued: 0, running: 0, memoryBytes: 0 });
+    expect(e.native.stats().bytesInUse).toBe(baseline);
+
+    await running;
+    const last = ran.at(-1)!;
+    expect(last).toMatchObject({ type: 'error', code: 'OMNIRX_ERR_UNAVAILABLE', message: 'the engine closed before the request finished', node: 'denoise' });
+    if (last.type !== 'error') throw new Error('unreachable');
+    expect(last.completedSteps).toBeGreaterThanOrEqual(2);
+    expect(last.completedSteps).toBeLessThan(50);
+    expect(ran.filter((ev) => ev.type === 'step').length).toBe(last.completedSteps);
+    for (const waited of await Promise.all(queued)) {
+      expect(waited.map((ev) => ev.type)).toEqual(['queued', 'error']);
+      expect(waited[1]).toMatchObject({ code: 'OMNIRX_ERR_UNAVAILABLE', message: 'the engine closed before the request started' });
+    }
+    // A closed engine refuses new work; closing again is harmless.
+    expect((await lastValueFrom(e.generate(long).pipe(toArray()))).map((ev) => ev.type === 'error' && ev.code)).toEqual(['OMNIRX_ERR_UNAVAILABLE']);
+    await e.close();
+    expect(e.native.stats().bytesInUse).toBe(baseline);
   });
 });
