@@ -15,6 +15,7 @@ import { loadNative } from '../../src/native/binding';
 import { flowMatchSigmas } from '../../src/pipeline/samplers/flow-match-euler';
 import type { ChunkEvent, OmniEvent } from '../../src/request/omni-event';
 import { finalOf } from '../helpers/events';
+import { settledBytesInUse } from '../helpers/native-memory';
 import { makeModelsDir, tinyWorldSpec } from '../helpers/tiny-model';
 
 
@@ -185,7 +186,7 @@ describe('Engine.session', () => {
     const native = loadNative();
     // Warm up so lazily built shared state (model weights, plans of other tests) is already resident.
     await scripted(await engine.session({ prompt: 'a', seed: 1 }), [{ key: 'none' }]);
-    const before = native.stats().bytesInUse;
+    const before = await settledBytesInUse(native);
     const s = await engine.session({ prompt: 'a', seed: 2 });
     const rec = record(s);
     s.credits.next(4);

@@ -19,6 +19,7 @@ import { WeightStore, type ParamSpec } from '../../src/models/weights/weight-sto
 import { loadNative, type NativeBinding } from '../../src/native/binding';
 import { Rng } from '../../src/util/rng';
 import { maxRelErr, readJson, REFERENCE_DIR, TensorPool } from '../helpers/fixtures';
+import { settledBytesInUse } from '../helpers/native-memory';
 
 const FRAMES = 8;
 
@@ -166,7 +167,7 @@ describe.each(cases)('VaeDecoder.createStream ($name)', ({ config, height: h, wi
 
   it('dispose() frees the history buffers and the plan (bytes 0, native memory back to the baseline)', async () => {
     decoder.createStream({ frames: 2, height: h, width: w }).dispose(); // loads and packs the shared weights once
-    const baseline = native.stats().bytesInUse;
+    const baseline = await settledBytesInUse(native);
     const stream = decoder.createStream({ frames: 2, height: h, width: w });
     await decodeChunks(stream, 2, 0, 2);
     pool.disposeAll();
@@ -188,7 +189,7 @@ describe.each(cases)('VaeDecoder.createStream ($name)', ({ config, height: h, wi
     const lat = tensor([1, z, 1, h, w]);
     const rgb = tensor(stream.outputShape);
     await stream.decode(lat, rgb);
-    const before = native.stats().bytesInUse;
+    const before = await settledBytesInUse(native);
     const bytes = stream.bytes;
     const rng = new Rng(3);
     for (let i = 0; i < 200; i++) {

@@ -16,6 +16,7 @@ import { OmniError } from '../../src/errors';
 import { createTensor, type NativePlan, type NativeTensor, type PlanOpSpec, type PlanSpec, type PlanValueSpec } from '../../src/native/binding';
 import { PlanBuilder, type CompiledPlan } from '../../src/native/plan-builder';
 import { Rng } from '../../src/util/rng';
+import { settledBytesInUse } from '../helpers/native-memory';
 import { disposeAll, native, randn, tensor } from './harness';
 import * as ref from './reference';
 
@@ -110,6 +111,8 @@ beforeAll(async () => {
   await plan.run({ x: tensor([96, 64], randn(rng, 96 * 64)), y: tensor([96, 32]) });
   plan.dispose();
   disposeAll();
+  // What earlier test files left in flight or to the garbage collector is freed now, not during a test here.
+  await settledBytesInUse(native);
 });
 
 beforeEach(() => {
