@@ -376,9 +376,9 @@ export class Engine {
 
   /** Admits queued requests in FIFO order while running slots and memory allow. */
   private pump(): void {
+    if (this.closed) return;
     while (this.waiting.length > 0) {
       const head = this.waiting[0];
-      if (this.closed) return;
       if (head.settled === undefined) return; // still loading its model: keep FIFO order
       if ('error' in head.settled) {
         this.removeWaiter(head);
