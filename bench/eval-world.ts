@@ -4,7 +4,8 @@
  * chunk-by-chunk rollout driven by scripted directional actions, one frame per chunk) — and scores the frames with the
  * colour-segmentation detector (src/eval/world-eval.ts). Prompts follow the generator's grammar
  * (tools/train/procedural_world.py). Prints one JSON line:
- * {"prompt_color_acc", "action_follow_acc", "agent_present_rate", "frames"} (+ the same per mode under "t2v"/"world").
+ * {"prompt_color_acc", "action_follow_acc", "action_pairs", "agent_present_rate", "frames"} (+ the same per mode under
+ * "t2v"/"world"; `action_pairs` is the sample size of action_follow_acc).
  *
  * `--strips DIR` also writes each clip as a PNG frame strip (t2v-<i>.png, world-<i>.png) with the prompts and actions
  * in DIR/strips.json, for the model card.
@@ -30,6 +31,14 @@ const T2V_PROMPTS = [
   'a magenta box in a dark blue room with a white block',
   'an orange dot in a gray room',
   'a red square in a black room with two green blocks',
+  'a yellow ball in a brown room with a cyan block',
+  'a white box in a dark green room',
+  'a magenta dot in a black room with two yellow blocks',
+  'a green square in a gray room with a red block',
+  'an orange disc in a dark blue room with three white blocks',
+  'a cyan cube in a brown room',
+  'a red ball in a gray room with a green block',
+  'a yellow disc in a dark blue room',
 ];
 const T2V_FRAMES = 16;
 

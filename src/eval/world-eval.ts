@@ -20,6 +20,8 @@ export interface WorldEvalResult {
   prompt_color_acc: number;
   room_color_acc: number;
   action_follow_acc: number | null;
+  /** Frame pairs action_follow_acc is over (directional action, agent present in both frames). */
+  action_pairs: number;
   agent_present_rate: number;
   frames: number;
 }
@@ -45,7 +47,8 @@ export function followsAction(prev: FrameDetection, next: FrameDetection, a: num
  *  - action_follow_acc: over consecutive frames (f−1, f) of world clips whose action a_f is a direction (1–4) and where
  *    the agent is present in both, the fraction whose displacement matches a_f (`followsAction`; a blocked move must
  *    stay put). "none" frames are not scored: the model is trained with action dropout, so "none" also means "no
- *    action given" (T2V), under which the agent may keep moving.
+ *    action given" (T2V), under which the agent may keep moving. `action_pairs` is the number of such pairs: the
+ *    figure's sample size (a few dozen pairs leave it uncertain by ±0.1).
  * Prompts outside the grammar (`parseWorldPrompt`) are an error.
  */
 export function evaluateWorld(clips: readonly WorldEvalClip[]): WorldEvalResult {
@@ -69,5 +72,5 @@ export function evaluateWorld(clips: readonly WorldEvalClip[]): WorldEvalResult 
     });
   }
   const r = (x: number) => Math.round(x * 1e4) / 1e4;
-  return { prompt_color_acc: r(colorOk / Math.max(1, frames)), room_color_acc: r(roomOk / Math.max(1, frames)), action_follow_acc: pairs ? r(followed / pairs) : null, agent_present_rate: r(present / Math.max(1, frames)), frames };
+  return { prompt_color_acc: r(colorOk / Math.max(1, frames)), room_color_acc: r(roomOk / Math.max(1, frames)), action_follow_acc: pairs ? r(followed / pairs) : null, action_pairs: pairs, agent_present_rate: r(present / Math.max(1, frames)), frames };
 }

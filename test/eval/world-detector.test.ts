@@ -77,8 +77,10 @@ describe('world detector on ground truth', () => {
     });
   });
 
-  it('scores 1 on every figure', () => {
-    expect(evaluateWorld(clips)).toEqual({ prompt_color_acc: 1, room_color_acc: 1, action_follow_acc: 1, agent_present_rate: 1, frames: 72 });
+  it('scores 1 on every figure, over every directional frame pair', () => {
+    const directional = doc.clips.flatMap((c) => c.actions.filter((a, f) => f > 0 && a > 0)).length;
+    expect(directional).toBeGreaterThan(20);
+    expect(evaluateWorld(clips)).toEqual({ prompt_color_acc: 1, room_color_acc: 1, action_follow_acc: 1, action_pairs: directional, agent_present_rate: 1, frames: 72 });
   });
 
   it('covers blocked moves (a wall or obstacle stops the agent) and still scores them as followed', () => {
