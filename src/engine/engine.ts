@@ -136,6 +136,7 @@ export class Engine {
   private readonly waiting: Waiter[] = [];
   private readonly runningIds = new Set<string>();
   private closed = false;
+  private closePromise?: Promise<void>;
   /** Emits once, when `close()` starts: every running request ends at its next step boundary. */
   private readonly closing$ = new ReplaySubject<void>(1);
   /** States of the requests that have started running and not yet freed their native buffers. */
@@ -459,9 +460,14 @@ export class Engine {
    * `error` event (OMNIRX_ERR_UNAVAILABLE) at once; running ones end with one at their next step boundary (with
    * `node`, `completedSteps` and `partial`, as any failure); world sessions close. Resolves once every request's
    * and session's in-flight native call has returned and their buffers, the caches and the models are freed, so
-   * no native work of this engine is left running. Idempotent.
+   * no native work of this engine is left running. Idempotent: every call returns the first call's promise.
    */
-  async close(): Promise<void> {
+  close(): Promise<void> {
+    this.closePromise ??= this.shutdown();
+    return this.closePromise;
+  }
+
+  private async shutdown(): Promise<void> {
     this.closed = true;
     for (const w of this.waiting.splice(0)) w.fail(new OmniError('OMNIRX_ERR_UNAVAILABLE', 'the engine closed before the request started'));
     this.closing$.next();

@@ -426,6 +426,7 @@ export class WorldSession implements WorldSessionHandle {
     this.slabHandle?.release();
     this.released = true;
     this.state.release();
+    await this.state.whenReleased(); // a session closed while it opens still has its prompt encoding in flight
     this.deps.steps.forget(this.id);
     this.deps.onClosed(this.id);
     this.markReleased();

@@ -369,4 +369,16 @@ describe('Engine.close', () => {
     await e.close();
     expect(e.native.stats().bytesInUse).toBe(baseline);
   });
+
+  it('a second close() while the first is freeing resolves with it, not before', async () => {
+    const baseline = await settledBytesInUse(engine.native);
+    const e = await Engine.create({ modelsDir, defaultModel: 'tiny' });
+    const ended = lastValueFrom(e.generate(req({ numInferenceSteps: 2 })).pipe(toArray())); // loads the model
+    const first = e.close();
+    const second = e.close();
+    expect(second).toBe(first);
+    await second;
+    expect(e.native.stats()).toMatchObject({ queued: 0, running: 0, bytesInUse: baseline });
+    expect((await ended).at(-1)).toMatchObject({ type: 'error', code: 'OMNIRX_ERR_UNAVAILABLE' });
+  });
 });

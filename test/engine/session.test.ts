@@ -300,6 +300,20 @@ describe('Engine.session: hostile input', () => {
     }
   });
 
+  it('engine.close() while a session is still encoding its prompt resolves only once that native call has returned and freed its bytes', async () => {
+    const native = loadNative();
+    const baseline = await settledBytesInUse(native);
+    const e = await Engine.create({ modelsDir, defaultModel: 'tiny-world' });
+    const s = await e.session({ prompt: 'a red ball in a blue room', seed: 9 });
+    const rec = record(s);
+    s.credits.next(1);
+    await new Promise((r) => setImmediate(r)); // the subscription has started the prompt encoding
+    await e.close();
+    expect(native.stats()).toMatchObject({ queued: 0, running: 0, bytesInUse: baseline });
+    expect((await rec.done).at(-1)).toMatchObject({ type: 'final' });
+    expect(s.closed).toBe(true);
+  });
+
   it('an idle session expires with OMNIRX_ERR_SESSION_EXPIRED and frees its slabs', async () => {
     const quick = await Engine.create({ modelsDir, defaultModel: 'tiny-world', sessions: { idleTimeoutMs: 100 } });
     try {
