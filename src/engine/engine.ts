@@ -139,6 +139,12 @@ export class Engine {
   private closePromise?: Promise<void>;
   /** Emits once, when `close()` starts: every running request ends at its next step boundary. */
   private readonly closing$ = new ReplaySubject<void>(1);
+  /** Errors when `close()` starts: a run's `takeUntil` notifier, so closing ends it like a failure of its current node. */
+  private readonly closed$ = this.closing$.pipe(
+    map(() => {
+      throw new OmniError('OMNIRX_ERR_UNAVAILABLE', 'the engine closed before the request finished');
+    }),
+  );
   /** States of the requests that have started running and not yet freed their native buffers. */
   private readonly liveStates = new Set<WanT2VState>();
   /** The engine's cache pools (DESIGN.md §8): feature cache, chunk-KV slabs; only those the deployment needs. */
@@ -430,11 +436,6 @@ export class Engine {
       const ctx: WanT2VContext = { requestId, model, params, nodeParams, native: this.native, signal: abort.signal, featureCache: this.caches.features };
       this.liveStates.add(state);
       void state.whenReleased().then(() => this.liveStates.delete(state));
-      const closed$ = this.closing$.pipe(
-        map(() => {
-          throw new OmniError('OMNIRX_ERR_UNAVAILABLE', 'the engine closed before the request finished');
-        }),
-      );
       let current = '';
       const nodes = this.pipeline.activeNodes(params);
       const final$ = defer(() => of<OmniEvent>({ type: 'final', requestId, output: { requestId, artifacts: { ...state.artifacts }, seed: params.seed, ms: performance.now() - started } }));
@@ -443,7 +444,7 @@ export class Engine {
         final$,
       )
         .pipe(
-          takeUntil(closed$), // the notifier's error ends the run like a failure of its current node
+          takeUntil(this.closed$),
           catchError((err) => of(failureEvent(requestId, err, { node: current || undefined, completedSteps: state.completedSteps, partial: { ...state.artifacts } }))),
         )
         .subscribe(subscriber);
