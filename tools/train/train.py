@@ -24,9 +24,9 @@ serves both samplers:
 * bidirectional batches (2 clips × 16 frames, the runtime's T2V length): full attention as T2V sampling; one σ per
   clip (p = 0.5) or per frame.
 
-Phases of stage ``dit`` (the first shipped model's order, which followed actions best, now in one command): a base
-phase with an unweighted loss, then a fine-tune phase from its weights (fresh AdamW, warm-up and cosine schedule, data
-of seed + 1) with the agent weighting. Agent weighting (``--agent-weight`` λ of the fine-tune, default
+Phases of stage ``dit`` (the shipped model's order, made in three commands, now in one): a base phase with an
+unweighted loss, then agent-weighted fine-tune phases (``--finetune-steps`` / ``--finetune-shares``, default two), each
+from the previous phase's weights with a fresh AdamW, warm-up and cosine schedule and new data (phase k: seed + k). Agent weighting (``--agent-weight`` λ of the fine-tune, default
 ``AGENT_WEIGHT``; ``--base-agent-weight`` of the base phase, default 0): the agent (8×8 px) covers about 4 of the 256
 latent cells of a frame, so an unweighted loss is dominated by the static room and a model can reach a low loss while
 drawing no agent (the first 100-minute run did exactly that). With λ > 0 each latent cell whose 4×4 pixel block meets
@@ -46,22 +46,22 @@ classifier-free guidance; all action keys become 0 ("none") with p = ``P_DROP_AC
 trained).
 
 Reproducible: torch and numpy are seeded, the data is a function of (seed, step, sample), and the step counts are
-fixed before the learning-rate schedule leaves its warm-up: either given (``--vae-steps``/``--dit-steps``/
-``--finetune-steps``) or derived from ``--budget-minutes`` by timing the first steps (logged; ``repeat`` in
-train_summary.json passes them back to repeat a run exactly). ``--reuse 1 --precision float32`` gives the data and
-arithmetic of the script before these options.
+fixed before the learning-rate schedule leaves its warm-up: the recipe's (``RECIPE_STEPS``), given
+(``--vae-steps``/``--dit-steps``/``--finetune-steps``), or derived from ``--budget-minutes`` by timing the first steps
+(logged; ``repeat`` in train_summary.json passes them back to repeat a run exactly). ``--reuse 1 --precision float32``
+gives the data and arithmetic of the script before these options.
 
 ``--init DIR`` continues from a model directory this script wrote (all four modules and the VAE statistics; the VAE
-stage is skipped), through the same two phases.
+stage is skipped), through the same phases.
 
 Usage (repository root, Debian's PyTorch):
 
-    nice -n 10 /usr/bin/python3 tools/train/train.py --out models/omnirx-default-trained       # full (110 min)
+    nice -n 10 /usr/bin/python3 tools/train/train.py --out models/omnirx-default-trained       # the recipe (~95 min)
     nice -n 10 /usr/bin/python3 tools/train/train.py --out /tmp/omnirx-smoke --smoke          # ~2 min
 
 Writes into --out: model.json ("weights": "trained"), tokenizer.json, text_encoder/transformer/vae.safetensors,
-train_log.jsonl (one JSON object per step, stage "vae", "dit" or "finetune"; DiT steps also give data_s, the batch's
-generation + VAE encoding), loss_curve.png and train_summary.json.
+train_log.jsonl (one JSON object per step, stage "vae", "dit", "finetune" or "finetune2"; DiT steps also give data_s,
+the batch's generation + VAE encoding), loss_curve.png and train_summary.json.
 """
 
 from __future__ import annotations
@@ -72,7 +72,7 @@ import math
 import os
 import sys
 import time
-from typing import Dict, List, Optional, Tuple
+from typing import Dict, List, Optional, Sequence, Tuple
 
 import numpy as np
 import torch
@@ -99,11 +99,14 @@ WARMUP = 50
 AGENT_WEIGHT = 10.0
 """Default λ of the agent weighting in the fine-tune phase (the 35-minute fine-tune of the first shipped model used it:
 prompt colour 0.13 → 0.41)."""
-FINETUNE_SHARE = 0.34
-"""Fraction of the DiT time (budget mode) given to the agent-weighted fine-tune phase, as the first shipped model's
-1300 of 3839 DiT steps."""
+FINETUNE_SHARES = (0.24, 0.28)
+"""Fractions of the DiT time (budget mode) given to the agent-weighted fine-tune phases, as the shipped model's 1300
+and 1500 of 5339 DiT steps (the base phase gets the rest)."""
 REUSE = 2
 """DiT steps that share one encoded batch of clips (the VAE encoding is about a quarter of a float32 step)."""
+RECIPE_STEPS = {"vae": 3433, "dit": 2539, "finetune": (1300, 1500)}
+"""Step counts of a run without ``--budget-minutes``: those of the shipped model (VAE, unweighted base phase, the two
+agent-weighted fine-tune phases), about 95 minutes on 2 cores with the default bf16 autocast and clip reuse."""
 VAE_SHARE = 0.15
 """Fraction of the training budget given to the VAE stage; the rest goes to the DiT + text encoder."""
 SEED_VAE, SEED_DIT, SEED_STATS = 10_000_000, 20_000_000, 30_000_000
@@ -341,17 +344,50 @@ def write_model(out: str, spec: dict, words: List[str], t5, dit, enc, dec, meta:
         json.dump(spec, f, indent=2)
 
 
+def counts(text: str) -> List[int]:
+    """argparse type of ``--finetune-steps``: comma-separated step counts ≥ 0 ("0" alone: no fine-tune phase)."""
+    try:
+        out = [int(x) for x in text.split(",")]
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected comma-separated integers such as 1300,1500; got {text!r}") from None
+    if any(n < 0 for n in out):
+        raise argparse.ArgumentTypeError(f"step counts must not be negative; got {text!r}")
+    return [] if out == [0] else out
+
+
+def shares(text: str) -> Tuple[float, ...]:
+    """argparse type of ``--finetune-shares``: comma-separated fractions in (0, 1)."""
+    try:
+        out = tuple(float(x) for x in text.split(","))
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected comma-separated fractions such as 0.24,0.28; got {text!r}") from None
+    if not all(0.0 < x < 1.0 for x in out):
+        raise argparse.ArgumentTypeError(f"each share must be in (0, 1); got {text!r}")
+    return out
+
+
+def phase_plan(steps: Optional[List[int]], phase_shares: Sequence[float]) -> List[Tuple[str, Optional[int], float]]:
+    """The fine-tune phases as (log stage name, fixed steps or None, share of the DiT time): ``steps`` when given (their
+    shares then only split the budget of a base phase without fixed steps), else one phase per share. Stage names:
+    "finetune", "finetune2", …"""
+    names = lambda n: ["finetune" if k == 0 else f"finetune{k + 1}" for k in range(n)]  # noqa: E731
+    if steps is None:
+        return list(zip(names(len(phase_shares)), [None] * len(phase_shares), phase_shares))
+    split = phase_shares if len(phase_shares) == len(steps) else [sum(phase_shares) / len(steps)] * len(steps)
+    return list(zip(names(len(steps)), steps, split))
+
+
 def main(argv: Optional[List[str]] = None) -> None:
     ap = argparse.ArgumentParser(description="Train the embedded default model on the procedural world.")
     ap.add_argument("--out", required=True, help="model directory to write")
-    ap.add_argument("--budget-minutes", type=float, default=110.0, help="training wall time, split VAE_SHARE / rest")
+    ap.add_argument("--budget-minutes", type=float, help="derive the step counts not given from this wall time (split VAE_SHARE / rest) instead of the recipe's RECIPE_STEPS")
     ap.add_argument("--smoke", action="store_true", help="1.5-minute budget, for tests")
     ap.add_argument("--vae-steps", type=int, help="fixed VAE steps (overrides the budget)")
     ap.add_argument("--dit-steps", type=int, help="fixed DiT steps (overrides the budget)")
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--threads", type=int, default=2)
-    ap.add_argument("--finetune-steps", type=int, help="fixed steps of the agent-weighted fine-tune phase (overrides the budget; 0: none)")
-    ap.add_argument("--finetune-share", type=float, default=FINETUNE_SHARE, help="fraction of the DiT time given to the fine-tune phase")
+    ap.add_argument("--finetune-steps", type=counts, help="fixed steps of each agent-weighted fine-tune phase, comma-separated, e.g. 1300,1500 (overrides the budget; 0: no fine-tune)")
+    ap.add_argument("--finetune-shares", type=shares, default=FINETUNE_SHARES, help="fractions of the DiT time given to the fine-tune phases, comma-separated (budget mode)")
     ap.add_argument("--agent-weight", type=float, default=AGENT_WEIGHT, help="extra loss weight λ of the latent cells around the agent in the fine-tune phase")
     ap.add_argument("--base-agent-weight", type=float, default=0.0, help="λ of the base DiT phase")
     ap.add_argument("--reuse", type=int, default=REUSE, help="DiT steps that share one encoded batch of clips")
@@ -360,12 +396,21 @@ def main(argv: Optional[List[str]] = None) -> None:
     a = ap.parse_args(argv)
     if a.reuse < 1:
         ap.error(f"--reuse must be at least 1; got {a.reuse}")
-    if not 0.0 <= a.finetune_share < 1.0:
-        ap.error(f"--finetune-share must be in [0, 1); got {a.finetune_share}")
-    for flag, n in (("--vae-steps", a.vae_steps), ("--dit-steps", a.dit_steps), ("--finetune-steps", a.finetune_steps)):
+    if sum(a.finetune_shares) >= 1.0:
+        ap.error(f"--finetune-shares must leave the base phase a part of the DiT time (sum < 1); got {a.finetune_shares}")
+    for flag, n in (("--vae-steps", a.vae_steps), ("--dit-steps", a.dit_steps)):
         if n is not None and n < 0:
             ap.error(f"{flag} must not be negative; got {n}")
+    phases = phase_plan(a.finetune_steps, a.finetune_shares)
     minutes = 1.5 if a.smoke else a.budget_minutes
+    recipe = minutes is None
+    if recipe:  # fixed step counts, so the run is the same on any machine of this kind
+        minutes = 0.0
+        a.vae_steps = RECIPE_STEPS["vae"] if a.vae_steps is None else a.vae_steps
+        a.dit_steps = RECIPE_STEPS["dit"] if a.dit_steps is None else a.dit_steps
+        a.finetune_steps = list(RECIPE_STEPS["finetune"]) if a.finetune_steps is None else a.finetune_steps
+    elif minutes <= 0:
+        ap.error(f"--budget-minutes must be positive; got {minutes}")
     torch.set_num_threads(a.threads)
     np.random.seed(a.seed)
     os.makedirs(a.out, exist_ok=True)
@@ -373,7 +418,7 @@ def main(argv: Optional[List[str]] = None) -> None:
     checks = tf.check_against_reference()
     spec, words = default_model.default_spec(), default_model.default_words()
     log_path = os.path.join(a.out, "train_log.jsonl")
-    series: Dict[str, List[Tuple[int, float]]] = {"vae": [], "dit": [], "finetune": []}
+    series: Dict[str, List[Tuple[int, float]]] = {"vae": [], "dit": [], **{name: [] for name, _, _ in phases}}
     with open(log_path, "w") as logf:
 
         def log(rec: dict) -> None:
@@ -404,17 +449,24 @@ def main(argv: Optional[List[str]] = None) -> None:
             ref.load_module(modules[0], os.path.join(a.init, "text_encoder.safetensors"))
             ref.load_module(modules[1], os.path.join(a.init, "transformer.safetensors"))
         bf16 = a.precision == "bfloat16"
-        dit_budget = Budget(a.dit_steps, (60 * minutes - (time.time() - t_start)) * (1 - a.finetune_share), minimum=5)
+        share_left = sum(share for _, _, share in phases)
+        dit_budget = Budget(a.dit_steps, (60 * minutes - (time.time() - t_start)) * (1 - share_left), minimum=5)
         modules = train_dit(spec, words, enc, modules, a.seed, dit_budget, log, a.base_agent_weight, "dit", a.reuse, bf16)
-        ft_budget = Budget(a.finetune_steps, 60 * minutes - (time.time() - t_start), minimum=0)
-        t5, dit = train_dit(spec, words, enc, modules, a.seed + 1, ft_budget, log, a.agent_weight, "finetune", a.reuse, bf16)
+        ft_budgets: List[Budget] = []
+        for k, (name, steps, share) in enumerate(phases, start=1):
+            # budget mode: this phase's part of the time still left, in proportion to the shares of the phases left
+            ft_budgets.append(Budget(steps, (60 * minutes - (time.time() - t_start)) * share / share_left, minimum=0))
+            share_left -= share
+            modules = train_dit(spec, words, enc, modules, a.seed + k, ft_budgets[-1], log, a.agent_weight, name, a.reuse, bf16)
+        t5, dit = modules
+    ft_steps = ",".join(str(b.total) for b in ft_budgets)
     spec["weights"] = "trained"
     spec["description"] = (
         f"Embedded default: Wan-2.1-style DiT (dim {spec['transformer']['dim']}, {spec['transformer']['numLayers']} layers, 5-key + "
         f"2-vector per-frame action module), T5-style text encoder ({spec['textEncoder']['numLayers']} layers), causal conv VAE (4x spatial, 16 latent channels), trained on the procedural top-down world "
-        f"(tools/train/train.py, seed {a.seed}, {vae_budget.total} VAE + {dit_budget.total} DiT + {ft_budget.total} fine-tune steps)."
+        f"(tools/train/train.py, seed {a.seed}, {vae_budget.total} VAE + {dit_budget.total} DiT + {ft_steps or 0} fine-tune steps)."
     )
-    meta = {"format": "pt", "generator": "omnirx tools/train/train.py", "seed": str(a.seed), "vae_steps": str(vae_budget.total), "dit_steps": str(dit_budget.total), "finetune_steps": str(ft_budget.total)}
+    meta = {"format": "pt", "generator": "omnirx tools/train/train.py", "seed": str(a.seed), "vae_steps": str(vae_budget.total), "dit_steps": str(dit_budget.total), "finetune_steps": ft_steps or "0"}
     write_model(a.out, spec, words, t5, dit, enc, dec, meta)
     plot_losses(os.path.join(a.out, "loss_curve.png"), series)
 
@@ -424,7 +476,7 @@ def main(argv: Optional[List[str]] = None) -> None:
 
     summary = {
         "seed": a.seed,
-        "budget_minutes": minutes,
+        "budget_minutes": None if recipe else minutes,
         "wall_s": round(time.time() - t_start, 1),
         "vae": {"steps": vae_budget.total, "step_s": vae_budget.step_s, "wall_s": round(t_vae, 1), "loss_first": series["vae"][0][1] if series["vae"] else None, "loss_last20": tail("vae") if series["vae"] else None},
         "init": a.init,
@@ -433,11 +485,15 @@ def main(argv: Optional[List[str]] = None) -> None:
         "precision": a.precision,
         "reuse": a.reuse,
         "dit": {"steps": dit_budget.total, "step_s": dit_budget.step_s, "loss_first": series["dit"][0][1], "loss_last20": tail("dit")},
-        "finetune": {"steps": ft_budget.total, "step_s": ft_budget.step_s, "loss_first": series["finetune"][0][1], "loss_last20": tail("finetune")} if series["finetune"] else None,
+        "finetune": [
+            {"stage": name, "seed": a.seed + k, "steps": b.total, "step_s": b.step_s, "loss_first": series[name][0][1], "loss_last20": tail(name)}
+            for k, ((name, _, _), b) in enumerate(zip(phases, ft_budgets), start=1)
+            if series[name]
+        ],
         "reference_checks": checks,
         "max_abs_weight": max(float(v.abs().max()) for m in (t5, dit, enc, dec) for v in m.state_dict().values()),
         "repeat": (
-            f"--seed {a.seed} --vae-steps {vae_budget.total} --dit-steps {dit_budget.total} --finetune-steps {ft_budget.total} --base-agent-weight {a.base_agent_weight} "
+            f"--seed {a.seed} --vae-steps {vae_budget.total} --dit-steps {dit_budget.total} --finetune-steps {ft_steps or 0} --base-agent-weight {a.base_agent_weight} "
             f"--agent-weight {a.agent_weight} --reuse {a.reuse} --precision {a.precision}" + (f" --init {a.init}" if a.init else "")
         ),
     }
