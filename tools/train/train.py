@@ -32,7 +32,7 @@ latent cells of a frame, so an unweighted loss is dominated by the static room a
 drawing no agent (the first 100-minute run did exactly that). With λ > 0 each latent cell whose 4×4 pixel block meets
 the agent's box grown by 2 px weighs 1 + λ in the frame's mean (the weighted mean, so the loss scale stays
 comparable). Weighting from the first step draws the agent more often but follows actions far worse at equal steps
-(docs/model-card.md), hence the two phases.
+(docs/model-card.md), hence the unweighted base phase.
 
 Speed (``--precision``, ``--reuse``): the DiT and text-encoder forward runs under torch's CPU autocast to bfloat16
 (matrix products in bf16 on the CPU's AVX512_BF16 units; weights, AdamW state, the loss and its reduction stay float32),
@@ -97,7 +97,7 @@ SHIFT = 3.0
 P_CAUSAL, P_DROP_TEXT, P_DROP_ACTION, MAX_GAP = 0.6, 0.1, 0.2, 100
 WARMUP = 50
 AGENT_WEIGHT = 10.0
-"""Default λ of the agent weighting in the fine-tune phase (the 35-minute fine-tune of the first shipped model used it:
+"""Default λ of the agent weighting in the fine-tune phases (the 35-minute fine-tune of the first shipped model used it:
 prompt colour 0.13 → 0.41)."""
 FINETUNE_SHARES = (0.24, 0.28)
 """Fractions of the DiT time (budget mode) given to the agent-weighted fine-tune phases, as the shipped model's 1300
@@ -374,6 +374,8 @@ def phase_plan(steps: Optional[List[int]], phase_shares: Sequence[float]) -> Lis
     names = lambda n: ["finetune" if k == 0 else f"finetune{k + 1}" for k in range(n)]  # noqa: E731
     if steps is None:
         return list(zip(names(len(phase_shares)), [None] * len(phase_shares), phase_shares))
+    if not steps:
+        return []
     split = phase_shares if len(phase_shares) == len(steps) else [sum(phase_shares) / len(steps)] * len(steps)
     return list(zip(names(len(steps)), steps, split))
 
@@ -389,7 +391,7 @@ def main(argv: Optional[List[str]] = None) -> None:
     ap.add_argument("--threads", type=int, default=2)
     ap.add_argument("--finetune-steps", type=counts, help="fixed steps of each agent-weighted fine-tune phase, comma-separated, e.g. 1300,1500 (overrides the budget; 0: no fine-tune)")
     ap.add_argument("--finetune-shares", type=shares, default=FINETUNE_SHARES, help="fractions of the DiT time given to the fine-tune phases, comma-separated (budget mode)")
-    ap.add_argument("--agent-weight", type=float, default=AGENT_WEIGHT, help="extra loss weight λ of the latent cells around the agent in the fine-tune phase")
+    ap.add_argument("--agent-weight", type=float, default=AGENT_WEIGHT, help="extra loss weight λ of the latent cells around the agent in the fine-tune phases")
     ap.add_argument("--base-agent-weight", type=float, default=0.0, help="λ of the base DiT phase")
     ap.add_argument("--reuse", type=int, default=REUSE, help="DiT steps that share one encoded batch of clips")
     ap.add_argument("--precision", choices=("bfloat16", "float32"), default="bfloat16", help="DiT forward under bf16 autocast, or float32 throughout")
@@ -399,10 +401,10 @@ def main(argv: Optional[List[str]] = None) -> None:
         ap.error(f"--reuse must be at least 1; got {a.reuse}")
     if sum(a.finetune_shares) >= 1.0:
         ap.error(f"--finetune-shares must leave the base phase a part of the DiT time (sum < 1); got {a.finetune_shares}")
-    for flag, n in (("--vae-steps", a.vae_steps), ("--dit-steps", a.dit_steps)):
-        if n is not None and n < 0:
-            ap.error(f"{flag} must not be negative; got {n}")
-    phases = phase_plan(a.finetune_steps, a.finetune_shares)
+    if a.vae_steps is not None and a.vae_steps < 0:
+        ap.error(f"--vae-steps must not be negative; got {a.vae_steps}")
+    if a.dit_steps is not None and a.dit_steps < 1:
+        ap.error(f"--dit-steps must be at least 1; got {a.dit_steps}")
     minutes = 1.5 if a.smoke else a.budget_minutes
     recipe = minutes is None
     if recipe:  # fixed step counts, so the run is the same on any machine of this kind
@@ -410,8 +412,9 @@ def main(argv: Optional[List[str]] = None) -> None:
         a.vae_steps = RECIPE_STEPS["vae"] if a.vae_steps is None else a.vae_steps
         a.dit_steps = RECIPE_STEPS["dit"] if a.dit_steps is None else a.dit_steps
         a.finetune_steps = list(RECIPE_STEPS["finetune"]) if a.finetune_steps is None else a.finetune_steps
-    elif minutes <= 0:
-        ap.error(f"--budget-minutes must be positive; got {minutes}")
+    elif not (math.isfinite(minutes) and minutes > 0):
+        ap.error(f"--budget-minutes must be a positive number; got {minutes}")
+    phases = phase_plan(a.finetune_steps, a.finetune_shares)
     torch.set_num_threads(a.threads)
     np.random.seed(a.seed)
     os.makedirs(a.out, exist_ok=True)
