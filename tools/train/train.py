@@ -353,6 +353,8 @@ def counts(text: str) -> List[int]:
         raise argparse.ArgumentTypeError(f"expected comma-separated integers such as 1300,1500; got {text!r}") from None
     if any(n < 0 for n in out):
         raise argparse.ArgumentTypeError(f"step counts must not be negative; got {text!r}")
+    if len(out) > 1 and 0 in out:
+        raise argparse.ArgumentTypeError(f"a fine-tune phase of 0 steps; give 0 alone for no fine-tune; got {text!r}")
     return [] if out == [0] else out
 
 
@@ -368,16 +370,15 @@ def shares(text: str) -> Tuple[float, ...]:
 
 
 def phase_plan(steps: Optional[List[int]], phase_shares: Sequence[float]) -> List[Tuple[str, Optional[int], float]]:
-    """The fine-tune phases as (log stage name, fixed steps or None, share of the DiT time): ``steps`` when given (their
-    shares then only split the budget of a base phase without fixed steps), else one phase per share. Stage names:
-    "finetune", "finetune2", …"""
-    names = lambda n: ["finetune" if k == 0 else f"finetune{k + 1}" for k in range(n)]  # noqa: E731
+    """The fine-tune phases as (log stage name "finetune", "finetune2", …; fixed steps or None; share of the DiT time):
+    one phase per share when ``steps`` is None, else one per count (their shares then only reserve time in budget mode:
+    ``phase_shares`` when there is one per count, else their sum split evenly)."""
     if steps is None:
-        return list(zip(names(len(phase_shares)), [None] * len(phase_shares), phase_shares))
-    if not steps:
-        return []
-    split = phase_shares if len(phase_shares) == len(steps) else [sum(phase_shares) / len(steps)] * len(steps)
-    return list(zip(names(len(steps)), steps, split))
+        fixed, split = [None] * len(phase_shares), list(phase_shares)
+    else:
+        fixed = steps
+        split = list(phase_shares) if len(phase_shares) == len(steps) else [sum(phase_shares) / max(1, len(steps))] * len(steps)
+    return [("finetune" if k == 0 else f"finetune{k + 1}", n, share) for k, (n, share) in enumerate(zip(fixed, split))]
 
 
 def main(argv: Optional[List[str]] = None) -> None:
