@@ -22,7 +22,10 @@ serves both samplers:
   clip is [frame 0 (the sink), frames g+1 … g+F−1] of a long rollout at their absolute RoPE positions (g ≤ ``MAX_GAP``),
   as a session sees its sink from far behind;
 * bidirectional batches (2 clips × 16 frames, the runtime's T2V length): full attention as T2V sampling; one σ per
-  clip (p = 0.5) or per frame.
+  clip (p = 0.5) or per frame;
+* image batches (p = ``--image-share``, default 0; 32 scenes × 1 frame, the same token count): one-frame text-to-image,
+  what a world session's first chunk is (no history), with 8 times the prompts per step of a clip batch (joint
+  image-video training, as Wan 2.1 and Imagen Video). The other batches keep the 60 / 40 split of the rest.
 
 Phases of stage ``dit`` (the shipped model's order, made in three commands, now in one): a base phase with an
 unweighted loss, then agent-weighted fine-tune phases (``--finetune-steps`` / ``--finetune-shares``, default two), each
@@ -90,6 +93,8 @@ CAUSAL_FRAMES, CAUSAL_BATCH = 8, 4
 """Causal batches: 8 frames = a 1-frame chunk with the sink and the full 6-frame window before it."""
 BIDIR_FRAMES, BIDIR_BATCH = 16, 2
 """Bidirectional batches: the runtime's default T2V length (16 frames), at the same token count per step."""
+IMAGE_BATCH = 32
+"""Image batches (``--image-share``): 32 single frames of 32 scenes, the same token count as the clip batches."""
 DIT_LR = 3e-4
 CHUNK, SINK, WINDOW = 1, 1, 6
 """World-session defaults of the runtime (docs/sessions.md): 1-frame chunks, 1 sink frame, 6-frame window."""
@@ -110,7 +115,7 @@ agent-weighted fine-tune phases). With the default bf16 autocast and clip reuse:
 below the shipped weights, which are these counts in float32 with --reuse 1 (docs/model-card.md, "One command")."""
 VAE_SHARE = 0.15
 """Fraction of the training budget given to the VAE stage; the rest goes to the DiT + text encoder."""
-SEED_VAE, SEED_DIT, SEED_STATS = 10_000_000, 20_000_000, 30_000_000
+SEED_VAE, SEED_DIT, SEED_STATS, SEED_IMAGE = 10_000_000, 20_000_000, 30_000_000, 40_000_000
 """Clip-seed ranges of the stages (disjoint, so the VAE statistics are measured on clips it was not trained on)."""
 
 
@@ -211,18 +216,25 @@ class DitClips:
     """
     The encoded clips of one data index (``reuse`` consecutive DiT steps share them): normalised latents x₀
     [B, 16, F, 16, 16], agent cells [B, F, 16, 16], action keys [B, F] int64 and prompts, for a causal (B, F =
-    CAUSAL_BATCH, CAUSAL_FRAMES) or bidirectional (BIDIR_BATCH, BIDIR_FRAMES) layout at RoPE frame positions
-    ``positions``. ``rng`` (seeded by (seed, index)) has drawn the layout; its stream continues into the first use's
-    noise levels and dropout, so ``reuse`` 1 is the data of the script before clips were shared.
+    CAUSAL_BATCH, CAUSAL_FRAMES), bidirectional (BIDIR_BATCH, BIDIR_FRAMES) or, with p = ``image_share``, image
+    (IMAGE_BATCH, 1) layout at RoPE frame positions ``positions``. ``rng`` (seeded by (seed, index)) has drawn the
+    layout; its stream continues into the first use's noise levels and dropout, so ``reuse`` 1 is the data of the
+    script before clips were shared, and ``image_share`` 0 draws nothing more (the data of the script before images).
+    An image batch is one-frame text-to-image: the first chunk of a world session (no history) and the appearance of
+    every T2V frame, for 8 times the scenes and prompts of a clip batch at the same cost (joint image-video training,
+    as Wan 2.1 and Imagen Video).
     """
 
-    def __init__(self, index: int, seed: int, enc: cref.WanVaeEncoder):
+    def __init__(self, index: int, seed: int, enc: cref.WanVaeEncoder, image_share: float = 0.0):
         self.rng = np.random.default_rng([seed, index])
-        self.causal = bool(self.rng.random() < P_CAUSAL)
-        frames, batch = (CAUSAL_FRAMES, CAUSAL_BATCH) if self.causal else (BIDIR_FRAMES, BIDIR_BATCH)
+        image = image_share > 0 and bool(self.rng.random() < image_share)
+        self.causal = not image and bool(self.rng.random() < P_CAUSAL)
+        frames, batch = (1, IMAGE_BATCH) if image else (CAUSAL_FRAMES, CAUSAL_BATCH) if self.causal else (BIDIR_FRAMES, BIDIR_BATCH)
+        self.mode = "image" if image else "causal" if self.causal else "bidirectional"
         gap = int(self.rng.integers(1, MAX_GAP + 1)) if self.causal and self.rng.random() < 0.5 else 0
         self.positions = [0] + list(range(gap + 1, gap + frames)) if gap else list(range(frames))
-        self.clips = [world.make_clip(SEED_DIT + index * max(CAUSAL_BATCH, BIDIR_BATCH) + j, self.positions[-1] + 1) for j in range(batch)]
+        first = SEED_IMAGE + index * IMAGE_BATCH if image else SEED_DIT + index * max(CAUSAL_BATCH, BIDIR_BATCH)
+        self.clips = [world.make_clip(first + j, self.positions[-1] + 1) for j in range(batch)]
         # the VAE is per-frame: the selected frames encode alone
         self.latents = [enc(to_video(c.frames[None, self.positions])) for c in self.clips]
         self.masks = [agent_cells(c.positions[self.positions]) for c in self.clips]
@@ -237,7 +249,7 @@ class DitBatch:
 
     def __init__(self, clips: DitClips, index: int, use: int, seed: int):
         rng = clips.rng if use == 0 else np.random.default_rng([seed, index, use])
-        self.causal, self.positions = clips.causal, clips.positions
+        self.causal, self.positions, self.mode = clips.causal, clips.positions, clips.mode
         frames = len(clips.positions)
         keys, self.prompts, sig = [], [], []
         for clip in clips.clips:
@@ -287,10 +299,12 @@ def train_dit(
     stage: str = "dit",
     reuse: int = 1,
     bf16: bool = False,
+    image_share: float = 0.0,
 ) -> Tuple[ref.T5EncoderModel, aref.ActionCausalWanModel]:
     """Stage dit: DiT + text encoder ``modules`` (trained in place) with flow matching and diffusion forcing (see module
     docstring), a fresh AdamW and learning-rate schedule over the budget's steps, data of ``seed``. Each encoded batch
-    of clips serves ``reuse`` consecutive steps (fresh σ, noise and dropout each). ``bf16``: the forward runs under
+    of clips serves ``reuse`` consecutive steps (fresh σ, noise and dropout each); ``image_share`` of the batches are
+    single frames (DitClips). ``bf16``: the forward runs under
     torch's CPU autocast to bfloat16 (matrix products in bf16, weights, optimizer and loss in float32)."""
     t5, dit = modules
     t5.train(), dit.train()
@@ -303,7 +317,7 @@ def train_dit(
         t_step = time.time()
         index, use = divmod(step, reuse)
         if use == 0:
-            clips = DitClips(index, seed, enc)
+            clips = DitClips(index, seed, enc, image_share)
         b = DitBatch(clips, index, use, seed)
         data_s = time.time() - t_step
         toks = [ref.tokenize(p, words, max_len) for p in b.prompts]
@@ -321,7 +335,7 @@ def train_dit(
         per_frame = (((v - (eps - b.x0)) ** 2) * cell_w).sum(dim=(1, 3, 4)) / (cell_w.sum(dim=(1, 3, 4)) * v.shape[1])  # [B, F]
         loss = (per_frame * w).sum() / w.sum().clamp_min(1.0)
         lr = optimizer_step(opt, params, loss, lr_at(step, budget.total or 10**9, DIT_LR))
-        log({"stage": stage, "step": step, "loss": loss.item(), "mode": "causal" if b.causal else "bidirectional", "lr": lr, "data_s": round(data_s, 2), "step_s": round(time.time() - t_step, 2), "elapsed_s": round(time.time() - start, 2)})
+        log({"stage": stage, "step": step, "loss": loss.item(), "mode": b.mode, "lr": lr, "data_s": round(data_s, 2), "step_s": round(time.time() - t_step, 2), "elapsed_s": round(time.time() - start, 2)})
         budget.tick(step, start)
         step += 1
     return t5.eval(), dit.eval()
@@ -396,8 +410,11 @@ def main(argv: Optional[List[str]] = None) -> None:
     ap.add_argument("--base-agent-weight", type=float, default=0.0, help="λ of the base DiT phase")
     ap.add_argument("--reuse", type=int, default=REUSE, help="DiT steps that share one encoded batch of clips")
     ap.add_argument("--precision", choices=("bfloat16", "float32"), default="bfloat16", help="DiT forward under bf16 autocast, or float32 throughout")
+    ap.add_argument("--image-share", type=float, default=0.0, help="fraction of DiT batches that are single frames of IMAGE_BATCH scenes (joint image-video training)")
     ap.add_argument("--init", help="model directory to continue from (skips the VAE stage)")
     a = ap.parse_args(argv)
+    if not 0.0 <= a.image_share < 1.0:
+        ap.error(f"--image-share must be in [0, 1); got {a.image_share}")
     if a.reuse < 1:
         ap.error(f"--reuse must be at least 1; got {a.reuse}")
     if sum(a.finetune_shares) >= 1.0:
@@ -456,13 +473,13 @@ def main(argv: Optional[List[str]] = None) -> None:
         bf16 = a.precision == "bfloat16"
         share_left = sum(share for _, _, share in phases)
         dit_budget = Budget(a.dit_steps, (60 * minutes - (time.time() - t_start)) * (1 - share_left), minimum=5)
-        modules = train_dit(spec, words, enc, modules, a.seed, dit_budget, log, a.base_agent_weight, "dit", a.reuse, bf16)
+        modules = train_dit(spec, words, enc, modules, a.seed, dit_budget, log, a.base_agent_weight, "dit", a.reuse, bf16, a.image_share)
         ft_budgets: List[Budget] = []
         for k, (name, steps, share) in enumerate(phases, start=1):
             # budget mode: this phase's part of the time still left, in proportion to the shares of the phases left
             ft_budgets.append(Budget(steps, (60 * minutes - (time.time() - t_start)) * share / share_left, minimum=0))
             share_left -= share
-            modules = train_dit(spec, words, enc, modules, a.seed + k, ft_budgets[-1], log, a.agent_weight, name, a.reuse, bf16)
+            modules = train_dit(spec, words, enc, modules, a.seed + k, ft_budgets[-1], log, a.agent_weight, name, a.reuse, bf16, a.image_share)
         t5, dit = modules
     ft_steps = ",".join(str(b.total) for b in ft_budgets)
     spec["weights"] = "trained"
@@ -489,6 +506,7 @@ def main(argv: Optional[List[str]] = None) -> None:
         "base_agent_weight": a.base_agent_weight,
         "precision": a.precision,
         "reuse": a.reuse,
+        "image_share": a.image_share,
         "dit": {"steps": dit_budget.total, "step_s": dit_budget.step_s, "loss_first": series["dit"][0][1], "loss_last20": tail("dit")},
         "finetune": [
             {"stage": name, "seed": a.seed + k, "steps": b.total, "step_s": b.step_s, "loss_first": series[name][0][1], "loss_last20": tail(name)}
@@ -499,7 +517,7 @@ def main(argv: Optional[List[str]] = None) -> None:
         "max_abs_weight": max(float(v.abs().max()) for m in (t5, dit, enc, dec) for v in m.state_dict().values()),
         "repeat": (
             f"--seed {a.seed} --vae-steps {vae_budget.total} --dit-steps {dit_budget.total} --finetune-steps {ft_steps or 0} --base-agent-weight {a.base_agent_weight} "
-            f"--agent-weight {a.agent_weight} --reuse {a.reuse} --precision {a.precision}" + (f" --init {a.init}" if a.init else "")
+            f"--agent-weight {a.agent_weight} --reuse {a.reuse} --precision {a.precision} --image-share {a.image_share}" + (f" --init {a.init}" if a.init else "")
         ),
     }
     with open(os.path.join(a.out, "train_summary.json"), "w") as f:
