@@ -24,12 +24,14 @@ serves both samplers:
 * bidirectional batches (2 clips × 16 frames, the runtime's T2V length): full attention as T2V sampling; one σ per
   clip (p = 0.5) or per frame;
 * image batches (p = ``--image-share``, default 0; 32 scenes × 1 frame, the same token count): one-frame text-to-image,
-  what a world session's first chunk is (no history), with 8 times the prompts per step of a clip batch (joint
-  image-video training, as Wan 2.1 and Imagen Video). The other batches keep the 60 / 40 split of the rest.
+  what a world session's first chunk is (no history), with 32 scenes and prompts per step against a clip batch's 2–4
+  (joint image-video training, as Wan 2.1 and Imagen Video). The other batches keep the 60 / 40 split of the rest.
+  Scenes are a function of the data index alone (not of the seed), as the clips' always were.
 
 Phases of stage ``dit`` (the shipped model's order, made in three commands, now in one): a base phase with an
 unweighted loss, then agent-weighted fine-tune phases (``--finetune-steps`` / ``--finetune-shares``, default two), each
-from the previous phase's weights with a fresh AdamW, warm-up and cosine schedule and new data (phase k: seed + k). Agent weighting (``--agent-weight`` λ of the fine-tune, default
+from the previous phase's weights with a fresh AdamW, warm-up and cosine schedule and a new data seed (phase k: seed + k; the seed draws
+the batch layouts, noise levels and dropout, while the scenes at a data index stay the same). Agent weighting (``--agent-weight`` λ of the fine-tune, default
 ``AGENT_WEIGHT``; ``--base-agent-weight`` of the base phase, default 0): the agent (8×8 px) covers about 4 of the 256
 latent cells of a frame, so an unweighted loss is dominated by the static room and a model can reach a low loss while
 drawing no agent (the first 100-minute run did exactly that). With λ > 0 each latent cell whose 4×4 pixel block meets
@@ -220,9 +222,9 @@ class DitClips:
     (IMAGE_BATCH, 1) layout at RoPE frame positions ``positions``. ``rng`` (seeded by (seed, index)) has drawn the
     layout; its stream continues into the first use's noise levels and dropout, so ``reuse`` 1 is the data of the
     script before clips were shared, and ``image_share`` 0 draws nothing more (the data of the script before images).
-    An image batch is one-frame text-to-image: the first chunk of a world session (no history) and the appearance of
-    every T2V frame, for 8 times the scenes and prompts of a clip batch at the same cost (joint image-video training,
-    as Wan 2.1 and Imagen Video).
+    An image batch is one-frame text-to-image at RoPE position 0, as the first chunk of a world session (no history):
+    32 scenes and prompts against a clip batch's 2–4, at the same token count (joint image-video training, as Wan 2.1
+    and Imagen Video). The scenes depend on the data index only, not on ``seed``.
     """
 
     def __init__(self, index: int, seed: int, enc: cref.WanVaeEncoder, image_share: float = 0.0):
