@@ -397,6 +397,39 @@ def phase_plan(steps: Optional[List[int]], phase_shares: Sequence[float]) -> Lis
     return [("finetune" if k == 0 else f"finetune{k + 1}", n, share) for k, (n, share) in enumerate(zip(fixed, split))]
 
 
+INIT_FILES = ("model.json", "tokenizer.json", "text_encoder.safetensors", "transformer.safetensors", "vae.safetensors")
+
+
+def check_init(directory: str, spec: dict) -> Optional[str]:
+    """Why ``directory`` cannot be continued from (``--init``), or None: a file of INIT_FILES is missing, model.json is
+    not JSON, or its text encoder, transformer or VAE architecture differs from ``spec``'s (the key is named)."""
+    missing = [f for f in INIT_FILES if not os.path.isfile(os.path.join(directory, f))]
+    if missing:
+        return f"not a model directory this script wrote (missing {', '.join(missing)})"
+    try:
+        with open(os.path.join(directory, "model.json"), encoding="utf-8") as f:
+            found = json.load(f)
+    except (OSError, ValueError) as e:
+        return f"model.json is not readable JSON ({e})"
+    if not isinstance(found, dict):
+        return "model.json is not a JSON object"
+    for part in ("textEncoder", "transformer", "vae"):
+        got = found.get(part)
+        if not isinstance(got, dict):
+            return f"model.json has no {part} object"
+        for key, want in spec[part].items():
+            if key in ("latentsMean", "latentsStd"):
+                continue  # trained statistics, not architecture
+            if got.get(key) != want:
+                return f"model.json {part}.{key} is {got.get(key)!r}, the default architecture has {want!r}"
+    for key in ("latentsMean", "latentsStd"):
+        xs = found["vae"].get(key)
+        ok = isinstance(xs, list) and len(xs) == spec["vae"]["zDim"] and all(isinstance(x, (int, float)) and not isinstance(x, bool) and math.isfinite(x) for x in xs)
+        if not ok or (key == "latentsStd" and min(xs) <= 0):
+            return f"model.json vae.{key} must be {spec['vae']['zDim']} finite numbers" + (" > 0" if key == "latentsStd" else "")
+    return None
+
+
 def main(argv: Optional[List[str]] = None) -> None:
     ap = argparse.ArgumentParser(description="Train the embedded default model on the procedural world.")
     ap.add_argument("--out", required=True, help="model directory to write")
@@ -425,6 +458,12 @@ def main(argv: Optional[List[str]] = None) -> None:
         ap.error(f"--vae-steps must not be negative; got {a.vae_steps}")
     if a.dit_steps is not None and a.dit_steps < 1:
         ap.error(f"--dit-steps must be at least 1; got {a.dit_steps}")
+    if os.path.exists(a.out) and not os.path.isdir(a.out):
+        ap.error(f"--out must be a directory; {a.out} is a file")
+    if a.init is not None:
+        init_problem = check_init(a.init, default_model.default_spec())
+        if init_problem:
+            ap.error(f"--init {a.init}: {init_problem}")
     minutes = 1.5 if a.smoke else a.budget_minutes
     recipe = minutes is None
     if recipe:  # fixed step counts, so the run is the same on any machine of this kind

@@ -1,0 +1,161 @@
+/**
+ * The training command, tools/train/train.py (issue 8), as a user runs it with Debian's PyTorch: its flags refuse bad
+ * values by name before any training starts, a short run writes a model directory the runtime loads, the `repeat`
+ * line of train_summary.json reproduces that run byte for byte, and `--init` continues from a directory it wrote while
+ * refusing one it did not. Runs are a few steps of the default architecture (about 20 s each); the recipe itself is
+ * measured in docs/model-card.md, not here.
+ */
+import { spawnSync, SpawnSyncReturns } from 'node:child_process';
+import { copyFileSync, mkdtempSync, readFileSync, readdirSync, writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import * as path from 'node:path';
+import { parseSafetensors } from '../../src/models/weights/safetensors';
+import { makeModelsDir } from '../helpers/tiny-model';
+
+const ROOT = path.resolve(__dirname, '..', '..');
+const PYTHON = '/usr/bin/python3';
+const TRAIN = path.join(ROOT, 'tools', 'train', 'train.py');
+const CHECK = path.join(ROOT, 'dist', 'tools', 'train', 'check-model-dir.js');
+const SAFETENSORS = ['text_encoder.safetensors', 'transformer.safetensors', 'vae.safetensors'];
+
+function train(args: string[]): SpawnSyncReturns<string> {
+  return spawnSync(PYTHON, [TRAIN, ...args], { cwd: ROOT, encoding: 'utf8', timeout: 300_000 });
+}
+
+function scratch(): string {
+  return mkdtempSync(path.join(tmpdir(), 'omnirx-train-'));
+}
+
+/** The tensors of a safetensors file (names, dtypes, shapes and data bytes), without its `__metadata__`, which
+ * records the run's step counts. */
+function tensors(file: string): Array<[string, string, number[], Buffer]> {
+  const bytes = readFileSync(file);
+  return parseSafetensors(bytes, file).entries.map((e) => [e.name, e.dtype, e.shape, bytes.subarray(e.byteOffset, e.byteOffset + e.byteLength)]);
+}
+
+function summary(dir: string): Record<string, unknown> {
+  return JSON.parse(readFileSync(path.join(dir, 'train_summary.json'), 'utf8'));
+}
+
+describe('train.py refuses bad flags by name, before training (exit 2, nothing written)', () => {
+  const cases: Array<[string, string[], RegExp]> = [
+    ['image share of 1', ['--image-share', '1'], /--image-share must be in \[0, 1\); got 1\.0/],
+    ['image share NaN', ['--image-share', 'nan'], /--image-share must be in \[0, 1\); got nan/],
+    ['negative image share', ['--image-share=-0.1'], /--image-share must be in \[0, 1\)/],
+    ['reuse 0', ['--reuse', '0'], /--reuse must be at least 1; got 0/],
+    ['a zero fine-tune phase among others', ['--finetune-steps', '1300,0'], /--finetune-steps: .*a fine-tune phase of 0 steps/],
+    ['negative fine-tune steps', ['--finetune-steps=-5'], /--finetune-steps: .*must not be negative/],
+    ['non-integer fine-tune steps', ['--finetune-steps', '1e3'], /--finetune-steps: .*expected comma-separated integers/],
+    ['fine-tune shares leaving no base phase', ['--finetune-shares', '0.5,0.5'], /--finetune-shares must leave the base phase/],
+    ['a fine-tune share outside (0, 1)', ['--finetune-shares', '1.5'], /--finetune-shares: .*each share must be in \(0, 1\)/],
+    ['negative VAE steps', ['--vae-steps=-1'], /--vae-steps must not be negative; got -1/],
+    ['zero DiT steps', ['--dit-steps', '0'], /--dit-steps must be at least 1; got 0/],
+    ['budget NaN', ['--budget-minutes', 'nan'], /--budget-minutes must be a positive number; got nan/],
+    ['budget 0', ['--budget-minutes', '0'], /--budget-minutes must be a positive number; got 0/],
+    ['unknown precision', ['--precision', 'float16'], /--precision: invalid choice: 'float16'/],
+    ['an --init directory that does not exist', ['--init', '/nonexistent/omnirx'], /--init \/nonexistent\/omnirx: not a model directory this script wrote \(missing model\.json/],
+  ];
+  it.each(cases)('%s', (_name, args, message) => {
+    const out = path.join(scratch(), 'model');
+    const r = train(['--out', out, ...args]);
+    expect(r.stderr).toMatch(message);
+    expect(r.status).toBe(2);
+    expect(() => readdirSync(out)).toThrow(/ENOENT/);
+  });
+
+  it('an --out that is a file', () => {
+    const file = path.join(scratch(), 'taken');
+    writeFileSync(file, 'keep');
+    const r = train(['--out', file, '--smoke']);
+    expect(r.status).toBe(2);
+    expect(r.stderr).toMatch(/--out must be a directory; .*taken is a file/);
+    expect(readFileSync(file, 'utf8')).toBe('keep');
+  });
+
+  it('an --init directory of another architecture (the seeded tiny model), naming the key that differs', async () => {
+    const tiny = path.join(await makeModelsDir(), 'tiny');
+    const r = train(['--out', path.join(scratch(), 'model'), '--init', tiny]);
+    expect(r.status).toBe(2);
+    expect(r.stderr).toMatch(/--init .*tiny: model\.json textEncoder\.\w+ is .*, the default architecture has /);
+  });
+});
+
+describe('a short training run', () => {
+  const flags = ['--seed', '3', '--vae-steps', '2', '--dit-steps', '2', '--finetune-steps', '1,1', '--image-share', '0.5'];
+  let first: string;
+  beforeAll(() => {
+    first = path.join(scratch(), 'first');
+    const r = train(['--out', first, ...flags]);
+    if (r.status !== 0) throw new Error(`train.py failed (${r.status}): ${r.stderr}`);
+  }, 300_000);
+
+  it('writes a model directory of the default architecture that the runtime loads (tools/train/check-model-dir)', () => {
+    const r = spawnSync(process.execPath, [CHECK, first], { encoding: 'utf8' });
+    expect(r.stderr).toBe('');
+    expect(r.stdout).toMatch(/OK \(trained, default architecture, every component loads\)/);
+    expect(r.status).toBe(0);
+  });
+
+  it('logs every step of each stage and phase in order, and its summary holds the flags it ran with', () => {
+    const log = readFileSync(path.join(first, 'train_log.jsonl'), 'utf8')
+      .trim()
+      .split('\n')
+      .map((l) => JSON.parse(l) as { stage: string; step: number; loss: number; mode?: string });
+    expect(log.map((r) => `${r.stage}:${r.step}`)).toEqual(['vae:0', 'vae:1', 'dit:0', 'dit:1', 'finetune:0', 'finetune2:0']);
+    for (const r of log) expect(Number.isFinite(r.loss)).toBe(true);
+    for (const r of log.filter((r) => r.stage !== 'vae')) expect(['causal', 'bidirectional', 'image']).toContain(r.mode);
+    const s = summary(first);
+    expect(s).toMatchObject({ seed: 3, image_share: 0.5, reuse: 2, precision: 'bfloat16', vae: { steps: 2 }, dit: { steps: 2 } });
+    expect((s.finetune as Array<{ seed: number; steps: number }>).map((p) => [p.seed, p.steps])).toEqual([
+      [4, 1],
+      [5, 1],
+    ]);
+  });
+
+  it("its summary's repeat line reproduces the same weights byte for byte", () => {
+    const again = path.join(scratch(), 'again');
+    const repeat = String(summary(first).repeat).split(' ');
+    const r = train(['--out', again, ...repeat]);
+    expect(r.status).toBe(0);
+    for (const f of SAFETENSORS) expect(readFileSync(path.join(again, f)).equals(readFileSync(path.join(first, f)))).toBe(true);
+  }, 300_000);
+
+  it('--init continues from it: the VAE is carried over unchanged, the DiT trains on', () => {
+    const next = path.join(scratch(), 'next');
+    const r = train(['--out', next, '--init', first, '--dit-steps', '1', '--finetune-steps', '0']);
+    expect(r.status).toBe(0);
+    const vae = tensors(path.join(next, 'vae.safetensors'));
+    expect(vae.length).toBeGreaterThan(0);
+    expect(vae).toEqual(tensors(path.join(first, 'vae.safetensors')));
+    const dit = tensors(path.join(next, 'transformer.safetensors'));
+    const before = new Map(tensors(path.join(first, 'transformer.safetensors')).map(([name, , , data]) => [name, data]));
+    expect(dit.map(([name]) => name)).toEqual([...before.keys()]);
+    expect(dit.filter(([name, , , data]) => !data.equals(before.get(name)!)).length).toBeGreaterThan(0);
+    expect(summary(next)).toMatchObject({ init: first, vae: { steps: 0 }, dit: { steps: 1 }, finetune: [] });
+  }, 300_000);
+
+  it('--init refuses a copy whose model.json is damaged, naming what is wrong', () => {
+    const cases: Array<[(spec: Record<string, any>) => unknown, RegExp]> = [
+      [(s) => ({ ...s, transformer: { ...s.transformer, numLayers: 7 } }), /model\.json transformer\.numLayers is 7, the default architecture has 6/],
+      [(s) => ({ ...s, vae: { ...s.vae, latentsStd: s.vae.latentsStd.map(() => 0) } }), /model\.json vae\.latentsStd must be 16 finite numbers > 0/],
+      [(s) => ({ ...s, vae: { ...s.vae, latentsMean: [1, 2] } }), /model\.json vae\.latentsMean must be 16 finite numbers/],
+      [(s) => ({ ...s, textEncoder: null }), /model\.json has no textEncoder object/],
+      [() => [], /model\.json is not a JSON object/],
+    ];
+    const spec = JSON.parse(readFileSync(path.join(first, 'model.json'), 'utf8'));
+    for (const [damage, message] of cases) {
+      const copy = scratch();
+      for (const f of readdirSync(first)) copyFileSync(path.join(first, f), path.join(copy, f));
+      writeFileSync(path.join(copy, 'model.json'), JSON.stringify(damage(spec)));
+      const r = train(['--out', path.join(scratch(), 'model'), '--init', copy]);
+      expect(r.stderr).toMatch(message);
+      expect(r.status).toBe(2);
+    }
+    const truncated = scratch();
+    for (const f of readdirSync(first)) copyFileSync(path.join(first, f), path.join(truncated, f));
+    writeFileSync(path.join(truncated, 'model.json'), '{"textEncoder": {');
+    const r = train(['--out', path.join(scratch(), 'model'), '--init', truncated]);
+    expect(r.status).toBe(2);
+    expect(r.stderr).toMatch(/model\.json is not readable JSON/);
+  });
+});
