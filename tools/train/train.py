@@ -402,7 +402,9 @@ INIT_FILES = ("model.json", "tokenizer.json", "text_encoder.safetensors", "trans
 
 def check_init(directory: str, spec: dict) -> Optional[str]:
     """Why ``directory`` cannot be continued from (``--init``), or None: a file of INIT_FILES is missing, model.json is
-    not JSON, or its text encoder, transformer or VAE architecture differs from ``spec``'s (the key is named)."""
+    not a JSON object, its text encoder, transformer or VAE architecture differs from ``spec``'s (the key is named), or
+    its VAE ``latentsMean``/``latentsStd`` are not zDim finite numbers (std > 0). Mirrors, for the training side,
+    part of what tools/train/check-model-dir.ts checks in the runtime (which needs the TypeScript build)."""
     missing = [f for f in INIT_FILES if not os.path.isfile(os.path.join(directory, f))]
     if missing:
         return f"not a model directory this script wrote (missing {', '.join(missing)})"
