@@ -1,4 +1,5 @@
 import { ACTION_DIRECTIONS, WORLD_GEOMETRY, parseWorldPrompt } from './world-palette';
+import { clusterBootstrapInterval } from './bootstrap';
 import { detectFrame, moveBlocked, type FrameDetection } from './world-detector';
 
 /** One generated clip: its prompt, RGB24 frames [H, W, 3] and, for world rollouts, the action id each frame was generated with. */
@@ -38,6 +39,62 @@ export function followsAction(prev: FrameDetection, next: FrameDetection, a: num
   return Math.abs(mx - ex) <= s / 2 && Math.abs(my - ey) <= s / 2;
 }
 
+/** One clip's counts behind the figures (the unit the evaluation's intervals resample). */
+export interface WorldClipTally {
+  frames: number;
+  /** Frames with the prompt's room colour and a blob of the agent colour. */
+  colorOk: number;
+  /** Frames with the prompt's room colour. */
+  roomOk: number;
+  /** Frames with exactly one agent blob of plausible size. */
+  present: number;
+  /** Directional frame pairs with the agent present in both frames. */
+  pairs: number;
+  /** Of `pairs`, those whose displacement matches the action. */
+  followed: number;
+}
+
+/**
+ * Scores one generated clip with the colour-segmentation detector (src/eval/world-detector.ts); the counts are
+ * those of `evaluateWorld`.
+ * @throws Error when the prompt is outside the world grammar (`parseWorldPrompt`)
+ */
+export function tallyWorldClip(clip: WorldEvalClip): WorldClipTally {
+  const scene = parseWorldPrompt(clip.prompt);
+  if (scene === undefined) throw new Error(`evaluateWorld: prompt outside the world grammar: "${clip.prompt}"`);
+  const t: WorldClipTally = { frames: 0, colorOk: 0, roomOk: 0, present: 0, pairs: 0, followed: 0 };
+  let prev: FrameDetection | undefined;
+  clip.frames.forEach((rgb, f) => {
+    const det = detectFrame(rgb, clip.width, clip.height, scene);
+    t.frames++;
+    if (det.roomColor === scene.room) t.roomOk++;
+    if (det.roomColor === scene.room && det.agentComponents > 0) t.colorOk++;
+    if (det.present) t.present++;
+    const a = clip.actions?.[f];
+    if (a !== undefined && a > 0 && prev !== undefined && prev.present && det.present) {
+      t.pairs++;
+      if (followsAction(prev, det, a, moveBlocked(prev, clip.width, clip.height, scene, a))) t.followed++;
+    }
+    prev = det;
+  });
+  return t;
+}
+
+/** The figures of `evaluateWorld` from clips' counts (pooled over frames and pairs, rounded to 4 decimals). */
+export function worldFigures(tallies: readonly WorldClipTally[]): WorldEvalResult {
+  const sum = (k: keyof WorldClipTally): number => tallies.reduce((n, t) => n + t[k], 0);
+  const frames = sum('frames'), pairs = sum('pairs');
+  const r = (x: number) => Math.round(x * 1e4) / 1e4;
+  return {
+    prompt_color_acc: r(sum('colorOk') / Math.max(1, frames)),
+    room_color_acc: r(sum('roomOk') / Math.max(1, frames)),
+    action_follow_acc: pairs ? r(sum('followed') / pairs) : null,
+    action_pairs: pairs,
+    agent_present_rate: r(sum('present') / Math.max(1, frames)),
+    frames,
+  };
+}
+
 /**
  * Scores generated clips with the colour-segmentation detector (src/eval/world-detector.ts):
  *  - prompt_color_acc: frames whose dominant floor colour is the prompt's room colour and that hold a blob of the
@@ -48,29 +105,28 @@ export function followsAction(prev: FrameDetection, next: FrameDetection, a: num
  *    the agent is present in both, the fraction whose displacement matches a_f (`followsAction`; a blocked move must
  *    stay put). "none" frames are not scored: the model is trained with action dropout, so "none" also means "no
  *    action given" (T2V), under which the agent may keep moving. `action_pairs` is the number of such pairs: the
- *    figure's sample size (a few dozen pairs leave it uncertain by ±0.1).
+ *    figure's sample size (a few dozen pairs leave it uncertain by ±0.1; `worldIntervals` gives the uncertainty).
  * Prompts outside the grammar (`parseWorldPrompt`) are an error.
  */
 export function evaluateWorld(clips: readonly WorldEvalClip[]): WorldEvalResult {
-  let frames = 0, colorOk = 0, roomOk = 0, present = 0, pairs = 0, followed = 0;
-  for (const clip of clips) {
-    const scene = parseWorldPrompt(clip.prompt);
-    if (scene === undefined) throw new Error(`evaluateWorld: prompt outside the world grammar: "${clip.prompt}"`);
-    let prev: FrameDetection | undefined;
-    clip.frames.forEach((rgb, f) => {
-      const det = detectFrame(rgb, clip.width, clip.height, scene);
-      frames++;
-      if (det.roomColor === scene.room) roomOk++;
-      if (det.roomColor === scene.room && det.agentComponents > 0) colorOk++;
-      if (det.present) present++;
-      const a = clip.actions?.[f];
-      if (a !== undefined && a > 0 && prev !== undefined && prev.present && det.present) {
-        pairs++;
-        if (followsAction(prev, det, a, moveBlocked(prev, clip.width, clip.height, scene, a))) followed++;
-      }
-      prev = det;
-    });
-  }
-  const r = (x: number) => Math.round(x * 1e4) / 1e4;
-  return { prompt_color_acc: r(colorOk / Math.max(1, frames)), room_color_acc: r(roomOk / Math.max(1, frames)), action_follow_acc: pairs ? r(followed / pairs) : null, action_pairs: pairs, agent_present_rate: r(present / Math.max(1, frames)), frames };
+  return worldFigures(clips.map(tallyWorldClip));
+}
+
+/** The three target figures of issue 8, the ones `worldIntervals` bounds. */
+export const TARGET_FIGURES = ['prompt_color_acc', 'action_follow_acc', 'agent_present_rate'] as const;
+
+/**
+ * 95 % intervals of the target figures over clips' counts, by the cluster bootstrap with the clip as the unit
+ * (src/eval/bootstrap.ts; 2000 resamples, seed 0, so the same clips print the same intervals): a clip's frames fail
+ * together (a rollout that starts without an agent misses it in most frames), so the clips, not the frames, are the
+ * independent samples. null for action_follow_acc when no clip has a pair.
+ * @throws RangeError when `tallies` is empty
+ */
+export function worldIntervals(tallies: readonly WorldClipTally[]): Record<(typeof TARGET_FIGURES)[number], [number, number] | null> {
+  const r = (x: number) => Math.round(x * 1e3) / 1e3;
+  const interval = (k: (typeof TARGET_FIGURES)[number]) => {
+    const ci = clusterBootstrapInterval(tallies, (s) => worldFigures(s)[k]);
+    return ci && ([r(ci[0]), r(ci[1])] as [number, number]);
+  };
+  return { prompt_color_acc: interval('prompt_color_acc'), action_follow_acc: interval('action_follow_acc'), agent_present_rate: interval('agent_present_rate') };
 }

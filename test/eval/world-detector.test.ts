@@ -9,7 +9,7 @@ import { PNG } from 'pngjs';
 import { Rng } from '../../src/util/rng';
 import { detectFrame } from '../../src/eval/world-detector';
 import { frameStripPng } from '../../src/eval/frame-strip';
-import { evaluateWorld, type WorldEvalClip } from '../../src/eval/world-eval';
+import { evaluateWorld, tallyWorldClip, worldFigures, worldIntervals, type WorldEvalClip } from '../../src/eval/world-eval';
 import { OBJECT_COLORS, ROOM_COLORS, WORLD_GEOMETRY, parseWorldPrompt, wallColor } from '../../src/eval/world-palette';
 
 const DIR = path.join(__dirname, '..', 'fixtures', 'world');
@@ -110,6 +110,45 @@ describe('world detector on noise', () => {
     expect(r.prompt_color_acc).toBeLessThan(0.1);
     expect(r.room_color_acc).toBeLessThan(0.3); // about chance: noise's dominant colour is one of the 5 room colours
     expect(r.agent_present_rate).toBeLessThan(0.1);
+  });
+});
+
+describe('per-clip counts and intervals', () => {
+  const swapRoom = (c: WorldEvalClip): WorldEvalClip => ({ ...c, prompt: c.prompt.replace(/in a [a-z ]+ room/, c.prompt.includes('in a gray room') ? 'in a brown room' : 'in a gray room') });
+
+  it('pooling the clips\' counts gives evaluateWorld\'s figures', () => {
+    const mixed = [...clips, ...clips.map(swapRoom)];
+    const tallies = mixed.map(tallyWorldClip);
+    expect(tallies[0].frames).toBe(clips[0].frames.length);
+    expect(worldFigures(tallies)).toEqual(evaluateWorld(mixed));
+    expect(worldFigures(tallies).prompt_color_acc).toBe(0.5);
+  });
+
+  it('ground truth: every interval is [1, 1]', () => {
+    expect(worldIntervals(clips.map(tallyWorldClip))).toEqual({ prompt_color_acc: [1, 1], action_follow_acc: [1, 1], agent_present_rate: [1, 1] });
+  });
+
+  it('half the clips with the wrong room: the prompt-colour interval spans the clip-level spread, the others stay [1, 1]', () => {
+    const mixed = [...clips, ...clips.map(swapRoom)].map(tallyWorldClip);
+    const ci = worldIntervals(mixed);
+    const [lo, hi] = ci.prompt_color_acc!;
+    expect(lo).toBeLessThan(0.5);
+    expect(hi).toBeGreaterThan(0.5);
+    expect(lo).toBeGreaterThanOrEqual(0);
+    expect(hi).toBeLessThanOrEqual(1);
+    expect(ci.agent_present_rate).toEqual([1, 1]);
+    expect(ci.action_follow_acc).toEqual([1, 1]);
+  });
+
+  it('T2V clips alone: no action pair, so no action interval', () => {
+    const t2v = clips.map(({ actions: _actions, ...c }) => c).map(tallyWorldClip);
+    expect(worldFigures(t2v).action_follow_acc).toBeNull();
+    expect(worldIntervals(t2v).action_follow_acc).toBeNull();
+  });
+
+  it('refuses no clips, and prompts outside the grammar', () => {
+    expect(() => worldIntervals([])).toThrow(/clusters is empty/);
+    expect(() => tallyWorldClip({ ...clips[0], prompt: 'a purple ball in a dark blue room' })).toThrow(/outside the world grammar/);
   });
 });
 
