@@ -6,25 +6,31 @@
  * (tools/train/procedural_world.py). Prints one JSON line:
  * {"prompt_color_acc", "action_follow_acc", "action_pairs", "agent_present_rate", "frames", "ci95"} (+ the same per
  * mode under "t2v"/"world"; `action_pairs` is the sample size of action_follow_acc; `ci95` the 95 % interval of each
- * target figure by the cluster bootstrap over clips, `worldIntervals`).
+ * target figure, src/eval/world-intervals.ts).
  *
  * `--seeds K` (default 1) runs every T2V prompt and world session at K seeds (the set's seed + 1000·k, k < K): K times
- * the frames and narrower intervals, for telling two sets of weights apart. K = 1 is the 640-frame set of the model card.
+ * the frames and narrower intervals. K = 1 is the 640-frame set of the model card.
  *
- * `--strips DIR` also writes each clip as a PNG frame strip (t2v-<i>.png, world-<i>.png) with the prompts and actions
- * in DIR/strips.json, for the model card.
+ * `--tallies-out FILE` writes every clip's counts (src/eval/world-tallies.ts); `--baseline FILE` reads such a file of
+ * another set of weights, run with the same `--seeds`, and adds "vs_baseline" to each section: this run minus the
+ * baseline per target figure with the paired 95 % interval (`worldDifference`), the way to tell two sets apart.
  *
- * Run: npm run build && npm run eval:world [-- --models-dir DIR] [-- --model ID] [-- --strips DIR] [-- --seeds K]
- *   [-- --matmul-dtype bfloat16] (the DiT's matrix products on bf16 operands)
+ * `--strips DIR` also writes each clip of the first seed as a PNG frame strip (t2v-<i>.png, world-<i>.png) with the
+ * prompts and actions in DIR/strips.json, for the model card.
+ *
+ * Run: npm run build && npm run eval:world [-- --models-dir DIR] [-- --model ID] [-- --seeds K] [-- --tallies-out FILE]
+ *   [-- --baseline FILE] [-- --strips DIR] [-- --matmul-dtype bfloat16] (the DiT's matrix products on bf16 operands)
  */
 import { Command, InvalidArgumentError, Option } from 'commander';
 import { parseNumericFlag } from '../src/cli/generate';
 import { MATMUL_DTYPES } from '../src/native/plan-builder';
-import { mkdirSync, writeFileSync } from 'node:fs';
+import { mkdirSync, readFileSync, writeFileSync } from 'node:fs';
 import * as path from 'node:path';
 import { Engine } from '../src/engine/engine';
 import { frameStripPng } from '../src/eval/frame-strip';
-import { tallyWorldClip, worldFigures, worldIntervals, type WorldEvalClip } from '../src/eval/world-eval';
+import { tallyWorldClip, worldFigures, type WorldEvalClip } from '../src/eval/world-eval';
+import { worldDifference, worldIntervals } from '../src/eval/world-intervals';
+import { pairWithBaseline, parseWorldTallies, unitsByMode, type WorldTalliesFile, type WorldTallyRecord } from '../src/eval/world-tallies';
 import { ACTION_KEYS } from '../src/models/wan/actions';
 import { t2vClip, worldClip, WORLD_EVAL_SESSIONS } from '../src/eval/world-clips';
 
@@ -56,15 +62,22 @@ interface EvalOptions {
   model?: string;
   strips?: string;
   seeds: number;
+  talliesOut?: string;
+  baseline?: WorldTalliesFile;
   matmulDtype?: (typeof MATMUL_DTYPES)[number];
 }
+
+/** A text option's parser that refuses a value that is itself a flag (`--strips --seeds 4`: the value is missing). */
+const text = (flag: string) => (raw: string): string => {
+  if (raw.startsWith('--')) throw new InvalidArgumentError(`${flag} is missing its value ("${raw}" is a flag)`);
+  return raw;
+};
 
 function parseOptions(argv: readonly string[]): EvalOptions {
   const cmd = new Command('eval-world')
     .description('quality figures of the world model on fixed-seed T2V clips and world sessions (docs/model-card.md)')
-    .option('--models-dir <dir>', "directory of model checkpoints (default: the engine's)")
-    .option('--model <id>', "registered model id (default: the engine's default model)")
-    .option('--strips <dir>', 'also write every clip as a PNG frame strip, with strips.json')
+    .addOption(new Option('--models-dir <dir>', "directory of model checkpoints (default: the engine's)").argParser(text('--models-dir')))
+    .addOption(new Option('--model <id>', "registered model id (default: the engine's default model)").argParser(text('--model')))
     .addOption(new Option('--seeds <k>', 'run every prompt and session at k seeds (1–100)').default(1).argParser((raw: string) => {
       try {
         return parseNumericFlag({ flag: '--seeds', integer: true, min: 1, max: 100 }, raw);
@@ -72,44 +85,75 @@ function parseOptions(argv: readonly string[]): EvalOptions {
         throw new InvalidArgumentError((e as Error).message);
       }
     }))
+    .addOption(new Option('--tallies-out <file>', "write every clip's counts as JSON, a baseline for later runs").argParser(text('--tallies-out')))
+    .addOption(new Option('--baseline <file>', "compare with the tallies of another run of the same --seeds (paired 95 % intervals)").argParser((raw: string) => {
+      let body: string;
+      try {
+        body = readFileSync(text('--baseline')(raw), 'utf8');
+      } catch (e) {
+        throw new InvalidArgumentError(e instanceof InvalidArgumentError ? e.message : `--baseline: cannot read ${raw} (${(e as NodeJS.ErrnoException).code ?? (e as Error).message})`);
+      }
+      try {
+        return parseWorldTallies(body, raw);
+      } catch (e) {
+        throw new InvalidArgumentError((e as Error).message);
+      }
+    }))
+    .addOption(new Option('--strips <dir>', 'also write the clips of the first seed as PNG frame strips, with strips.json').argParser(text('--strips')))
     .addOption(new Option('--matmul-dtype <dtype>', "dtype of the DiT's matrix products").choices(MATMUL_DTYPES))
     .exitOverride((e) => process.exit(e.exitCode === 0 ? 0 : 2));
   return cmd.parse(argv, { from: 'user' }).opts<EvalOptions>();
 }
 
-function writeStrips(dir: string, t2vClips: WorldEvalClip[], worldClips: WorldEvalClip[]): void {
+function writeStrips(dir: string, clips: ReadonlyArray<readonly ['t2v' | 'world', WorldEvalClip]>): void {
   mkdirSync(dir, { recursive: true });
   const index: Array<{ file: string; prompt: string; actions?: string[] }> = [];
-  for (const [kind, clips] of [['t2v', t2vClips], ['world', worldClips]] as const) {
-    clips.forEach((c, i) => {
-      const file = `${kind}-${i}.png`;
-      writeFileSync(path.join(dir, file), frameStripPng(c.frames, c.width, c.height));
-      index.push({ file, prompt: c.prompt, ...(c.actions ? { actions: c.actions.map((a) => ACTION_KEYS[a]) } : {}) });
-    });
+  const next = { t2v: 0, world: 0 };
+  for (const [kind, c] of clips) {
+    const file = `${kind}-${next[kind]++}.png`;
+    writeFileSync(path.join(dir, file), frameStripPng(c.frames, c.width, c.height));
+    index.push({ file, prompt: c.prompt, ...(c.actions ? { actions: c.actions.map((a) => ACTION_KEYS[a]) } : {}) });
   }
   writeFileSync(path.join(dir, 'strips.json'), JSON.stringify(index, null, 1));
 }
 
 async function main(): Promise<void> {
-  const { modelsDir, model, strips, seeds, matmulDtype } = parseOptions(process.argv.slice(2));
-  const engine = await Engine.create({ ...(modelsDir ? { modelsDir } : {}), ...(matmulDtype ? { matmulDtype } : {}) });
+  const o = parseOptions(process.argv.slice(2));
+  const engine = await Engine.create({ ...(o.modelsDir ? { modelsDir: o.modelsDir } : {}), ...(o.matmulDtype ? { matmulDtype: o.matmulDtype } : {}) });
   try {
-    const t2vClips: WorldEvalClip[] = [];
-    const worldClips: WorldEvalClip[] = [];
-    for (let k = 0; k < seeds; k++) {
-      for (const [i, p] of T2V_PROMPTS.entries()) t2vClips.push(await t2vClip(engine, { model, prompt: p, seed: 100 + i + SEED_STRIDE * k, frames: T2V_FRAMES }));
-      for (const s of WORLD_EVAL_SESSIONS) worldClips.push(await worldClip(engine, { model, ...s, seed: s.seed + SEED_STRIDE * k }));
+    // each clip is scored as it is generated; frames are kept only for the strips (the first seed)
+    const records: WorldTallyRecord[] = [];
+    const stripClips: Array<readonly ['t2v' | 'world', WorldEvalClip]> = [];
+    const score = (mode: 't2v' | 'world', unit: number, seed: number, clip: WorldEvalClip, k: number) => {
+      records.push({ mode, unit, seed, prompt: clip.prompt, ...tallyWorldClip(clip) });
+      if (o.strips !== undefined && k === 0) stripClips.push([mode, clip]);
+    };
+    for (let k = 0; k < o.seeds; k++) {
+      for (const [i, prompt] of T2V_PROMPTS.entries()) {
+        const seed = 100 + i + SEED_STRIDE * k;
+        score('t2v', i, seed, await t2vClip(engine, { model: o.model, prompt, seed, frames: T2V_FRAMES }), k);
+      }
+      for (const [i, s] of WORLD_EVAL_SESSIONS.entries()) {
+        const seed = s.seed + SEED_STRIDE * k;
+        score('world', i, seed, await worldClip(engine, { model: o.model, ...s, seed }), k);
+      }
     }
-    if (strips !== undefined) writeStrips(strips, t2vClips, worldClips);
-    const t2v = t2vClips.map(tallyWorldClip), world = worldClips.map(tallyWorldClip);
-    const report = (t: typeof t2v) => ({ ...worldFigures(t), ci95: worldIntervals(t) });
-    console.log(JSON.stringify({ ...report([...t2v, ...world]), t2v: report(t2v), world: report(world) }));
+    if (o.strips !== undefined) writeStrips(o.strips, stripClips);
+    if (o.talliesOut !== undefined) writeFileSync(o.talliesOut, JSON.stringify({ format: 'omnirx-world-tallies', version: 1, clips: records } satisfies WorldTalliesFile));
+    const units = unitsByMode(records);
+    const paired = o.baseline && pairWithBaseline(records, o.baseline.clips);
+    const report = (modes: ReadonlyArray<'t2v' | 'world'>) => ({
+      ...worldFigures(modes.flatMap((m) => units[m].flat())),
+      ci95: worldIntervals(modes.map((m) => units[m])),
+      ...(paired ? { vs_baseline: worldDifference(modes.map((m) => paired[m])) } : {}),
+    });
+    console.log(JSON.stringify({ ...report(['t2v', 'world']), t2v: report(['t2v']), world: report(['world']) }));
   } finally {
     await engine.close();
   }
 }
 
 main().catch((e: unknown) => {
-  console.error(e);
+  console.error(e instanceof Error ? e.message : e);
   process.exit(1);
 });

@@ -1,5 +1,4 @@
 import { ACTION_DIRECTIONS, WORLD_GEOMETRY, parseWorldPrompt } from './world-palette';
-import { clusterBootstrapInterval } from './bootstrap';
 import { detectFrame, moveBlocked, type FrameDetection } from './world-detector';
 
 /** One generated clip: its prompt, RGB24 frames [H, W, 3] and, for world rollouts, the action id each frame was generated with. */
@@ -61,7 +60,7 @@ export interface WorldClipTally {
  */
 export function tallyWorldClip(clip: WorldEvalClip): WorldClipTally {
   const scene = parseWorldPrompt(clip.prompt);
-  if (scene === undefined) throw new Error(`evaluateWorld: prompt outside the world grammar: "${clip.prompt}"`);
+  if (scene === undefined) throw new Error(`world eval: prompt outside the world grammar: "${clip.prompt}"`);
   const t: WorldClipTally = { frames: 0, colorOk: 0, roomOk: 0, present: 0, pairs: 0, followed: 0 };
   let prev: FrameDetection | undefined;
   clip.frames.forEach((rgb, f) => {
@@ -105,28 +104,10 @@ export function worldFigures(tallies: readonly WorldClipTally[]): WorldEvalResul
  *    the agent is present in both, the fraction whose displacement matches a_f (`followsAction`; a blocked move must
  *    stay put). "none" frames are not scored: the model is trained with action dropout, so "none" also means "no
  *    action given" (T2V), under which the agent may keep moving. `action_pairs` is the number of such pairs: the
- *    figure's sample size (a few dozen pairs leave it uncertain by ±0.1; `worldIntervals` gives the uncertainty).
+ *    figure's sample size; its uncertainty is larger than a binomial one over pairs, as a clip's pairs succeed or
+ *    fail together (src/eval/world-intervals.ts).
  * Prompts outside the grammar (`parseWorldPrompt`) are an error.
  */
 export function evaluateWorld(clips: readonly WorldEvalClip[]): WorldEvalResult {
   return worldFigures(clips.map(tallyWorldClip));
-}
-
-/** The three target figures of issue 8, the ones `worldIntervals` bounds. */
-export const TARGET_FIGURES = ['prompt_color_acc', 'action_follow_acc', 'agent_present_rate'] as const;
-
-/**
- * 95 % intervals of the target figures over clips' counts, by the cluster bootstrap with the clip as the unit
- * (src/eval/bootstrap.ts; 2000 resamples, seed 0, so the same clips print the same intervals): a clip's frames fail
- * together (a rollout that starts without an agent misses it in most frames), so the clips, not the frames, are the
- * independent samples. null for action_follow_acc when no clip has a pair.
- * @throws RangeError when `tallies` is empty
- */
-export function worldIntervals(tallies: readonly WorldClipTally[]): Record<(typeof TARGET_FIGURES)[number], [number, number] | null> {
-  const r = (x: number) => Math.round(x * 1e3) / 1e3;
-  const interval = (k: (typeof TARGET_FIGURES)[number]) => {
-    const ci = clusterBootstrapInterval(tallies, (s) => worldFigures(s)[k]);
-    return ci && ([r(ci[0]), r(ci[1])] as [number, number]);
-  };
-  return { prompt_color_acc: interval('prompt_color_acc'), action_follow_acc: interval('action_follow_acc'), agent_present_rate: interval('agent_present_rate') };
 }

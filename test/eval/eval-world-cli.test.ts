@@ -3,10 +3,17 @@
  * refused by name with exit 2 before any model loads, and --help lists the options.
  */
 import { spawnSync } from 'node:child_process';
+import { mkdtempSync, writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
 import * as path from 'node:path';
 
 const SCRIPT = path.resolve(__dirname, '..', '..', 'dist', 'bench', 'eval-world.js');
 const run = (...args: string[]) => spawnSync(process.execPath, [SCRIPT, ...args], { encoding: 'utf8', timeout: 60_000 });
+const dir = mkdtempSync(path.join(tmpdir(), 'omnirx-eval-cli-'));
+const file = (name: string, text: string) => {
+  writeFileSync(path.join(dir, name), text);
+  return path.join(dir, name);
+};
 
 describe('eval:world command line', () => {
   it.each([
@@ -18,6 +25,12 @@ describe('eval:world command line', () => {
     [['--seeds'], /option '--seeds <k>' argument missing/],
     [['--matmul-dtype', 'fp8'], /--matmul-dtype <dtype>' argument 'fp8' is invalid. Allowed choices are float32, bfloat16/],
     [['--sessions', '4'], /unknown option '--sessions'/],
+    [['--strips', '--seeds', '4'], /--strips is missing its value \("--seeds" is a flag\)/],
+    [['--tallies-out', '--seeds'], /--tallies-out is missing its value/],
+    [['--baseline', '/nonexistent/base.json'], /--baseline: cannot read \/nonexistent\/base.json \(ENOENT\)/],
+    [['--baseline', file('text.json', 'not json')], /text\.json: not JSON/],
+    [['--baseline', file('v2.json', JSON.stringify({ format: 'omnirx-world-tallies', version: 2, clips: [] }))], /v2\.json: version: /],
+    [['--baseline', file('bad-count.json', JSON.stringify({ format: 'omnirx-world-tallies', version: 1, clips: [{ mode: 't2v', unit: 0, seed: 100, prompt: 'a red ball in a dark blue room', frames: 16, colorOk: 1, roomOk: 16, present: 99, pairs: 0, followed: 0 }] }))], /bad-count\.json: clips\.0: counts are inconsistent/],
   ])('refuses %j by name with exit 2', (args, message) => {
     const r = run(...args);
     expect(r.stderr).toMatch(message);
@@ -28,6 +41,6 @@ describe('eval:world command line', () => {
   it('--help lists every option and exits 0', () => {
     const r = run('--help');
     expect(r.status).toBe(0);
-    for (const flag of ['--models-dir', '--model', '--strips', '--seeds', '--matmul-dtype']) expect(r.stdout).toContain(flag);
+    for (const flag of ['--models-dir <dir>', '--model <id>', '--seeds <k>', '--tallies-out <file>', '--baseline <file>', '--strips <dir>', '--matmul-dtype <dtype>']) expect(r.stdout).toContain(flag);
   });
 });

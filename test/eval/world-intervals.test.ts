@@ -1,0 +1,131 @@
+/**
+ * Intervals and paired differences of the world evaluation's target figures (src/eval/world-intervals.ts) on hand-made
+ * per-clip counts whose resampling distribution is known, and the tallies file that carries a run's counts to a later
+ * comparison (src/eval/world-tallies.ts), with hostile files.
+ */
+import type { WorldClipTally } from '../../src/eval/world-eval';
+import { worldDifference, worldIntervals, type PairedWorldUnit } from '../../src/eval/world-intervals';
+import { pairWithBaseline, parseWorldTallies, unitsByMode, type WorldTallyRecord } from '../../src/eval/world-tallies';
+
+/** A 24-frame clip with `colorOk` prompt-colour frames, `present` agent frames and `followed` of `pairs` action pairs. */
+const clip = (colorOk: number, present = 24, pairs = 0, followed = 0): WorldClipTally => ({ frames: 24, colorOk, roomOk: 24, present, pairs, followed });
+
+describe('worldIntervals', () => {
+  it('perfect clips: every interval is [1, 1]; without pairs, the action interval is null', () => {
+    const units = Array.from({ length: 8 }, () => [clip(24, 24, 20, 20)]);
+    expect(worldIntervals([units])).toEqual({ prompt_color_acc: [1, 1], action_follow_acc: [1, 1], agent_present_rate: [1, 1] });
+    expect(worldIntervals([Array.from({ length: 8 }, () => [clip(24)])]).action_follow_acc).toBeNull();
+  });
+
+  it('half the clips fail whole: the interval is about ±0.28 for 12 clips (clip-level), not ±0.08 (frame-level)', () => {
+    const units = Array.from({ length: 12 }, (_, i) => [clip(i % 2 ? 24 : 0)]);
+    const [lo, hi] = worldIntervals([units]).prompt_color_acc!;
+    expect(lo).toBeLessThan(0.3);
+    expect(hi).toBeGreaterThan(0.7);
+  });
+
+  it('resamples a prompt with all its seeds: 6 prompts × 4 seeds vary as 6 clusters, not 24', () => {
+    const units = Array.from({ length: 6 }, (_, i) => Array.from({ length: 4 }, () => clip(i % 2 ? 24 : 0)));
+    // by prompt: k/6 of the resample's prompts succeed, the 2.5 % / 97.5 % quantiles are 1/6 and 5/6 (P(k = 0) = 1/64 < 2.5 %)
+    expect(worldIntervals([units]).prompt_color_acc).toEqual([0.167, 0.833]);
+    const [lo, hi] = worldIntervals([units.flat().map((c) => [c])]).prompt_color_acc!;
+    expect(hi - lo).toBeLessThan(0.45);
+  });
+
+  it('modes are strata: a mode that always lacks the agent and one that always has it give a zero-width overall interval', () => {
+    const t2v = Array.from({ length: 5 }, () => [clip(24, 0)]), world = Array.from({ length: 5 }, () => [clip(24, 24)]);
+    expect(worldIntervals([t2v, world]).agent_present_rate).toEqual([0.5, 0.5]);
+    expect(worldIntervals([[...t2v, ...world]]).agent_present_rate![1] - worldIntervals([[...t2v, ...world]]).agent_present_rate![0]).toBeGreaterThan(0.4);
+  });
+
+  it('refuses no unit', () => {
+    expect(() => worldIntervals([[], []])).toThrow(/no unit to resample/);
+  });
+});
+
+describe('worldDifference', () => {
+  // prompts differ a lot (colour frames 0…22 of 24), but the candidate draws 2 more colour frames on every one
+  const baseline = Array.from({ length: 12 }, (_, i) => [clip(2 * i, 12, 10, 5)]);
+  const paired = (candidate: WorldClipTally[][]): PairedWorldUnit[] => candidate.map((c, i) => ({ candidate: c, baseline: baseline[i] }));
+
+  it('the same weights: differences 0 with [0, 0]', () => {
+    expect(worldDifference([paired(baseline)])).toEqual({
+      prompt_color_acc: { diff: 0, ci95: [0, 0] },
+      action_follow_acc: { diff: 0, ci95: [0, 0] },
+      agent_present_rate: { diff: 0, ci95: [0, 0] },
+    });
+  });
+
+  it('pairing cancels the spread between prompts: +2 colour frames of 24 everywhere is +0.083 with [0.083, 0.083]', () => {
+    const better = baseline.map(([t]) => [{ ...t, colorOk: t.colorOk + 2 }]);
+    const d = worldDifference([paired(better)]);
+    expect(d.prompt_color_acc).toEqual({ diff: 0.083, ci95: [0.083, 0.083] });
+    // unpaired, the same candidate's own interval is wide
+    const [lo, hi] = worldIntervals([better]).prompt_color_acc!;
+    expect(hi - lo).toBeGreaterThan(0.3);
+  });
+
+  it('a worse candidate on one figure: the interval is below 0 there and [0, 0] elsewhere', () => {
+    const worse = baseline.map(([t], i) => [{ ...t, followed: i % 3 ? t.followed - 3 : t.followed - 1 }]);
+    const d = worldDifference([paired(worse)]);
+    expect(d.action_follow_acc.diff).toBeCloseTo(-(8 * 3 + 4 * 1) / 120, 3);
+    expect(d.action_follow_acc.ci95![1]).toBeLessThan(0);
+    expect(d.prompt_color_acc.ci95).toEqual([0, 0]);
+  });
+
+  it('no action pair on either side: null difference and interval', () => {
+    const t2v = [{ candidate: [clip(24)], baseline: [clip(20)] }];
+    expect(worldDifference([t2v]).action_follow_acc).toEqual({ diff: null, ci95: null });
+  });
+});
+
+describe('tallies file', () => {
+  const rec = (o: Partial<WorldTallyRecord> = {}): WorldTallyRecord => ({ mode: 'world', unit: 0, seed: 200, prompt: 'a yellow ball in a dark green room', frames: 24, colorOk: 10, roomOk: 24, present: 12, pairs: 8, followed: 5, ...o });
+  const file = (clips: unknown) => JSON.stringify({ format: 'omnirx-world-tallies', version: 1, clips });
+
+  it('reads a file this version writes, and groups a prompt\'s seeds into one unit per mode', () => {
+    const clips = [rec(), rec({ seed: 1200 }), rec({ unit: 1, seed: 201 }), rec({ mode: 't2v', unit: 0, seed: 100, pairs: 0, followed: 0 })];
+    const parsed = parseWorldTallies(file(clips), 'base.json');
+    expect(parsed.clips).toEqual(clips);
+    const units = unitsByMode(parsed.clips);
+    expect(units.world.map((u) => u.length)).toEqual([2, 1]);
+    expect(units.t2v.map((u) => u.length)).toEqual([1]);
+  });
+
+  it.each([
+    ['not JSON', '{"format": ', /^base\.json: not JSON/],
+    ['another format', JSON.stringify({ format: 'other', version: 1, clips: [rec()] }), /^base\.json: format: /],
+    ['a later version', JSON.stringify({ format: 'omnirx-world-tallies', version: 2, clips: [rec()] }), /^base\.json: version: /],
+    ['no clips', file([]), /^base\.json: clips: /],
+    ['clips not an array', file({ 0: rec() }), /^base\.json: clips: /],
+    ['an unknown field', file([{ ...rec(), extra: 1 }]), /^base\.json: clips\.0: .*extra/],
+    ['an unknown mode', file([rec({ mode: 'video' as 'world' })]), /^base\.json: clips\.0\.mode: /],
+    ['a negative count', file([rec(), rec({ unit: 1, present: -1 })]), /^base\.json: clips\.1\.present: /],
+    ['a fractional count', file([rec({ frames: 23.5 })]), /^base\.json: clips\.0\.frames: /],
+    ['a count that is a string', file([rec({ pairs: '8' as unknown as number })]), /^base\.json: clips\.0\.pairs: /],
+    ['a seed over 32 bits', file([rec({ seed: 2 ** 32 })]), /^base\.json: clips\.0\.seed: /],
+    ['more followed than pairs', file([rec({ followed: 9 })]), /^base\.json: clips\.0: counts are inconsistent/],
+    ['as many pairs as frames', file([rec({ pairs: 24, followed: 0 })]), /^base\.json: clips\.0: counts are inconsistent/],
+    ['more colour frames than room frames', file([rec({ colorOk: 24, roomOk: 20 })]), /^base\.json: clips\.0: counts are inconsistent/],
+    ['a repeated clip', file([rec(), rec({ prompt: 'a red ball in a brown room' })]), /^base\.json: clips\.1: world unit 0 seed 200 repeats clips\.0/],
+    ['a prototype key', '{"__proto__": {"format": "omnirx-world-tallies"}, "version": 1, "clips": []}', /^base\.json: /],
+  ])('refuses %s, naming the field', (_what, text, message) => {
+    expect(() => parseWorldTallies(text, 'base.json')).toThrow(message);
+  });
+
+  it('pairs a run with a baseline of the same clips, unit by unit', () => {
+    const base = [rec({ colorOk: 4 }), rec({ seed: 1200, colorOk: 6 }), rec({ mode: 't2v', seed: 100, pairs: 0, followed: 0 })];
+    const cand = [rec({ seed: 1200, colorOk: 9 }), rec({ colorOk: 7 }), rec({ mode: 't2v', seed: 100, pairs: 0, followed: 0, colorOk: 1 })];
+    const p = pairWithBaseline(cand, base);
+    expect(p.world).toHaveLength(1);
+    expect(p.world[0].candidate.map((t) => t.colorOk)).toEqual([9, 7]);
+    expect(p.world[0].baseline.map((t) => t.colorOk)).toEqual([6, 4]);
+    expect(p.t2v[0]).toEqual({ candidate: [expect.objectContaining({ colorOk: 1 })], baseline: [expect.objectContaining({ colorOk: 10 })] });
+  });
+
+  it('refuses a baseline of another set, naming the clip', () => {
+    expect(() => pairWithBaseline([rec(), rec({ seed: 1200 })], [rec()])).toThrow(/baseline: has no clip world unit 0 seed 1200 \(run it with the same --seeds\)/);
+    expect(() => pairWithBaseline([rec()], [rec(), rec({ seed: 1200 })])).toThrow(/baseline: has clip world unit 0 seed 1200, which this run lacks/);
+    expect(() => pairWithBaseline([rec()], [rec({ prompt: 'a red ball in a brown room' })])).toThrow(/baseline: clip world unit 0 seed 200 has prompt "a red ball in a brown room", this run "a yellow ball in a dark green room"/);
+  });
+});
