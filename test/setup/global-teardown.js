@@ -1,7 +1,17 @@
-/** Jest globalTeardown: removes the run's temporary root made by global-setup.js (same process, so its environment). */
+/**
+ * Jest globalTeardown: removes the run's temporary root made by global-setup.js (same process, so its environment)
+ * and restores TMPDIR, so that the next run of `jest --watch` makes its root where the first did. Removes nothing but
+ * an `omnirx-test-*` directory.
+ */
 const { rmSync } = require('node:fs');
+const path = require('node:path');
 
 module.exports = () => {
   const root = process.env.OMNIRX_TEST_TMP_ROOT;
-  if (root) rmSync(root, { recursive: true, force: true });
+  if (root && path.basename(root).startsWith('omnirx-test-')) rmSync(root, { recursive: true, force: true });
+  const before = process.env.OMNIRX_TEST_TMPDIR_BEFORE;
+  if (before) process.env.TMPDIR = before;
+  else delete process.env.TMPDIR;
+  delete process.env.OMNIRX_TEST_TMP_ROOT;
+  delete process.env.OMNIRX_TEST_TMPDIR_BEFORE;
 };
