@@ -24,13 +24,13 @@
 import { Command, InvalidArgumentError, Option } from 'commander';
 import { parseNumericFlag } from '../src/cli/generate';
 import { MATMUL_DTYPES } from '../src/native/plan-builder';
-import { mkdirSync, readFileSync, writeFileSync } from 'node:fs';
+import { mkdirSync, writeFileSync } from 'node:fs';
 import * as path from 'node:path';
 import { Engine } from '../src/engine/engine';
 import { frameStripPng } from '../src/eval/frame-strip';
 import { tallyWorldClip, worldFigures, type WorldEvalClip } from '../src/eval/world-eval';
 import { worldDifference, worldIntervals } from '../src/eval/world-intervals';
-import { pairWithBaseline, parseWorldTallies, unitsByMode, type WorldTalliesFile, type WorldTallyRecord } from '../src/eval/world-tallies';
+import { checkSameClips, pairWithBaseline, readWorldTallies, unitsByMode, worldTalliesFile, type WorldTalliesFile, type WorldTallyRecord } from '../src/eval/world-tallies';
 import { ACTION_KEYS } from '../src/models/wan/actions';
 import { t2vClip, worldClip, WORLD_EVAL_SESSIONS } from '../src/eval/world-clips';
 
@@ -67,9 +67,9 @@ interface EvalOptions {
   matmulDtype?: (typeof MATMUL_DTYPES)[number];
 }
 
-/** A text option's parser that refuses a value that is itself a flag (`--strips --seeds 4`: the value is missing). */
+/** A text option's parser that refuses a value that looks like a flag (`--strips --seeds 4`, `--strips -h`: the value is missing). */
 const text = (flag: string) => (raw: string): string => {
-  if (raw.startsWith('--')) throw new InvalidArgumentError(`${flag} is missing its value ("${raw}" is a flag)`);
+  if (raw.startsWith('-')) throw new InvalidArgumentError(`${flag} is missing its value ("${raw}" looks like a flag)`);
   return raw;
 };
 
@@ -87,14 +87,8 @@ function parseOptions(argv: readonly string[]): EvalOptions {
     }))
     .addOption(new Option('--tallies-out <file>', "write every clip's counts as JSON, a baseline for later runs").argParser(text('--tallies-out')))
     .addOption(new Option('--baseline <file>', "compare with the tallies of another run of the same --seeds (paired 95 % intervals)").argParser((raw: string) => {
-      let body: string;
       try {
-        body = readFileSync(text('--baseline')(raw), 'utf8');
-      } catch (e) {
-        throw new InvalidArgumentError(e instanceof InvalidArgumentError ? e.message : `--baseline: cannot read ${raw} (${(e as NodeJS.ErrnoException).code ?? (e as Error).message})`);
-      }
-      try {
-        return parseWorldTallies(body, raw);
+        return readWorldTallies(text('--baseline')(raw));
       } catch (e) {
         throw new InvalidArgumentError((e as Error).message);
       }
@@ -117,29 +111,51 @@ function writeStrips(dir: string, clips: ReadonlyArray<readonly ['t2v' | 'world'
   writeFileSync(path.join(dir, 'strips.json'), JSON.stringify(index, null, 1));
 }
 
+/** One clip of the evaluation set: its mode, prompt index (unit), seed and how to generate it. */
+interface PlannedClip extends Pick<WorldTallyRecord, 'mode' | 'unit' | 'seed' | 'prompt'> {
+  /** Repeat of `--seeds` it belongs to (0: the set's own seeds). */
+  repeat: number;
+  generate: (engine: Engine) => Promise<WorldEvalClip>;
+}
+
+/** The set: every T2V prompt and world session at `seeds` seeds, in generation order. */
+function plan(seeds: number, model: string | undefined): PlannedClip[] {
+  const clips: PlannedClip[] = [];
+  for (let k = 0; k < seeds; k++) {
+    for (const [i, prompt] of T2V_PROMPTS.entries()) {
+      const seed = 100 + i + SEED_STRIDE * k;
+      clips.push({ mode: 't2v', unit: i, seed, prompt, repeat: k, generate: (e) => t2vClip(e, { model, prompt, seed, frames: T2V_FRAMES }) });
+    }
+    for (const [i, s] of WORLD_EVAL_SESSIONS.entries()) {
+      const seed = s.seed + SEED_STRIDE * k;
+      clips.push({ mode: 'world', unit: i, seed, prompt: s.prompt, repeat: k, generate: (e) => worldClip(e, { model, ...s, seed }) });
+    }
+  }
+  return clips;
+}
+
 async function main(): Promise<void> {
   const o = parseOptions(process.argv.slice(2));
+  const planned = plan(o.seeds, o.model);
+  if (o.baseline) {
+    // before any clip is generated: a baseline of another set is a bad flag value
+    try {
+      checkSameClips(planned, o.baseline.clips);
+    } catch (e) {
+      console.error(`error: --baseline: ${(e as Error).message}`);
+      process.exit(2);
+    }
+  }
   const engine = await Engine.create({ ...(o.modelsDir ? { modelsDir: o.modelsDir } : {}), ...(o.matmulDtype ? { matmulDtype: o.matmulDtype } : {}) });
   try {
     // each clip is scored as it is generated; frames are kept only for the strips (the first seed)
     const records: WorldTallyRecord[] = [];
     const stripClips: Array<readonly ['t2v' | 'world', WorldEvalClip]> = [];
-    const score = (mode: 't2v' | 'world', unit: number, seed: number, clip: WorldEvalClip, k: number) => {
-      records.push({ mode, unit, seed, prompt: clip.prompt, ...tallyWorldClip(clip) });
-      if (o.strips !== undefined && k === 0) stripClips.push([mode, clip]);
-    };
-    for (let k = 0; k < o.seeds; k++) {
-      for (const [i, prompt] of T2V_PROMPTS.entries()) {
-        const seed = 100 + i + SEED_STRIDE * k;
-        score('t2v', i, seed, await t2vClip(engine, { model: o.model, prompt, seed, frames: T2V_FRAMES }), k);
-      }
-      for (const [i, s] of WORLD_EVAL_SESSIONS.entries()) {
-        const seed = s.seed + SEED_STRIDE * k;
-        score('world', i, seed, await worldClip(engine, { model: o.model, ...s, seed }), k);
-      }
+    for (const p of planned) {
+      const clip = await p.generate(engine);
+      records.push({ mode: p.mode, unit: p.unit, seed: p.seed, prompt: p.prompt, ...tallyWorldClip(clip) });
+      if (o.strips !== undefined && p.repeat === 0) stripClips.push([p.mode, clip]);
     }
-    if (o.strips !== undefined) writeStrips(o.strips, stripClips);
-    if (o.talliesOut !== undefined) writeFileSync(o.talliesOut, JSON.stringify({ format: 'omnirx-world-tallies', version: 1, clips: records } satisfies WorldTalliesFile));
     const units = unitsByMode(records);
     const paired = o.baseline && pairWithBaseline(records, o.baseline.clips);
     const report = (modes: ReadonlyArray<'t2v' | 'world'>) => ({
@@ -148,12 +164,14 @@ async function main(): Promise<void> {
       ...(paired ? { vs_baseline: worldDifference(modes.map((m) => paired[m])) } : {}),
     });
     console.log(JSON.stringify({ ...report(['t2v', 'world']), t2v: report(['t2v']), world: report(['world']) }));
+    if (o.talliesOut !== undefined) writeFileSync(o.talliesOut, JSON.stringify(worldTalliesFile(records)));
+    if (o.strips !== undefined) writeStrips(o.strips, stripClips);
   } finally {
     await engine.close();
   }
 }
 
 main().catch((e: unknown) => {
-  console.error(e instanceof Error ? e.message : e);
+  console.error(e);
   process.exit(1);
 });

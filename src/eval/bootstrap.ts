@@ -14,7 +14,7 @@ export interface BootstrapOptions {
  * Percentile interval of a statistic under the stratified cluster bootstrap. Each resample draws, within every
  * stratum, as many units as the stratum has, uniformly with replacement, and recomputes the statistic on all the
  * drawn units together; the interval is the (1 − level)/2 and (1 + level)/2 quantiles of those values, the
- * ⌈B·p⌉-th smallest of the B values (the percentile interval, Efron & Tibshirani, "An Introduction to the Bootstrap",
+ * ⌈B·p⌉-th smallest of the B values where the statistic is defined (the percentile interval, Efron & Tibshirani, "An Introduction to the Bootstrap",
  * 1993, ch. 13). Units are the independent samples, resampled whole, with all the observations they hold (Davison &
  * Hinkley, "Bootstrap Methods and their Application", 1997, §3.8); strata are parts of a design whose sizes are fixed,
  * resampled separately (ibid. §3.2). For the world evaluation a unit is one prompt with its clips at every seed, and the
@@ -26,8 +26,8 @@ export interface BootstrapOptions {
  * @param strata the units of each stratum (at least one unit in all; empty strata are skipped)
  * @param statistic the figure of a sample of units, or null where undefined
  * @returns [lo, hi], or null when the statistic is undefined on every resample
- * @throws RangeError when there is no unit, `resamples` is not a positive integer, `level` is not in (0, 1), or
- *   `statistic` returns a value that is neither null nor finite
+ * @throws RangeError when there is no unit, `resamples` is not a positive integer, `level` is not in (0, 1), `seed`
+ *   is not an unsigned 32-bit integer, or `statistic` returns a value that is neither null nor finite
  */
 export function clusterBootstrapInterval<T>(
   strata: readonly (readonly T[])[],
@@ -39,7 +39,9 @@ export function clusterBootstrapInterval<T>(
   if (!strata.some((s) => s.length > 0)) throw new RangeError('clusterBootstrapInterval: no unit to resample');
   if (!Number.isInteger(resamples) || resamples < 1) throw new RangeError(`clusterBootstrapInterval: resamples must be a positive integer; got ${resamples}`);
   if (!(level > 0 && level < 1)) throw new RangeError(`clusterBootstrapInterval: level must be in (0, 1); got ${level}`);
-  const rng = new Rng(o.seed ?? 0);
+  const seed = o.seed ?? 0;
+  if (!Number.isInteger(seed) || seed < 0 || seed > 0xffffffff) throw new RangeError(`clusterBootstrapInterval: seed must be an unsigned 32-bit integer; got ${seed}`);
+  const rng = new Rng(seed);
   const values: number[] = [];
   for (let r = 0; r < resamples; r++) {
     const sample: T[] = [];

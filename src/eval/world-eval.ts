@@ -79,19 +79,25 @@ export function tallyWorldClip(clip: WorldEvalClip): WorldClipTally {
   return t;
 }
 
-/** The figures of `evaluateWorld` from clips' counts (pooled over frames and pairs, rounded to 4 decimals). */
-export function worldFigures(tallies: readonly WorldClipTally[]): WorldEvalResult {
+/** The figures of `evaluateWorld` from clips' counts, pooled over frames and pairs, unrounded (the intervals' statistic). */
+export function worldRatios(tallies: readonly WorldClipTally[]): WorldEvalResult {
   const sum = (k: keyof WorldClipTally): number => tallies.reduce((n, t) => n + t[k], 0);
   const frames = sum('frames'), pairs = sum('pairs');
-  const r = (x: number) => Math.round(x * 1e4) / 1e4;
   return {
-    prompt_color_acc: r(sum('colorOk') / Math.max(1, frames)),
-    room_color_acc: r(sum('roomOk') / Math.max(1, frames)),
-    action_follow_acc: pairs ? r(sum('followed') / pairs) : null,
+    prompt_color_acc: sum('colorOk') / Math.max(1, frames),
+    room_color_acc: sum('roomOk') / Math.max(1, frames),
+    action_follow_acc: pairs ? sum('followed') / pairs : null,
     action_pairs: pairs,
-    agent_present_rate: r(sum('present') / Math.max(1, frames)),
+    agent_present_rate: sum('present') / Math.max(1, frames),
     frames,
   };
+}
+
+/** The figures of `evaluateWorld` from clips' counts (`worldRatios` rounded to 4 decimals). */
+export function worldFigures(tallies: readonly WorldClipTally[]): WorldEvalResult {
+  const f = worldRatios(tallies);
+  const r = (x: number) => Math.round(x * 1e4) / 1e4;
+  return { ...f, prompt_color_acc: r(f.prompt_color_acc), room_color_acc: r(f.room_color_acc), action_follow_acc: f.action_follow_acc === null ? null : r(f.action_follow_acc), agent_present_rate: r(f.agent_present_rate) };
 }
 
 /**

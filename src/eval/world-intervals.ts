@@ -1,5 +1,5 @@
 import { clusterBootstrapInterval } from './bootstrap';
-import { worldFigures, type WorldClipTally } from './world-eval';
+import { worldRatios, type WorldClipTally } from './world-eval';
 
 /** The three target figures of issue 8, the ones the intervals bound. */
 export const TARGET_FIGURES = ['prompt_color_acc', 'action_follow_acc', 'agent_present_rate'] as const;
@@ -21,10 +21,14 @@ export interface PairedWorldUnit {
   baseline: WorldEvalUnit;
 }
 
-/** Per target figure: candidate − baseline on all units (null where either is undefined), with its 95 % interval. */
-export type WorldDifference = Record<TargetFigure, { diff: number | null; ci95: [number, number] | null }>;
+/**
+ * Per target figure: the candidate's and the baseline's figure on all units, candidate − baseline (null where either is
+ * undefined) and the difference's 95 % interval; all rounded to 3 decimals, once.
+ */
+export type WorldDifference = Record<TargetFigure, { candidate: number | null; baseline: number | null; diff: number | null; ci95: [number, number] | null }>;
 
 const round3 = (x: number): number => Math.round(x * 1e3) / 1e3;
+const round3OrNull = (x: number | null): number | null => (x === null ? null : round3(x));
 const rounded = (ci: [number, number] | null): [number, number] | null => ci && [round3(ci[0]), round3(ci[1])];
 
 /**
@@ -35,28 +39,29 @@ const rounded = (ci: [number, number] | null): [number, number] | null => ci && 
  * @throws RangeError when there is no unit
  */
 export function worldIntervals(strata: readonly (readonly WorldEvalUnit[])[]): WorldIntervals {
-  const interval = (k: TargetFigure) => rounded(clusterBootstrapInterval(strata, (units) => worldFigures(units.flat())[k]));
+  const interval = (k: TargetFigure) => rounded(clusterBootstrapInterval(strata, (units) => worldRatios(units.flat())[k]));
   return Object.fromEntries(TARGET_FIGURES.map((k) => [k, interval(k)])) as WorldIntervals;
 }
 
 /**
  * Difference of the target figures between two sets of weights scored on the same prompts and seeds, with the 95 %
  * interval of the paired bootstrap: each resample draws units and takes both sets' clips of them, so the spread between
- * prompts, which both share, cancels (Davison & Hinkley 1997, §3.8 with paired observations; as `worldIntervals`
- * otherwise). An interval that excludes 0 tells the two apart on that figure.
+ * prompts, which both share, cancels (the bootstrap of paired data: Efron & Tibshirani 1993, ch. 6 and 13; units and
+ * strata as `worldIntervals`). An interval that excludes 0 tells the two apart on that figure, for these prompts.
  * @param strata the paired units of each mode
  * @throws RangeError when there is no unit
  */
 export function worldDifference(strata: readonly (readonly PairedWorldUnit[])[]): WorldDifference {
+  const figures = (units: readonly PairedWorldUnit[], k: TargetFigure) => [worldRatios(units.flatMap((u) => u.candidate))[k], worldRatios(units.flatMap((u) => u.baseline))[k]] as const;
   const diff = (units: readonly PairedWorldUnit[], k: TargetFigure): number | null => {
-    const a = worldFigures(units.flatMap((u) => u.candidate))[k], b = worldFigures(units.flatMap((u) => u.baseline))[k];
+    const [a, b] = figures(units, k);
     return a === null || b === null ? null : a - b;
   };
-  const all = strata.flat();
   return Object.fromEntries(
     TARGET_FIGURES.map((k) => {
-      const d = all.length ? diff(all, k) : null;
-      return [k, { diff: d === null ? null : round3(d), ci95: rounded(clusterBootstrapInterval(strata, (units) => diff(units, k))) }];
+      const ci95 = rounded(clusterBootstrapInterval(strata, (units) => diff(units, k)));
+      const [candidate, baseline] = figures(strata.flat(), k);
+      return [k, { candidate: round3OrNull(candidate), baseline: round3OrNull(baseline), diff: round3OrNull(diff(strata.flat(), k)), ci95 }];
     }),
   ) as WorldDifference;
 }

@@ -1,3 +1,4 @@
+import { readFileSync, statSync } from 'node:fs';
 import { z } from 'zod';
 import type { WorldClipTally } from './world-eval';
 import type { PairedWorldUnit, WorldEvalUnit } from './world-intervals';
@@ -12,16 +13,17 @@ export const WorldTallyRecordSchema = z
     unit: z.number().int().nonnegative().max(1e6),
     seed: z.number().int().nonnegative().max(0xffffffff),
     prompt: z.string().max(1000),
-    frames: count,
+    frames: count.min(1),
     colorOk: count,
     roomOk: count,
     present: count,
     pairs: count,
     followed: count,
   })
-  .refine((r) => r.colorOk <= r.roomOk && r.roomOk <= r.frames && r.present <= r.frames && r.pairs < Math.max(1, r.frames) && r.followed <= r.pairs, {
-    message: 'counts are inconsistent: need colorOk ≤ roomOk ≤ frames, present ≤ frames, pairs < frames, followed ≤ pairs',
-  });
+  .refine((r) => r.colorOk <= r.roomOk && r.roomOk <= r.frames && r.present <= r.frames && r.pairs <= Math.max(0, r.present - 1) && r.followed <= r.pairs, {
+    message: 'counts are inconsistent: need colorOk ≤ roomOk ≤ frames, present ≤ frames, pairs ≤ present − 1 (a pair has the agent in both frames), followed ≤ pairs',
+  })
+  .refine((r) => r.mode === 'world' || r.pairs === 0, { message: 'a t2v clip has no action pairs', path: ['pairs'] });
 export type WorldTallyRecord = z.infer<typeof WorldTallyRecordSchema>;
 
 /**
@@ -35,15 +37,24 @@ export const WorldTalliesFileSchema = z.strictObject({
 });
 export type WorldTalliesFile = z.infer<typeof WorldTalliesFileSchema>;
 
+/** Largest tallies file read (bytes): 100 000 records of about 200 bytes. */
+export const MAX_TALLIES_BYTES = 32 * 2 ** 20;
+
+/** A tallies file of `records`, as `eval:world --tallies-out` writes it. */
+export function worldTalliesFile(records: readonly WorldTallyRecord[]): WorldTalliesFile {
+  return { format: 'omnirx-world-tallies', version: 1, clips: [...records] };
+}
+
 /** The counts of a record (what the intervals resample). */
 const tallyOf = (r: WorldTallyRecord): WorldClipTally => ({ frames: r.frames, colorOk: r.colorOk, roomOk: r.roomOk, present: r.present, pairs: r.pairs, followed: r.followed });
-const keyOf = (r: WorldTallyRecord): string => `${r.mode} unit ${r.unit} seed ${r.seed}`;
+const keyOf = (r: Pick<WorldTallyRecord, 'mode' | 'unit' | 'seed'>): string => `${r.mode} unit ${r.unit} seed ${r.seed}`;
 
 /**
  * Parses a tallies file's text.
  * @param source the file name, for messages
- * @throws Error naming the source and the first offending field as a dotted path (`clips.3.pairs`), for text that is
- *   not JSON, a layout other than `WorldTalliesFileSchema`, or two records of the same mode, unit and seed
+ * @throws Error naming the source and the first offending field as a dotted path (`clips.3.pairs`; a record's counts
+ *   that do not fit together, or a record that repeats another's mode, unit and seed: the record, `clips.3`), for text
+ *   that is not JSON or not of `WorldTalliesFileSchema`'s layout
  */
 export function parseWorldTallies(text: string, source: string): WorldTalliesFile {
   let json: unknown;
@@ -66,36 +77,64 @@ export function parseWorldTallies(text: string, source: string): WorldTalliesFil
   return r.data;
 }
 
+/**
+ * Reads and parses a tallies file.
+ * @throws Error naming the file when it cannot be read, is larger than MAX_TALLIES_BYTES, or fails `parseWorldTallies`
+ */
+export function readWorldTallies(file: string): WorldTalliesFile {
+  let text: string;
+  try {
+    const bytes = statSync(file).size;
+    if (bytes > MAX_TALLIES_BYTES) throw new Error(`${file}: ${bytes} bytes, more than a tallies file's ${MAX_TALLIES_BYTES}`);
+    text = readFileSync(file, 'utf8');
+  } catch (e) {
+    const code = (e as NodeJS.ErrnoException).code;
+    throw code ? new Error(`${file}: cannot read (${code})`) : e;
+  }
+  return parseWorldTallies(text, file);
+}
+
+/** Records grouped by mode, then by unit in order of first appearance: each group holds `pick` of its records. */
+function groupUnits<U>(records: readonly WorldTallyRecord[], pick: (rs: WorldTallyRecord[]) => U): Record<'t2v' | 'world', U[]> {
+  const groups = { t2v: new Map<number, WorldTallyRecord[]>(), world: new Map<number, WorldTallyRecord[]>() };
+  for (const r of records) {
+    const g = groups[r.mode].get(r.unit);
+    if (g) g.push(r);
+    else groups[r.mode].set(r.unit, [r]);
+  }
+  return { t2v: [...groups.t2v.values()].map(pick), world: [...groups.world.values()].map(pick) };
+}
+
 /** The records grouped into units (one prompt at every seed), per mode: the strata of `worldIntervals`. */
 export function unitsByMode(records: readonly WorldTallyRecord[]): Record<'t2v' | 'world', WorldEvalUnit[]> {
-  const out: Record<'t2v' | 'world', WorldClipTally[][]> = { t2v: [], world: [] };
-  for (const r of records) (out[r.mode][r.unit] ??= []).push(tallyOf(r));
-  return { t2v: out.t2v.filter(Boolean), world: out.world.filter(Boolean) };
+  return groupUnits(records, (rs) => rs.map(tallyOf));
 }
 
 /**
- * Pairs a candidate's records with a baseline's of the same clips (mode, unit, seed and prompt), per mode.
- * @throws Error naming the first clip of either side that the other lacks, or whose prompt differs: the two runs
- *   must be of the same set (`eval:world` with the same `--seeds`)
+ * Pairs a candidate's records with a baseline's of the same clips (mode, unit, seed, prompt and frame count), per mode.
+ * @throws Error naming the first clip of either side that the other lacks, or whose prompt or frame count differs: the
+ *   two runs must be of the same set (`eval:world` with the same `--seeds`)
  */
 export function pairWithBaseline(candidate: readonly WorldTallyRecord[], baseline: readonly WorldTallyRecord[]): Record<'t2v' | 'world', PairedWorldUnit[]> {
+  checkSameClips(candidate, baseline);
   const base = new Map(baseline.map((r) => [keyOf(r), r]));
-  const cand = new Set(candidate.map(keyOf));
-  for (const r of candidate) {
+  return groupUnits(candidate, (rs) => ({ candidate: rs.map(tallyOf), baseline: rs.map((r) => tallyOf(base.get(keyOf(r))!)) }));
+}
+
+/**
+ * Checks that a baseline holds exactly the clips of a run: the same (mode, unit, seed) keys, prompts and frame counts.
+ * `eval:world` calls it with the planned clips (frame counts left out) before generating any.
+ * @throws Error as `pairWithBaseline`
+ */
+export function checkSameClips(run: ReadonlyArray<Omit<WorldTallyRecord, keyof WorldClipTally> & { frames?: number }>, baseline: readonly WorldTallyRecord[]): void {
+  const base = new Map(baseline.map((r) => [keyOf(r), r]));
+  const keys = new Set(run.map(keyOf));
+  for (const r of run) {
     const b = base.get(keyOf(r));
     if (b === undefined) throw new Error(`baseline: has no clip ${keyOf(r)} (run it with the same --seeds)`);
     if (b.prompt !== r.prompt) throw new Error(`baseline: clip ${keyOf(r)} has prompt ${JSON.stringify(b.prompt)}, this run ${JSON.stringify(r.prompt)}`);
+    if (r.frames !== undefined && b.frames !== r.frames) throw new Error(`baseline: clip ${keyOf(r)} has ${b.frames} frames, this run ${r.frames}`);
   }
-  const extra = baseline.find((r) => !cand.has(keyOf(r)));
+  const extra = baseline.find((r) => !keys.has(keyOf(r)));
   if (extra !== undefined) throw new Error(`baseline: has clip ${keyOf(extra)}, which this run lacks (run it with the same --seeds)`);
-  const pair = (mode: 't2v' | 'world'): PairedWorldUnit[] => {
-    const units: PairedWorldUnit[] = [];
-    for (const r of candidate.filter((c) => c.mode === mode)) {
-      const u = (units[r.unit] ??= { candidate: [], baseline: [] }) as { candidate: WorldClipTally[]; baseline: WorldClipTally[] };
-      u.candidate.push(tallyOf(r));
-      u.baseline.push(tallyOf(base.get(keyOf(r))!));
-    }
-    return units.filter(Boolean);
-  };
-  return { t2v: pair('t2v'), world: pair('world') };
 }

@@ -80,6 +80,7 @@ describe('clusterBootstrapInterval', () => {
     expect(() => clusterBootstrapInterval([[], []], pooled)).toThrow(/no unit to resample/);
     for (const resamples of [0, -1, 1.5, NaN]) expect(() => clusterBootstrapInterval([[{ k: 1, n: 1 }]], pooled, { resamples })).toThrow(/resamples must be a positive integer/);
     for (const level of [0, 1, -0.5, 2, NaN]) expect(() => clusterBootstrapInterval([[{ k: 1, n: 1 }]], pooled, { level })).toThrow(/level must be in \(0, 1\)/);
+    for (const seed of [-1, 1.5, 2 ** 32]) expect(() => clusterBootstrapInterval([[{ k: 1, n: 1 }]], pooled, { seed })).toThrow(/seed must be an unsigned 32-bit integer/);
     expect(() => clusterBootstrapInterval([[1]], () => NaN)).toThrow(/the statistic returned NaN/);
     expect(() => clusterBootstrapInterval([[1]], () => Infinity)).toThrow(/the statistic returned Infinity/);
   });

@@ -5,7 +5,10 @@
  */
 import type { WorldClipTally } from '../../src/eval/world-eval';
 import { worldDifference, worldIntervals, type PairedWorldUnit } from '../../src/eval/world-intervals';
-import { pairWithBaseline, parseWorldTallies, unitsByMode, type WorldTallyRecord } from '../../src/eval/world-tallies';
+import { mkdtempSync, writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import * as path from 'node:path';
+import { MAX_TALLIES_BYTES, pairWithBaseline, parseWorldTallies, readWorldTallies, unitsByMode, worldTalliesFile, type WorldTallyRecord } from '../../src/eval/world-tallies';
 
 /** A 24-frame clip with `colorOk` prompt-colour frames, `present` agent frames and `followed` of `pairs` action pairs. */
 const clip = (colorOk: number, present = 24, pairs = 0, followed = 0): WorldClipTally => ({ frames: 24, colorOk, roomOk: 24, present, pairs, followed });
@@ -49,17 +52,18 @@ describe('worldDifference', () => {
   const paired = (candidate: WorldClipTally[][]): PairedWorldUnit[] => candidate.map((c, i) => ({ candidate: c, baseline: baseline[i] }));
 
   it('the same weights: differences 0 with [0, 0]', () => {
+    // baseline: colour frames 0, 2, …, 22 of 24 each → 132 / 288; present 12 / 24; followed 5 of 10 pairs
     expect(worldDifference([paired(baseline)])).toEqual({
-      prompt_color_acc: { diff: 0, ci95: [0, 0] },
-      action_follow_acc: { diff: 0, ci95: [0, 0] },
-      agent_present_rate: { diff: 0, ci95: [0, 0] },
+      prompt_color_acc: { candidate: 0.458, baseline: 0.458, diff: 0, ci95: [0, 0] },
+      action_follow_acc: { candidate: 0.5, baseline: 0.5, diff: 0, ci95: [0, 0] },
+      agent_present_rate: { candidate: 0.5, baseline: 0.5, diff: 0, ci95: [0, 0] },
     });
   });
 
   it('pairing cancels the spread between prompts: +2 colour frames of 24 everywhere is +0.083 with [0.083, 0.083]', () => {
     const better = baseline.map(([t]) => [{ ...t, colorOk: t.colorOk + 2 }]);
     const d = worldDifference([paired(better)]);
-    expect(d.prompt_color_acc).toEqual({ diff: 0.083, ci95: [0.083, 0.083] });
+    expect(d.prompt_color_acc).toEqual({ candidate: 0.542, baseline: 0.458, diff: 0.083, ci95: [0.083, 0.083] });
     // unpaired, the same candidate's own interval is wide
     const [lo, hi] = worldIntervals([better]).prompt_color_acc!;
     expect(hi - lo).toBeGreaterThan(0.3);
@@ -75,7 +79,13 @@ describe('worldDifference', () => {
 
   it('no action pair on either side: null difference and interval', () => {
     const t2v = [{ candidate: [clip(24)], baseline: [clip(20)] }];
-    expect(worldDifference([t2v]).action_follow_acc).toEqual({ diff: null, ci95: null });
+    expect(worldDifference([t2v]).action_follow_acc).toEqual({ candidate: null, baseline: null, diff: null, ci95: null });
+  });
+
+  it('rounds once: 1 of 22 against 0 is 0.045 (0.04545…), not 0.046 from a figure rounded to 4 decimals first', () => {
+    const one = { frames: 22, colorOk: 1, roomOk: 22, present: 22, pairs: 0, followed: 0 };
+    const d = worldDifference([[{ candidate: [one], baseline: [{ ...one, colorOk: 0 }] }]]);
+    expect(d.prompt_color_acc).toEqual({ candidate: 0.045, baseline: 0, diff: 0.045, ci95: [0.045, 0.045] });
   });
 });
 
@@ -102,15 +112,43 @@ describe('tallies file', () => {
     ['an unknown mode', file([rec({ mode: 'video' as 'world' })]), /^base\.json: clips\.0\.mode: /],
     ['a negative count', file([rec(), rec({ unit: 1, present: -1 })]), /^base\.json: clips\.1\.present: /],
     ['a fractional count', file([rec({ frames: 23.5 })]), /^base\.json: clips\.0\.frames: /],
+    ['a clip of no frames', file([rec({ frames: 0, colorOk: 0, roomOk: 0, present: 0, pairs: 0, followed: 0 })]), /^base\.json: clips\.0\.frames: /],
     ['a count that is a string', file([rec({ pairs: '8' as unknown as number })]), /^base\.json: clips\.0\.pairs: /],
+    ['a count too large for a number (1e400 parses as Infinity)', `{"format": "omnirx-world-tallies", "version": 1, "clips": [${JSON.stringify(rec()).replace('"frames":24', '"frames":1e400')}]}`, /^base\.json: clips\.0\.frames: /],
     ['a seed over 32 bits', file([rec({ seed: 2 ** 32 })]), /^base\.json: clips\.0\.seed: /],
     ['more followed than pairs', file([rec({ followed: 9 })]), /^base\.json: clips\.0: counts are inconsistent/],
-    ['as many pairs as frames', file([rec({ pairs: 24, followed: 0 })]), /^base\.json: clips\.0: counts are inconsistent/],
+    ['more pairs than frames with the agent allow', file([rec({ present: 8, pairs: 8, followed: 0 })]), /^base\.json: clips\.0: counts are inconsistent/],
     ['more colour frames than room frames', file([rec({ colorOk: 24, roomOk: 20 })]), /^base\.json: clips\.0: counts are inconsistent/],
+    ['action pairs in a T2V clip', file([rec({ mode: 't2v' })]), /^base\.json: clips\.0\.pairs: a t2v clip has no action pairs/],
     ['a repeated clip', file([rec(), rec({ prompt: 'a red ball in a brown room' })]), /^base\.json: clips\.1: world unit 0 seed 200 repeats clips\.0/],
-    ['a prototype key', '{"__proto__": {"format": "omnirx-world-tallies"}, "version": 1, "clips": []}', /^base\.json: /],
   ])('refuses %s, naming the field', (_what, text, message) => {
     expect(() => parseWorldTallies(text, 'base.json')).toThrow(message);
+  });
+
+  it('refuses prototype keys, at the top and in a record, and pollutes nothing', () => {
+    const top = `{"__proto__": {"polluted": 1}, "format": "omnirx-world-tallies", "version": 1, "clips": [${JSON.stringify(rec())}]}`;
+    expect(() => parseWorldTallies(top, 'base.json')).toThrow(/^base\.json: \(root\): .*__proto__/);
+    const inner = file([rec()]).replace('"clips":[{', '"clips":[{"__proto__":{"polluted":1},');
+    expect(inner).toContain('"clips":[{"__proto__":{"polluted":1},"mode":"world"');
+    expect(() => parseWorldTallies(inner, 'base.json')).toThrow(/^base\.json: clips\.0: .*__proto__/);
+    expect(({} as Record<string, unknown>).polluted).toBeUndefined();
+  });
+
+  it('what eval:world writes reads back the same', () => {
+    const clips = [rec(), rec({ mode: 't2v', seed: 100, pairs: 0, followed: 0 })];
+    expect(parseWorldTallies(JSON.stringify(worldTalliesFile(clips)), 'x.json')).toEqual({ format: 'omnirx-world-tallies', version: 1, clips });
+  });
+
+  it('reads a file, refusing a missing one and one over the size limit by name', () => {
+    const dir = mkdtempSync(path.join(tmpdir(), 'omnirx-tallies-'));
+    const ok = path.join(dir, 'ok.json');
+    writeFileSync(ok, JSON.stringify(worldTalliesFile([rec()])));
+    expect(readWorldTallies(ok).clips).toEqual([rec()]);
+    expect(() => readWorldTallies(path.join(dir, 'missing.json'))).toThrow(/missing\.json: cannot read \(ENOENT\)/);
+    expect(() => readWorldTallies(dir)).toThrow(/cannot read \(EISDIR\)/);
+    const big = path.join(dir, 'big.json');
+    writeFileSync(big, Buffer.alloc(MAX_TALLIES_BYTES + 1, 32));
+    expect(() => readWorldTallies(big)).toThrow(new RegExp(`big\\.json: ${MAX_TALLIES_BYTES + 1} bytes, more than a tallies file's ${MAX_TALLIES_BYTES}`));
   });
 
   it('pairs a run with a baseline of the same clips, unit by unit', () => {
@@ -127,5 +165,6 @@ describe('tallies file', () => {
     expect(() => pairWithBaseline([rec(), rec({ seed: 1200 })], [rec()])).toThrow(/baseline: has no clip world unit 0 seed 1200 \(run it with the same --seeds\)/);
     expect(() => pairWithBaseline([rec()], [rec(), rec({ seed: 1200 })])).toThrow(/baseline: has clip world unit 0 seed 1200, which this run lacks/);
     expect(() => pairWithBaseline([rec()], [rec({ prompt: 'a red ball in a brown room' })])).toThrow(/baseline: clip world unit 0 seed 200 has prompt "a red ball in a brown room", this run "a yellow ball in a dark green room"/);
+    expect(() => pairWithBaseline([rec()], [rec({ frames: 16 })])).toThrow(/baseline: clip world unit 0 seed 200 has 16 frames, this run 24/);
   });
 });
