@@ -12,7 +12,7 @@
  * the frames and narrower intervals. K = 1 is the 640-frame set of the model card.
  *
  * `--tallies-out FILE` writes every clip's counts (src/eval/world-tallies.ts); `--baseline FILE` reads such a file of
- * another set of weights, run with the same `--seeds`, and adds "vs_baseline" to each section: this run minus the
+ * another set of weights, run with at least as many `--seeds`, and adds "vs_baseline" to each section: this run minus the
  * baseline per target figure with the paired 95 % interval (`worldDifference`), the way to tell two sets apart.
  *
  * `--strips DIR` also writes each clip of the first seed as a PNG frame strip (t2v-<i>.png, world-<i>.png) with the
@@ -86,7 +86,7 @@ function parseOptions(argv: readonly string[]): EvalOptions {
       }
     }))
     .addOption(new Option('--tallies-out <file>', "write every clip's counts as JSON, a baseline for later runs").argParser(text('--tallies-out')))
-    .addOption(new Option('--baseline <file>', "compare with the tallies of another run of the same --seeds (paired 95 % intervals)").argParser((raw: string) => {
+    .addOption(new Option('--baseline <file>', "compare with the tallies of another run with at least as many --seeds (paired 95 % intervals)").argParser((raw: string) => {
       try {
         return readWorldTallies(text('--baseline')(raw));
       } catch (e) {

@@ -112,8 +112,8 @@ export function unitsByMode(records: readonly WorldTallyRecord[]): Record<'t2v' 
 
 /**
  * Pairs a candidate's records with a baseline's of the same clips (mode, unit, seed, prompt and frame count), per mode.
- * @throws Error naming the first clip of either side that the other lacks, or whose prompt or frame count differs: the
- *   two runs must be of the same set (`eval:world` with the same `--seeds`)
+ * The baseline may hold more clips (a run at more seeds); only the candidate's are compared.
+ * @throws Error naming the first clip of the candidate that the baseline lacks, or whose prompt or frame count differs
  */
 export function pairWithBaseline(candidate: readonly WorldTallyRecord[], baseline: readonly WorldTallyRecord[]): Record<'t2v' | 'world', PairedWorldUnit[]> {
   checkSameClips(candidate, baseline);
@@ -122,19 +122,16 @@ export function pairWithBaseline(candidate: readonly WorldTallyRecord[], baselin
 }
 
 /**
- * Checks that a baseline holds exactly the clips of a run: the same (mode, unit, seed) keys, prompts and frame counts.
- * `eval:world` calls it with the planned clips (frame counts left out) before generating any.
+ * Checks that a baseline holds every clip of a run: the same (mode, unit, seed) keys, prompts and frame counts (it may
+ * hold more). `eval:world` calls it with the planned clips (frame counts left out) before generating any.
  * @throws Error as `pairWithBaseline`
  */
 export function checkSameClips(run: ReadonlyArray<Omit<WorldTallyRecord, keyof WorldClipTally> & { frames?: number }>, baseline: readonly WorldTallyRecord[]): void {
   const base = new Map(baseline.map((r) => [keyOf(r), r]));
-  const keys = new Set(run.map(keyOf));
   for (const r of run) {
     const b = base.get(keyOf(r));
-    if (b === undefined) throw new Error(`baseline: has no clip ${keyOf(r)} (run it with the same --seeds)`);
+    if (b === undefined) throw new Error(`baseline: has no clip ${keyOf(r)} (run it with at least as many --seeds)`);
     if (b.prompt !== r.prompt) throw new Error(`baseline: clip ${keyOf(r)} has prompt ${JSON.stringify(b.prompt)}, this run ${JSON.stringify(r.prompt)}`);
     if (r.frames !== undefined && b.frames !== r.frames) throw new Error(`baseline: clip ${keyOf(r)} has ${b.frames} frames, this run ${r.frames}`);
   }
-  const extra = baseline.find((r) => !keys.has(keyOf(r)));
-  if (extra !== undefined) throw new Error(`baseline: has clip ${keyOf(extra)}, which this run lacks (run it with the same --seeds)`);
 }

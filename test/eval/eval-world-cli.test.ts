@@ -29,7 +29,7 @@ describe('eval:world command line', () => {
     [['--strips', '-h'], /--strips is missing its value \("-h" looks like a flag\)/],
     [['--tallies-out', '--seeds'], /--tallies-out is missing its value/],
     [['--baseline', '/nonexistent/base.json'], /\/nonexistent\/base.json: cannot read \(ENOENT\)/],
-    [['--baseline', file('other-set.json', JSON.stringify({ format: 'omnirx-world-tallies', version: 1, clips: [{ mode: 't2v', unit: 0, seed: 100, prompt: 'a red ball in a dark blue room', frames: 16, colorOk: 1, roomOk: 16, present: 9, pairs: 0, followed: 0 }] }))], /error: --baseline: baseline: has no clip t2v unit 1 seed 101 \(run it with the same --seeds\)/],
+    [['--baseline', file('other-set.json', JSON.stringify({ format: 'omnirx-world-tallies', version: 1, clips: [{ mode: 't2v', unit: 0, seed: 100, prompt: 'a red ball in a dark blue room', frames: 16, colorOk: 1, roomOk: 16, present: 9, pairs: 0, followed: 0 }] }))], /error: --baseline: baseline: has no clip t2v unit 1 seed 101 \(run it with at least as many --seeds\)/],
     [['--seeds', '2', '--baseline', file('one-seed.json', JSON.stringify({ format: 'omnirx-world-tallies', version: 1, clips: [{ mode: 't2v', unit: 0, seed: 100, prompt: 'a red ball in a dark blue room', frames: 16, colorOk: 1, roomOk: 16, present: 9, pairs: 0, followed: 0 }] }))], /has no clip t2v unit 1 seed 101/],
     [['--baseline', file('text.json', 'not json')], /text\.json: not JSON/],
     [['--baseline', file('v2.json', JSON.stringify({ format: 'omnirx-world-tallies', version: 2, clips: [] }))], /v2\.json: version: /],
