@@ -61,7 +61,8 @@ export function worldDifference(strata: readonly (readonly PairedWorldUnit[])[])
     TARGET_FIGURES.map((k) => {
       const ci95 = rounded(clusterBootstrapInterval(strata, (units) => diff(units, k)));
       const [candidate, baseline] = figures(strata.flat(), k);
-      return [k, { candidate: round3OrNull(candidate), baseline: round3OrNull(baseline), diff: round3OrNull(diff(strata.flat(), k)), ci95 }];
+      const d = candidate === null || baseline === null ? null : candidate - baseline;
+      return [k, { candidate: round3OrNull(candidate), baseline: round3OrNull(baseline), diff: round3OrNull(d), ci95 }];
     }),
   ) as WorldDifference;
 }

@@ -46,7 +46,7 @@ export function worldTalliesFile(records: readonly WorldTallyRecord[]): WorldTal
 }
 
 /** The counts of a record (what the intervals resample). */
-const tallyOf = (r: WorldTallyRecord): WorldClipTally => ({ frames: r.frames, colorOk: r.colorOk, roomOk: r.roomOk, present: r.present, pairs: r.pairs, followed: r.followed });
+const tallyOf = ({ mode: _mode, unit: _unit, seed: _seed, prompt: _prompt, ...counts }: WorldTallyRecord): WorldClipTally => counts;
 const keyOf = (r: Pick<WorldTallyRecord, 'mode' | 'unit' | 'seed'>): string => `${r.mode} unit ${r.unit} seed ${r.seed}`;
 
 /**
