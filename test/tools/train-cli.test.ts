@@ -81,7 +81,8 @@ describe('train.py refuses bad flags by name, before training (exit 2, nothing w
 });
 
 describe('a short training run', () => {
-  const flags = ['--seed', '3', '--vae-steps', '2', '--dit-steps', '2', '--finetune-steps', '1,1', '--image-share', '0.5'];
+  // --reuse 2 (not the recipe's default) so the second DiT step takes the shared batch's second use
+  const flags = ['--seed', '3', '--vae-steps', '2', '--dit-steps', '2', '--finetune-steps', '1,1', '--image-share', '0.5', '--reuse', '2'];
   let first: string;
   beforeAll(() => {
     first = path.join(scratch(), 'first');

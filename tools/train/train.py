@@ -28,7 +28,7 @@ serves both samplers:
   (joint image-video training, as Wan 2.1 and Imagen Video). The other batches keep the 60 / 40 split of the rest.
   Scenes are a function of the data index alone (not of the seed), as the clips' always were.
 
-Phases of stage ``dit`` (the shipped model's order, made in three commands, now in one): a base phase with an
+Phases of stage ``dit`` (the shipped model's order, first made in three commands): a base phase with an
 unweighted loss, then agent-weighted fine-tune phases (``--finetune-steps`` / ``--finetune-shares``, default two), each
 from the previous phase's weights with a fresh AdamW, warm-up and cosine schedule and a new data seed (phase k: seed + k; the seed draws
 the batch layouts, noise levels and dropout, while the scenes at a data index stay the same). Agent weighting (``--agent-weight`` λ of the fine-tune, default
@@ -41,9 +41,10 @@ comparable). Weighting from the first step draws the agent more often but follow
 
 Speed (``--precision``, ``--reuse``): the DiT and text-encoder forward runs under torch's CPU autocast to bfloat16
 (matrix products in bf16 on the CPU's AVX512_BF16 units; weights, AdamW state, the loss and its reduction stay float32),
-and each encoded batch of clips serves ``REUSE`` consecutive steps with fresh noise levels, noise and dropout. Measured
-on 2 cores: about 0.85 s per DiT step against about 1.5 s in float32 with a fresh batch per step (the VAE encoding
-alone was about 0.36 s of it). On a CPU without AVX512_BF16 pass ``--precision float32``.
+and with ``--reuse N`` each encoded batch of clips serves N consecutive steps with fresh noise levels, noise and dropout
+(default 1, a fresh batch per step: reuse 2 cost action following, docs/model-card.md). Measured on 2 cores
+(2026-12-02): about 0.85 s per bf16 DiT step, against 3.4 s in float32 on the same machine (1.3–1.7 s on earlier
+machines of this kind). On a CPU without AVX512_BF16 pass ``--precision float32``.
 
 Conditioning dropout: the prompt becomes "" (the runtime's default negative prompt) with p = ``P_DROP_TEXT``, for
 classifier-free guidance; all action keys become 0 ("none") with p = ``P_DROP_ACTION`` so a sampler without actions
@@ -53,15 +54,16 @@ trained).
 Reproducible: torch and numpy are seeded, the data is a function of (seed, step, sample), and the step counts are
 fixed before the learning-rate schedule leaves its warm-up: the recipe's (``RECIPE_STEPS``), given
 (``--vae-steps``/``--dit-steps``/``--finetune-steps``), or derived from ``--budget-minutes`` by timing the first steps
-(logged; ``repeat`` in train_summary.json passes them back to repeat a run exactly). ``--reuse 1 --precision float32``
-gives the data and arithmetic of the script before these options.
+(logged; ``repeat`` in train_summary.json passes them back to repeat a run exactly). ``--precision float32`` gives
+the arithmetic of the script before bf16, except that a batch's clips are encoded in one VAE call since 2026-12-02
+(latents < 1e-5 apart, so the bytes of runs made before then are not rewritten exactly).
 
 ``--init DIR`` continues from a model directory this script wrote (all four modules and the VAE statistics; the VAE
 stage is skipped), through the same phases.
 
 Usage (repository root, Debian's PyTorch):
 
-    nice -n 10 /usr/bin/python3 tools/train/train.py --out models/omnirx-default-trained       # the recipe (~100 min)
+    nice -n 10 /usr/bin/python3 tools/train/train.py --out models/omnirx-default-trained       # the recipe (~95 min)
     nice -n 10 /usr/bin/python3 tools/train/train.py --out /tmp/omnirx-smoke --smoke          # ~2 min
 
 Writes into --out: model.json ("weights": "trained"), tokenizer.json, text_encoder/transformer/vae.safetensors,
@@ -109,12 +111,13 @@ prompt colour 0.13 → 0.41)."""
 FINETUNE_SHARES = (0.24, 0.28)
 """Fractions of the DiT time (budget mode) given to the agent-weighted fine-tune phases, as the shipped model's 1300
 and 1500 of 5339 DiT steps (the base phase gets the rest)."""
-REUSE = 2
-"""DiT steps that share one encoded batch of clips (the VAE encoding is about a quarter of a float32 step)."""
+REUSE = 1
+"""DiT steps that share one encoded batch of clips. The recipe takes a fresh batch per step: with 2, one-command runs
+followed actions less often than the shipped weights (paired, docs/model-card.md "One command")."""
 RECIPE_STEPS = {"vae": 3433, "dit": 2539, "finetune": (1300, 1500)}
 """Step counts of a run without ``--budget-minutes``: those of the shipped model (VAE, unweighted base phase, the two
-agent-weighted fine-tune phases). With the default bf16 autocast and clip reuse: 101.6 minutes on 2 cores, scoring
-below the shipped weights, which are these counts in float32 with --reuse 1 (docs/model-card.md, "One command")."""
+agent-weighted fine-tune phases). With the defaults (bf16 autocast, a fresh batch per step) the shipped weights:
+94.9 minutes on 2 cores (docs/model-card.md, "Recipe")."""
 VAE_SHARE = 0.15
 """Fraction of the training budget given to the VAE stage; the rest goes to the DiT + text encoder."""
 SEED_VAE, SEED_DIT, SEED_STATS, SEED_IMAGE = 10_000_000, 20_000_000, 30_000_000, 40_000_000
@@ -237,8 +240,9 @@ class DitClips:
         self.positions = [0] + list(range(gap + 1, gap + frames)) if gap else list(range(frames))
         first = SEED_IMAGE + index * IMAGE_BATCH if image else SEED_DIT + index * max(CAUSAL_BATCH, BIDIR_BATCH)
         self.clips = [world.make_clip(first + j, self.positions[-1] + 1) for j in range(batch)]
-        # the VAE is per-frame: the selected frames encode alone
-        self.latents = [enc(to_video(c.frames[None, self.positions])) for c in self.clips]
+        # the VAE is per-frame: the selected frames encode alone, all clips in one encoder call (oneDNN's conv3d is
+        # several times slower per clip at batch 1; the latents differ from per-clip calls by < 1e-5, summation order)
+        self.latents = list(enc(to_video(np.stack([c.frames[self.positions] for c in self.clips]))).split(1))
         self.masks = [agent_cells(c.positions[self.positions]) for c in self.clips]
 
 
