@@ -42,9 +42,9 @@ comparable). Weighting from the first step draws the agent more often but follow
 Speed (``--precision``, ``--reuse``): the DiT and text-encoder forward runs under torch's CPU autocast to bfloat16
 (matrix products in bf16 on the CPU's AVX512_BF16 units; weights, AdamW state, the loss and its reduction stay float32),
 and with ``--reuse N`` each encoded batch of clips serves N consecutive steps with fresh noise levels, noise and dropout
-(default 1, a fresh batch per step: reuse 2 cost action following, docs/model-card.md). Measured on 2 cores
-(2026-12-02): about 0.85 s per bf16 DiT step, against 3.4 s in float32 on the same machine (1.3–1.7 s on earlier
-machines of this kind). On a CPU without AVX512_BF16 pass ``--precision float32``.
+(default 1, a fresh batch per step: one-command runs with reuse 2 followed actions less often, docs/model-card.md).
+Measured on 2 cores (2026-12-02): about 0.85 s per bf16 DiT step, against 3.4 s in float32 on the same machine
+(1.3–1.7 s on earlier machines of this kind). On a CPU without AVX512_BF16 pass ``--precision float32``.
 
 Conditioning dropout: the prompt becomes "" (the runtime's default negative prompt) with p = ``P_DROP_TEXT``, for
 classifier-free guidance; all action keys become 0 ("none") with p = ``P_DROP_ACTION`` so a sampler without actions
@@ -112,8 +112,9 @@ FINETUNE_SHARES = (0.24, 0.28)
 """Fractions of the DiT time (budget mode) given to the agent-weighted fine-tune phases, as the shipped model's 1300
 and 1500 of 5339 DiT steps (the base phase gets the rest)."""
 REUSE = 1
-"""DiT steps that share one encoded batch of clips. The recipe takes a fresh batch per step: with 2, one-command runs
-followed actions less often than the shipped weights (paired, docs/model-card.md "One command")."""
+"""DiT steps that share one encoded batch of clips. The recipe takes a fresh batch per step: one-command runs with 2
+followed actions less often than the three float32 commands' weights, one without it as often (docs/model-card.md,
+"One command" and "Image batches"; clip reuse and image batches not tested apart)."""
 RECIPE_STEPS = {"vae": 3433, "dit": 2539, "finetune": (1300, 1500)}
 """Step counts of a run without ``--budget-minutes``: those of the shipped model (VAE, unweighted base phase, the two
 agent-weighted fine-tune phases). With the defaults (bf16 autocast, a fresh batch per step) the shipped weights:
