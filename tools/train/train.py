@@ -243,8 +243,8 @@ class DitClips:
         self.clips = [world.make_clip(first + j, self.positions[-1] + 1) for j in range(batch)]
         # the VAE is per-frame: the selected frames encode alone, all clips in one encoder call (oneDNN's conv3d is
         # several times slower per clip at batch 1; the latents differ from per-clip calls by < 1e-5, summation order)
-        self.latents = list(enc(to_video(np.stack([c.frames[self.positions] for c in self.clips]))).split(1))
-        self.masks = [agent_cells(c.positions[self.positions]) for c in self.clips]
+        self.latents = enc(to_video(np.stack([c.frames[self.positions] for c in self.clips])))
+        self.masks = torch.from_numpy(np.stack([agent_cells(c.positions[self.positions]) for c in self.clips]))
 
 
 class DitBatch:
@@ -270,10 +270,10 @@ class DitBatch:
             else:
                 s = sample_sigma(rng, frames) if rng.random() < 0.5 else np.repeat(sample_sigma(rng, 1), frames)
             sig.append(s)
-        self.x0 = torch.cat(clips.latents)
+        self.x0 = clips.latents
         self.keys = torch.from_numpy(np.stack(keys)).long()
         self.sigma = torch.from_numpy(np.stack(sig))
-        self.agent = torch.from_numpy(np.stack(clips.masks))
+        self.agent = clips.masks
 
 
 def agent_cells(centres: np.ndarray, grid: int = 16, stride: int = 4, margin: int = 2) -> np.ndarray:
