@@ -53,6 +53,8 @@ describe('train.py refuses bad flags by name, before training (exit 2, nothing w
     ['budget NaN', ['--budget-minutes', 'nan'], /--budget-minutes must be a positive number; got nan/],
     ['budget 0', ['--budget-minutes', '0'], /--budget-minutes must be a positive number; got 0/],
     ['unknown precision', ['--precision', 'float16'], /--precision: invalid choice: 'float16'/],
+    ['negative text-encoder steps', ['--text-steps=-1'], /--text-steps must not be negative; got -1/],
+    ['unknown text-encoder mode', ['--text-encoder', 'trained'], /--text-encoder: invalid choice: 'trained'/],
     ['an --init directory that does not exist', ['--init', '/nonexistent/omnirx'], /--init \/nonexistent\/omnirx: not a model directory this script wrote \(missing model\.json/],
   ];
   it.each(cases)('%s', (_name, args, message) => {
@@ -81,8 +83,9 @@ describe('train.py refuses bad flags by name, before training (exit 2, nothing w
 });
 
 describe('a short training run', () => {
-  // --reuse 2 (not the recipe's default) so the second DiT step takes the shared batch's second use
-  const flags = ['--seed', '3', '--vae-steps', '2', '--dit-steps', '2', '--finetune-steps', '1,1', '--image-share', '0.5', '--reuse', '2'];
+  // --reuse 2 and a frozen text encoder after a text stage (not the recipe's defaults), so the second DiT step takes the
+  // shared batch's second use and the repeat line carries the text options
+  const flags = ['--seed', '3', '--vae-steps', '2', '--text-steps', '3', '--text-encoder', 'frozen', '--dit-steps', '2', '--finetune-steps', '1,1', '--image-share', '0.5', '--reuse', '2'];
   let first: string;
   beforeAll(() => {
     first = path.join(scratch(), 'first');
@@ -102,11 +105,14 @@ describe('a short training run', () => {
       .trim()
       .split('\n')
       .map((l) => JSON.parse(l) as { stage: string; step: number; loss: number; mode?: string });
-    expect(log.map((r) => `${r.stage}:${r.step}`)).toEqual(['vae:0', 'vae:1', 'dit:0', 'dit:1', 'finetune:0', 'finetune2:0']);
+    expect(log.map((r) => `${r.stage}:${r.step}`)).toEqual(['vae:0', 'vae:1', 'text:0', 'text:1', 'text:2', 'dit:0', 'dit:1', 'finetune:0', 'finetune2:0']);
     for (const r of log) expect(Number.isFinite(r.loss)).toBe(true);
-    for (const r of log.filter((r) => r.stage !== 'vae')) expect(['causal', 'bidirectional', 'image']).toContain(r.mode);
+    for (const r of log.filter((r) => r.stage !== 'vae' && r.stage !== 'text')) expect(['causal', 'bidirectional', 'image']).toContain(r.mode);
     const s = summary(first);
-    expect(s).toMatchObject({ seed: 3, image_share: 0.5, reuse: 2, precision: 'bfloat16', vae: { steps: 2 }, dit: { steps: 2 } });
+    expect(s).toMatchObject({ seed: 3, image_share: 0.5, reuse: 2, precision: 'bfloat16', vae: { steps: 2 }, text: { steps: 3, during_dit: 'frozen' }, dit: { steps: 2 } });
+    const acc = (s.text as { held_out_acc: Record<string, number> }).held_out_acc;
+    expect(Object.keys(acc)).toEqual(['room', 'agent_color', 'agent_shape', 'blocks', 'block_color']);
+    for (const v of Object.values(acc)) expect(v >= 0 && v <= 1).toBe(true);
     expect((s.finetune as Array<{ seed: number; steps: number }>).map((p) => [p.seed, p.steps])).toEqual([
       [4, 1],
       [5, 1],
@@ -121,18 +127,32 @@ describe('a short training run', () => {
     for (const f of SAFETENSORS) expect(readFileSync(path.join(again, f)).equals(readFileSync(path.join(first, f)))).toBe(true);
   }, 300_000);
 
-  it('--init continues from it: the VAE is carried over unchanged, the DiT trains on', () => {
+  /** Names of the tensors of `file` whose bytes differ from those of the same name in `before` (same names asserted). */
+  function changed(file: string, before: string): string[] {
+    const old = new Map(tensors(before).map(([name, , , data]) => [name, data]));
+    const now = tensors(file);
+    expect(now.map(([name]) => name)).toEqual([...old.keys()]);
+    return now.filter(([name, , , data]) => !data.equals(old.get(name)!)).map(([name]) => name);
+  }
+
+  it('--init continues from it: the VAE and a frozen text encoder are carried over unchanged, the DiT trains on', () => {
     const next = path.join(scratch(), 'next');
-    const r = train(['--out', next, '--init', first, '--dit-steps', '1', '--finetune-steps', '0']);
+    const r = train(['--out', next, '--init', first, '--dit-steps', '1', '--finetune-steps', '0', '--text-encoder', 'frozen']);
     expect(r.status).toBe(0);
     const vae = tensors(path.join(next, 'vae.safetensors'));
     expect(vae.length).toBeGreaterThan(0);
     expect(vae).toEqual(tensors(path.join(first, 'vae.safetensors')));
-    const dit = tensors(path.join(next, 'transformer.safetensors'));
-    const before = new Map(tensors(path.join(first, 'transformer.safetensors')).map(([name, , , data]) => [name, data]));
-    expect(dit.map(([name]) => name)).toEqual([...before.keys()]);
-    expect(dit.filter(([name, , , data]) => !data.equals(before.get(name)!)).length).toBeGreaterThan(0);
-    expect(summary(next)).toMatchObject({ init: first, vae: { steps: 0 }, dit: { steps: 1 }, finetune: [] });
+    expect(changed(path.join(next, 'text_encoder.safetensors'), path.join(first, 'text_encoder.safetensors'))).toEqual([]);
+    expect(changed(path.join(next, 'transformer.safetensors'), path.join(first, 'transformer.safetensors')).length).toBeGreaterThan(0);
+    expect(summary(next)).toMatchObject({ init: first, vae: { steps: 0 }, text: { steps: 0, held_out_acc: null }, dit: { steps: 1 }, finetune: [] });
+  }, 300_000);
+
+  it('by default (--text-encoder joint) the text encoder trains through the DiT loss as well', () => {
+    const next = path.join(scratch(), 'joint');
+    const r = train(['--out', next, '--init', first, '--dit-steps', '1', '--finetune-steps', '0']);
+    expect(r.status).toBe(0);
+    expect(changed(path.join(next, 'text_encoder.safetensors'), path.join(first, 'text_encoder.safetensors')).length).toBeGreaterThan(0);
+    expect(summary(next)).toMatchObject({ text: { during_dit: 'joint' } });
   }, 300_000);
 
   it('--init refuses a copy whose model.json is damaged, naming what is wrong', () => {

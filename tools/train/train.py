@@ -1,5 +1,5 @@
 """
-Trains the embedded default model (issue 8) on the procedural world, in two stages, with the reference modules of
+Trains the embedded default model (issue 8) on the procedural world, in two stages (three with ``--text-steps``), with the reference modules of
 tools/reference (no second model definition; see training_forward.py), and writes a complete model directory.
 
 Stage ``vae`` — the conv VAE (``WanVaeEncoder`` + ``WanVaeDecoder``, 4× spatial, 16 latent channels) on single
@@ -10,9 +10,13 @@ not depend on the frames before (clips can be cut and re-joined freely for the D
 decode is seamless by construction. Afterwards the per-channel mean/std of μ over held-out clips become ``latentsMean``/``latentsStd``
 (the DiT sees (μ − mean)/std, as WanPipeline).
 
+Stage ``text`` (optional, ``--text-steps N``; the recipe has none) — the T5-style text encoder learns the prompts'
+scene attributes (room colour, agent colour and shape, block count and colour) for N steps (text_pretrain.py, which
+says why). ``--text-encoder frozen`` then keeps it fixed through the DiT phases; ``joint`` (the default) trains it
+through the DiT's loss, with no objective of its own, from random weights when there is no text stage.
+
 Stage ``dit`` — the block-causal Wan DiT with per-frame action conditioning (``ActionCausalWanModel``) and the
-T5-style text encoder, trained jointly through the DiT's loss (the text encoder has no objective of its own), with
-flow matching (rectified flow, Lipman et al. 2023 / Liu et al. 2023): x_σ = (1 − σ)·x₀ + σ·ε, target v = ε − x₀,
+text encoder (jointly, by default), with flow matching (rectified flow, Lipman et al. 2023 / Liu et al. 2023): x_σ = (1 − σ)·x₀ + σ·ε, target v = ε − x₀,
 loss = mean over frames with σ > 0 of ‖v̂ − v‖². σ = shift·u / (1 + (shift − 1)·u), u ~ U(0, 1), shift 3 (the
 sampler's flowShift). Per-frame independent noise levels (diffusion forcing, Chen et al. 2024), so one checkpoint
 serves both samplers:
@@ -59,7 +63,7 @@ the arithmetic of the script before bf16, except that a batch's clips are encode
 (latents < 1e-5 apart, so the bytes of runs made before then are not rewritten exactly).
 
 ``--init DIR`` continues from a model directory this script wrote (all four modules and the VAE statistics; the VAE
-stage is skipped), through the same phases.
+and text stages are skipped), through the same phases.
 
 Usage (repository root, Debian's PyTorch):
 
@@ -67,7 +71,7 @@ Usage (repository root, Debian's PyTorch):
     nice -n 10 /usr/bin/python3 tools/train/train.py --out /tmp/omnirx-smoke --smoke          # ~2 min
 
 Writes into --out: model.json ("weights": "trained"), tokenizer.json, text_encoder/transformer/vae.safetensors,
-train_log.jsonl (one JSON object per step, stage "vae", "dit", "finetune" or "finetune2"; DiT steps also give data_s,
+train_log.jsonl (one JSON object per step, stage "vae", "text", "dit", "finetune" or "finetune2"; DiT steps also give data_s,
 the batch's generation + VAE encoding), loss_curve.png and train_summary.json.
 """
 
@@ -90,6 +94,7 @@ import default_model  # noqa: E402
 import procedural_world as world  # noqa: E402
 import training_forward as tf  # noqa: E402
 from loss_plot import plot_losses  # noqa: E402
+from text_pretrain import ATTRIBUTES, pretrain_text_encoder  # noqa: E402
 from training_forward import aref, cref, ref  # noqa: E402
 
 VAE_BATCH, VAE_LR, VAE_BETA = 8, 1e-3, 1e-4
@@ -121,6 +126,11 @@ agent-weighted fine-tune phases). With the defaults (bf16 autocast, a fresh batc
 94.9 minutes on 2 cores (docs/model-card.md, "Recipe")."""
 VAE_SHARE = 0.15
 """Fraction of the training budget given to the VAE stage; the rest goes to the DiT + text encoder."""
+TEXT_STEPS = 0
+TEXT_ENCODER = "joint"
+"""The recipe's text encoder: no text-encoder stage, trained jointly through the DiT's loss. ``--text-steps 500
+--text-encoder frozen`` (text_pretrain.py, about 100 s more) drew the prompt's colours more often in T2V but the agent
+less often, and followed actions less often, in one run (docs/model-card.md, "Text encoder"), so it is an option."""
 SEED_VAE, SEED_DIT, SEED_STATS, SEED_IMAGE = 10_000_000, 20_000_000, 30_000_000, 40_000_000
 """Clip-seed ranges of the stages (disjoint, so the VAE statistics are measured on clips it was not trained on)."""
 
@@ -307,15 +317,17 @@ def train_dit(
     reuse: int = 1,
     bf16: bool = False,
     image_share: float = 0.0,
+    train_text: bool = True,
 ) -> Tuple[ref.T5EncoderModel, aref.ActionCausalWanModel]:
     """Stage dit: DiT + text encoder ``modules`` (trained in place) with flow matching and diffusion forcing (see module
     docstring), a fresh AdamW and learning-rate schedule over the budget's steps, data of ``seed``. Each encoded batch
     of clips serves ``reuse`` consecutive steps (fresh σ, noise and dropout each); ``image_share`` of the batches are
     single frames (DitClips). ``bf16``: the forward runs under
-    torch's CPU autocast to bfloat16 (matrix products in bf16, weights, optimizer and loss in float32)."""
+    torch's CPU autocast to bfloat16 (matrix products in bf16, weights, optimizer and loss in float32). ``train_text``
+    False: the text encoder stays frozen (eval mode, no gradient, not in the optimizer)."""
     t5, dit = modules
-    t5.train(), dit.train()
-    params = list(t5.parameters()) + list(dit.parameters())
+    t5.train(train_text), dit.train()
+    params = (list(t5.parameters()) if train_text else []) + list(dit.parameters())
     opt = torch.optim.AdamW(params, lr=DIT_LR, betas=(0.9, 0.99), weight_decay=0.01)
     gen = torch.Generator().manual_seed(seed + 2)
     max_len = spec["textEncoder"]["maxLength"]
@@ -334,7 +346,8 @@ def train_dit(
         s = b.sigma[:, None, :, None, None]
         xt = (1 - s) * b.x0 + s * eps
         with torch.autocast("cpu", dtype=torch.bfloat16, enabled=bf16):
-            ctx = tf.text_states(t5, ids, lengths)
+            with torch.set_grad_enabled(train_text):
+                ctx = tf.text_states(t5, ids, lengths)
             v = tf.dit_velocity(dit, xt, b.sigma * 1000.0, ctx, b.keys, torch.zeros(*b.keys.shape, 2), b.causal, b.positions)
         v = v.float()
         w = (b.sigma > 0).float()
@@ -453,6 +466,8 @@ def main(argv: Optional[List[str]] = None) -> None:
     ap.add_argument("--reuse", type=int, default=REUSE, help="DiT steps that share one encoded batch of clips")
     ap.add_argument("--precision", choices=("bfloat16", "float32"), default="bfloat16", help="DiT forward under bf16 autocast, or float32 throughout")
     ap.add_argument("--image-share", type=float, default=0.0, help="fraction of DiT batches that are single frames of IMAGE_BATCH scenes (joint image-video training)")
+    ap.add_argument("--text-steps", type=int, default=TEXT_STEPS, help="steps of the text-encoder stage on the prompts' scene attributes before the DiT (0: none; skipped with --init)")
+    ap.add_argument("--text-encoder", choices=("frozen", "joint"), default=TEXT_ENCODER, help="during the DiT phases: keep the text encoder frozen, or train it jointly through the DiT's loss")
     ap.add_argument("--init", help="model directory to continue from (skips the VAE stage)")
     a = ap.parse_args(argv)
     if not 0.0 <= a.image_share < 1.0:
@@ -461,6 +476,8 @@ def main(argv: Optional[List[str]] = None) -> None:
         ap.error(f"--reuse must be at least 1; got {a.reuse}")
     if sum(a.finetune_shares) >= 1.0:
         ap.error(f"--finetune-shares must leave the base phase a part of the DiT time (sum < 1); got {a.finetune_shares}")
+    if a.text_steps < 0:
+        ap.error(f"--text-steps must not be negative; got {a.text_steps}")
     if a.vae_steps is not None and a.vae_steps < 0:
         ap.error(f"--vae-steps must not be negative; got {a.vae_steps}")
     if a.dit_steps is not None and a.dit_steps < 1:
@@ -488,7 +505,7 @@ def main(argv: Optional[List[str]] = None) -> None:
     checks = tf.check_against_reference()
     spec, words = default_model.default_spec(), default_model.default_words()
     log_path = os.path.join(a.out, "train_log.jsonl")
-    series: Dict[str, List[Tuple[int, float]]] = {"vae": [], "dit": [], **{name: [] for name, _, _ in phases}}
+    series: Dict[str, List[Tuple[int, float]]] = {"vae": [], "text": [], "dit": [], **{name: [] for name, _, _ in phases}}
     with open(log_path, "w") as logf:
 
         def log(rec: dict) -> None:
@@ -515,19 +532,23 @@ def main(argv: Optional[List[str]] = None) -> None:
         enc.cfg = dec.cfg = spec["vae"]
         t_vae = time.time() - t_start
         modules = new_dit(spec, a.seed)
+        text_steps, text_acc = 0 if a.init is not None else a.text_steps, None
         if a.init is not None:
             ref.load_module(modules[0], os.path.join(a.init, "text_encoder.safetensors"))
             ref.load_module(modules[1], os.path.join(a.init, "transformer.safetensors"))
+        elif text_steps:
+            text_acc = pretrain_text_encoder(modules[0], words, spec["textEncoder"]["maxLength"], text_steps, a.seed, log)
+        train_text = a.text_encoder == "joint"
         bf16 = a.precision == "bfloat16"
         share_left = sum(share for _, _, share in phases)
         dit_budget = Budget(a.dit_steps, (60 * minutes - (time.time() - t_start)) * (1 - share_left), minimum=5)
-        modules = train_dit(spec, words, enc, modules, a.seed, dit_budget, log, a.base_agent_weight, "dit", a.reuse, bf16, a.image_share)
+        modules = train_dit(spec, words, enc, modules, a.seed, dit_budget, log, a.base_agent_weight, "dit", a.reuse, bf16, a.image_share, train_text)
         ft_budgets: List[Budget] = []
         for k, (name, steps, share) in enumerate(phases, start=1):
             # budget mode: this phase's part of the time still left, in proportion to the shares of the phases left
             ft_budgets.append(Budget(steps, (60 * minutes - (time.time() - t_start)) * share / share_left, minimum=0))
             share_left -= share
-            modules = train_dit(spec, words, enc, modules, a.seed + k, ft_budgets[-1], log, a.agent_weight, name, a.reuse, bf16, a.image_share)
+            modules = train_dit(spec, words, enc, modules, a.seed + k, ft_budgets[-1], log, a.agent_weight, name, a.reuse, bf16, a.image_share, train_text)
         t5, dit = modules
     ft_steps = ",".join(str(b.total) for b in ft_budgets)
     spec["weights"] = "trained"
@@ -555,6 +576,7 @@ def main(argv: Optional[List[str]] = None) -> None:
         "precision": a.precision,
         "reuse": a.reuse,
         "image_share": a.image_share,
+        "text": {"steps": text_steps, "loss_last20": tail("text") if series["text"] else None, "held_out_acc": dict(zip([n for n, _ in ATTRIBUTES], text_acc)) if text_acc else None, "during_dit": a.text_encoder},
         "dit": {"steps": dit_budget.total, "step_s": dit_budget.step_s, "loss_first": series["dit"][0][1], "loss_last20": tail("dit")},
         "finetune": [
             {"stage": name, "seed": a.seed + k, "steps": b.total, "step_s": b.step_s, "loss_first": series[name][0][1], "loss_last20": tail(name)}
@@ -565,7 +587,8 @@ def main(argv: Optional[List[str]] = None) -> None:
         "max_abs_weight": max(float(v.abs().max()) for m in (t5, dit, enc, dec) for v in m.state_dict().values()),
         "repeat": (
             f"--seed {a.seed} --vae-steps {vae_budget.total} --dit-steps {dit_budget.total} --finetune-steps {ft_steps or 0} --base-agent-weight {a.base_agent_weight} "
-            f"--agent-weight {a.agent_weight} --reuse {a.reuse} --precision {a.precision} --image-share {a.image_share}" + (f" --init {a.init}" if a.init else "")
+            f"--agent-weight {a.agent_weight} --reuse {a.reuse} --precision {a.precision} --image-share {a.image_share} "
+            f"--text-steps {text_steps} --text-encoder {a.text_encoder}" + (f" --init {a.init}" if a.init else "")
         ),
     }
     with open(os.path.join(a.out, "train_summary.json"), "w") as f:

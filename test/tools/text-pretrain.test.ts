@@ -1,0 +1,81 @@
+/**
+ * The text-encoder stage of the training command (tools/train/text_pretrain.py, issue 8): the scene attributes it
+ * teaches are those its prompts state, read back here from each prompt's words by the grammar's own pattern; its loss
+ * is the cross-entropy checked on a hand-computed case; and a short stage learns the attributes well above chance on
+ * held-out prompts. Runs Debian's PyTorch.
+ */
+import { spawnSync } from 'node:child_process';
+import * as path from 'node:path';
+
+const ROOT = path.resolve(__dirname, '..', '..');
+const PYTHON = '/usr/bin/python3';
+
+/** Runs `code` with tools/train on the path and returns its stdout parsed as JSON. */
+function python(code: string): any {
+  const r = spawnSync(PYTHON, ['-c', `import sys; sys.path.insert(0, 'tools/train')\n${code}`], { cwd: ROOT, encoding: 'utf8', timeout: 120_000 });
+  if (r.status !== 0) throw new Error(`python failed (${r.status}): ${r.stderr}`);
+  return JSON.parse(r.stdout);
+}
+
+// the grammar's words (tools/train/procedural_world.py), in the class order of ATTRIBUTES
+const ROOMS = ['dark blue', 'dark green', 'gray', 'black', 'brown'];
+const COLORS = ['red', 'green', 'yellow', 'cyan', 'magenta', 'white', 'orange'];
+const SQUARE_NOUNS = ['cube', 'square', 'box'];
+const DISC_NOUNS = ['ball', 'disc', 'circle', 'dot'];
+const COUNTS: Record<string, number> = { a: 1, an: 1, two: 2, three: 3 };
+const PROMPT = /^an? (\w+) (\w+) in a (dark blue|dark green|gray|black|brown) room(?: with (an?|two|three) (\w+) blocks?)?$/;
+
+describe('text_pretrain.py', () => {
+  it("labels each sampled prompt with the room, agent colour and shape, block count and block colour its words state", () => {
+    const out: { prompts: string[]; labels: number[][] } = python(
+      'import json, numpy as np, text_pretrain as tp\n' +
+        'p, y = tp.sample_prompts(np.random.default_rng(7), 400)\n' +
+        'print(json.dumps({"prompts": p, "labels": y.tolist()}))',
+    );
+    expect(out.prompts).toHaveLength(400);
+    const seen = [new Set<number>(), new Set<number>(), new Set<number>(), new Set<number>(), new Set<number>()];
+    out.prompts.forEach((prompt, i) => {
+      const m = PROMPT.exec(prompt);
+      if (!m) throw new Error(`not a prompt of the grammar: ${prompt}`);
+      const [, agent, noun, room, count, block] = m;
+      expect(SQUARE_NOUNS.includes(noun) || DISC_NOUNS.includes(noun)).toBe(true);
+      const want = [ROOMS.indexOf(room), COLORS.indexOf(agent), SQUARE_NOUNS.includes(noun) ? 1 : 0, count ? COUNTS[count] : 0, block ? 1 + COLORS.indexOf(block) : 0];
+      expect(out.labels[i]).toEqual(want);
+      expect(agent).not.toBe(block);
+      want.forEach((v, a) => seen[a].add(v));
+    });
+    // every class of every attribute occurs in 400 draws (the sampler covers the grammar)
+    expect(seen.map((s) => s.size)).toEqual([5, 7, 2, 4, 8]);
+  });
+
+  it('its loss is the mean over the five attributes of the cross-entropy: ln-class-count each for uniform logits', () => {
+    const out: { loss: number; accs: number[] } = python(
+      'import json, torch, text_pretrain as tp\n' +
+        'labels = torch.tensor([[0, 1, 0, 3, 0], [4, 6, 1, 2, 7]])\n' +
+        'logits = [torch.zeros(2, k) for _, k in tp.ATTRIBUTES]\n' +
+        'logits[1][0, 1] = 5.0  # the first prompt\'s agent colour, confidently right\n' +
+        'loss, accs = tp.attribute_loss(logits, labels)\n' +
+        'print(json.dumps({"loss": loss.item(), "accs": accs}))',
+    );
+    // uniform logits: ln K per prompt; the confident row: ln(e^5 + 6) - 5 for agent colour
+    const agent = (Math.log(7) + (Math.log(Math.exp(5) + 6) - 5)) / 2;
+    const want = (Math.log(5) + agent + Math.log(2) + Math.log(4) + Math.log(8)) / 5;
+    expect(out.loss).toBeCloseTo(want, 5);
+    // argmax of a uniform row is class 0: right where the label is 0
+    expect(out.accs).toEqual([0.5, 0.5, 0.5, 0, 0.5]);
+  });
+
+  it('a short stage learns every attribute above chance on held-out prompts and keeps the encoder in eval mode', () => {
+    const out: { acc: number[]; training: boolean } = python(
+      'import json, torch, default_model, text_pretrain as tp\n' +
+        'from training_forward import ref\n' +
+        'torch.set_num_threads(2); torch.manual_seed(0)\n' +
+        't5 = ref.T5EncoderModel(default_model.default_spec()["textEncoder"])\n' +
+        'acc = tp.pretrain_text_encoder(t5, default_model.default_words(), 32, 60, 0, lambda r: None)\n' +
+        'print(json.dumps({"acc": acc, "training": t5.training}))',
+    );
+    expect(out.training).toBe(false);
+    const chance = [1 / 5, 1 / 7, 1 / 2, 1 / 4, 1 / 8];
+    out.acc.forEach((a, i) => expect(a).toBeGreaterThan(chance[i] + 0.2));
+  }, 120_000);
+});
