@@ -468,7 +468,7 @@ def main(argv: Optional[List[str]] = None) -> None:
     ap.add_argument("--image-share", type=float, default=0.0, help="fraction of DiT batches that are single frames of IMAGE_BATCH scenes (joint image-video training)")
     ap.add_argument("--text-steps", type=int, default=TEXT_STEPS, help="steps of the text-encoder stage on the prompts' scene attributes before the DiT (0: none; skipped with --init)")
     ap.add_argument("--text-encoder", choices=("frozen", "joint"), default=TEXT_ENCODER, help="during the DiT phases: keep the text encoder frozen, or train it jointly through the DiT's loss")
-    ap.add_argument("--init", help="model directory to continue from (skips the VAE stage)")
+    ap.add_argument("--init", help="model directory to continue from (skips the VAE and text stages)")
     a = ap.parse_args(argv)
     if not 0.0 <= a.image_share < 1.0:
         ap.error(f"--image-share must be in [0, 1); got {a.image_share}")
