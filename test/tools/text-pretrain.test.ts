@@ -78,4 +78,22 @@ describe('text_pretrain.py', () => {
     const chance = [1 / 5, 1 / 7, 1 / 2, 1 / 4, 1 / 8];
     out.acc.forEach((a, i) => expect(a).toBeGreaterThan(chance[i] + 0.2));
   }, 120_000);
+
+  it('text_probe.py refuses a missing directory or an ambiguous call by name, and reads every attribute back from a fresh encoder', () => {
+    const probe = (args: string[]) => spawnSync(PYTHON, [path.join('tools', 'train', 'text_probe.py'), ...args], { cwd: ROOT, encoding: 'utf8', timeout: 120_000 });
+    const missing = probe(['/nonexistent/omnirx']);
+    expect(missing.status).toBe(2);
+    expect(missing.stderr).toMatch(/\/nonexistent\/omnirx\/text_encoder\.safetensors: no such file/);
+    for (const args of [[], ['models/omnirx-default', '--random']]) {
+      const r = probe(args);
+      expect(r.status).toBe(2);
+      expect(r.stderr).toMatch(/give a model directory or --random/);
+    }
+    // a randomly initialised encoder keeps every attribute linearly readable from its mean state (docs/model-card.md)
+    const r = probe(['--random']);
+    expect(r.status).toBe(0);
+    const out = JSON.parse(r.stdout) as Record<string, Record<string, number>>;
+    expect(Object.keys(out)).toEqual(['mean', 'first', 'last']);
+    for (const v of Object.values(out.mean)) expect(v).toBeGreaterThanOrEqual(0.99);
+  }, 120_000);
 });

@@ -53,9 +53,8 @@ def sample_prompts(rng: np.random.Generator, n: int) -> Tuple[List[str], np.ndar
 
 def attribute_logits(t5: ref.T5EncoderModel, heads: Sequence[torch.nn.Linear], prompts: Sequence[str], words: Sequence[str], max_len: int) -> List[torch.Tensor]:
     """Per-attribute logits [B, classes] of each prompt's mean valid text state."""
-    toks = [ref.tokenize(p, words, max_len) for p in prompts]
-    lengths = torch.tensor([t[1] for t in toks])
-    ids = torch.from_numpy(np.stack([t[0] for t in toks])).long()[:, : int(lengths.max())]  # padding past the longest is masked anyway
+    ids, lengths = tf.tokenize_batch(prompts, words, max_len)
+    ids = ids[:, : int(lengths.max())]  # padding past the longest prompt is masked anyway
     pooled = tf.text_states(t5, ids, lengths).sum(1) / lengths[:, None].float()  # rows past the length are zero
     return [head(pooled) for head in heads]
 

@@ -11,10 +11,11 @@ probes").
 
 Usage (repository root, Debian's PyTorch):
 
-    /usr/bin/python3 tools/train/text_probe.py models/omnirx-default [--random] [--seed 5]
+    /usr/bin/python3 tools/train/text_probe.py models/omnirx-default [--seed 5]
+    /usr/bin/python3 tools/train/text_probe.py --random
 
 prints one JSON object {read-out: {attribute: held-out accuracy}}; ``--random`` probes a freshly initialised encoder of
-the default architecture instead of the directory's (the directory is then unused).
+the default architecture instead of a directory's.
 """
 
 from __future__ import annotations
@@ -40,9 +41,7 @@ READOUTS = ("mean", "first", "last")
 
 def readouts(t5: ref.T5EncoderModel, prompts: Sequence[str], words: Sequence[str], max_len: int) -> Dict[str, np.ndarray]:
     """Each read-out of the prompts' text states: {name: [N, dModel] float32}."""
-    toks = [ref.tokenize(p, words, max_len) for p in prompts]
-    ids = torch.from_numpy(np.stack([t[0] for t in toks])).long()
-    lengths = torch.tensor([t[1] for t in toks])
+    ids, lengths = tf.tokenize_batch(prompts, words, max_len)
     with torch.no_grad():
         h = tf.text_states(t5, ids, lengths).float()
     n = torch.arange(len(prompts))
@@ -68,10 +67,12 @@ def probe_accuracy(x_train: np.ndarray, y_train: np.ndarray, x_test: np.ndarray,
 
 def main(argv: List[str] | None = None) -> None:
     ap = argparse.ArgumentParser(description="Linear probes of a text encoder's states for the prompts' scene attributes.")
-    ap.add_argument("model_dir", help="model directory with text_encoder.safetensors")
-    ap.add_argument("--random", action="store_true", help="probe a freshly initialised encoder (torch seed 0) instead")
+    ap.add_argument("model_dir", nargs="?", help="model directory with text_encoder.safetensors")
+    ap.add_argument("--random", action="store_true", help="probe a freshly initialised encoder (torch seed 0) instead of a directory's")
     ap.add_argument("--seed", type=int, default=5, help="seed of the probe's prompts")
     a = ap.parse_args(argv)
+    if (a.model_dir is None) == (not a.random):
+        ap.error("give a model directory or --random (one of them)")
     spec, words = default_model.default_spec(), default_model.default_words()
     torch.manual_seed(0)
     t5 = ref.T5EncoderModel(spec["textEncoder"]).eval()

@@ -339,9 +339,7 @@ def train_dit(
             clips = DitClips(index, seed, enc, image_share)
         b = DitBatch(clips, index, use, seed)
         data_s = time.time() - t_step
-        toks = [ref.tokenize(p, words, max_len) for p in b.prompts]
-        ids = torch.from_numpy(np.stack([t[0] for t in toks])).long()
-        lengths = torch.tensor([t[1] for t in toks])
+        ids, lengths = tf.tokenize_batch(b.prompts, words, max_len)
         eps = torch.randn(b.x0.shape, generator=gen)
         s = b.sigma[:, None, :, None, None]
         xt = (1 - s) * b.x0 + s * eps

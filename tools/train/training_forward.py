@@ -21,6 +21,7 @@ import os
 import sys
 from typing import Optional, Sequence, Tuple
 
+import numpy as np
 import torch
 
 HERE = os.path.dirname(os.path.abspath(__file__))
@@ -28,6 +29,13 @@ sys.path.insert(0, os.path.join(os.path.dirname(HERE), "reference"))
 import action_reference as aref  # noqa: E402
 import causal_reference as cref  # noqa: E402
 import omnirx_reference as ref  # noqa: E402
+
+
+def tokenize_batch(prompts: Sequence[str], words: Sequence[str], max_len: int) -> Tuple[torch.Tensor, torch.Tensor]:
+    """Prompts → token ids [B, max_len] int64 (zero-padded) and lengths [B] int64, by the runtime's tokenizer
+    (``ref.tokenize``)."""
+    toks = [ref.tokenize(p, words, max_len) for p in prompts]
+    return torch.from_numpy(np.stack([t[0] for t in toks])).long(), torch.tensor([t[1] for t in toks])
 
 
 def text_states(t5: ref.T5EncoderModel, ids: torch.Tensor, lengths: torch.Tensor) -> torch.Tensor:
