@@ -11,9 +11,11 @@
  * `--seeds K` (default 1) runs every T2V prompt and world session at K seeds (the set's seed + 1000·k, k < K): K times
  * the frames and narrower intervals. K = 1 is the 640-frame set of the model card.
  *
- * `--tallies-out FILE` writes every clip's counts (src/eval/world-tallies.ts); `--baseline FILE` reads such a file of
- * another set of weights, run with at least as many `--seeds`, and adds "vs_baseline" to each section: this run minus the
- * baseline per target figure with the paired 95 % interval (`worldDifference`), the way to tell two sets apart.
+ * `--tallies-out FILE` writes every clip's counts and sampler settings (src/eval/world-tallies.ts); `--baseline FILE`
+ * reads such a file of another set of weights, run with at least as many `--seeds`, and adds "vs_baseline" to each
+ * section: this run minus the baseline per target figure with the paired 95 % interval (`worldDifference`), the way to
+ * tell two sets apart. A baseline of other prompts is refused before any clip is generated, one of other sampler
+ * settings (steps, guidance scale, session window, `--matmul-dtype`…) at the first clip (exit 2, the setting named).
  *
  * `--strips DIR` also writes each clip of the first seed as a PNG frame strip (t2v-<i>.png, world-<i>.png) with the
  * prompts and actions in DIR/strips.json, for the model card.
@@ -32,26 +34,8 @@ import { tallyWorldClip, worldFigures, type WorldEvalClip } from '../src/eval/wo
 import { worldDifference, worldIntervals } from '../src/eval/world-intervals';
 import { checkSameClips, pairWithBaseline, readWorldTallies, unitsByMode, worldTalliesFile, type WorldTalliesFile, type WorldTallyRecord } from '../src/eval/world-tallies';
 import { ACTION_KEYS } from '../src/models/wan/actions';
-import { t2vClip, worldClip, WORLD_EVAL_SESSIONS } from '../src/eval/world-clips';
+import { T2V_EVAL_PROMPTS, t2vClip, worldClip, WORLD_EVAL_SESSIONS } from '../src/eval/world-clips';
 
-const T2V_PROMPTS = [
-  'a red ball in a dark blue room',
-  'a yellow square in a gray room with two cyan blocks',
-  'a white disc in a black room with a red block',
-  'a green cube in a brown room',
-  'a cyan ball in a dark green room with three orange blocks',
-  'a magenta box in a dark blue room with a white block',
-  'an orange dot in a gray room',
-  'a red square in a black room with two green blocks',
-  'a yellow ball in a brown room with a cyan block',
-  'a white box in a dark green room',
-  'a magenta dot in a black room with two yellow blocks',
-  'a green square in a gray room with a red block',
-  'an orange disc in a dark blue room with three white blocks',
-  'a cyan cube in a brown room',
-  'a red ball in a gray room with a green block',
-  'a yellow disc in a dark blue room',
-];
 const T2V_FRAMES = 16;
 /** Seed offset between the repeats of `--seeds` (the sets' own seeds span 100–115 and 200–215). */
 const SEED_STRIDE = 1000;
@@ -122,7 +106,7 @@ interface PlannedClip extends Pick<WorldTallyRecord, 'mode' | 'unit' | 'seed' | 
 function plan(seeds: number, model: string | undefined): PlannedClip[] {
   const clips: PlannedClip[] = [];
   for (let k = 0; k < seeds; k++) {
-    for (const [i, prompt] of T2V_PROMPTS.entries()) {
+    for (const [i, prompt] of T2V_EVAL_PROMPTS.entries()) {
       const seed = 100 + i + SEED_STRIDE * k;
       clips.push({ mode: 't2v', unit: i, seed, prompt, repeat: k, generate: (e) => t2vClip(e, { model, prompt, seed, frames: T2V_FRAMES }) });
     }
@@ -134,17 +118,27 @@ function plan(seeds: number, model: string | undefined): PlannedClip[] {
   return clips;
 }
 
+/**
+ * Whether the baseline holds these clips (`checkSameClips`: prompts, frame counts, sampler settings). If not, prints
+ * why and sets exit status 2, as for any bad flag value (the caller returns; the engine, if open, is closed).
+ */
+function baselineHolds(run: Parameters<typeof checkSameClips>[0], baseline: Parameters<typeof checkSameClips>[1]): boolean {
+  try {
+    checkSameClips(run, baseline);
+    return true;
+  } catch (e) {
+    console.error(`error: --baseline: ${(e as Error).message}`);
+    process.exitCode = 2;
+    return false;
+  }
+}
+
 async function main(): Promise<void> {
   const o = parseOptions(process.argv.slice(2));
   const planned = plan(o.seeds, o.model);
   if (o.baseline) {
-    // before any clip is generated: a baseline of another set is a bad flag value
-    try {
-      checkSameClips(planned, o.baseline.clips);
-    } catch (e) {
-      console.error(`error: --baseline: ${(e as Error).message}`);
-      process.exit(2);
-    }
+    if (!baselineHolds(planned, o.baseline.clips)) return; // before any clip is generated
+    if (o.baseline.version === 1) console.error('note: --baseline is a version-1 tallies file, which records no sampler settings: they are not checked');
   }
   const engine = await Engine.create({ ...(o.modelsDir ? { modelsDir: o.modelsDir } : {}), ...(o.matmulDtype ? { matmulDtype: o.matmulDtype } : {}) });
   try {
@@ -153,7 +147,9 @@ async function main(): Promise<void> {
     const stripClips: Array<readonly ['t2v' | 'world', WorldEvalClip]> = [];
     for (const p of planned) {
       const clip = await p.generate(engine);
-      records.push({ mode: p.mode, unit: p.unit, seed: p.seed, prompt: p.prompt, ...tallyWorldClip(clip) });
+      const record = { mode: p.mode, unit: p.unit, seed: p.seed, prompt: p.prompt, ...tallyWorldClip(clip), settings: { ...clip.settings, matmulDtype: o.matmulDtype ?? 'float32' } };
+      if (o.baseline && !baselineHolds([record], o.baseline.clips)) return; // other sampler settings show at the first clip
+      records.push(record);
       if (o.strips !== undefined && p.repeat === 0) stripClips.push([p.mode, clip]);
     }
     const units = unitsByMode(records);

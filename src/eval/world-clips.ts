@@ -1,8 +1,29 @@
 import { lastValueFrom, toArray } from 'rxjs';
 import type { Engine } from '../engine/engine';
+import type { OmniEvent } from '../request/omni-event';
 import { ACTION_KEYS } from '../models/wan/actions';
 import type { SessionAction } from '../request/session-request';
 import type { WorldEvalClip } from './world-eval';
+
+/** The T2V prompts of `npm run eval:world` (bench/eval-world.ts): 16 prompts of the generator's grammar, seeds 100–115. */
+export const T2V_EVAL_PROMPTS: readonly string[] = [
+  'a red ball in a dark blue room',
+  'a yellow square in a gray room with two cyan blocks',
+  'a white disc in a black room with a red block',
+  'a green cube in a brown room',
+  'a cyan ball in a dark green room with three orange blocks',
+  'a magenta box in a dark blue room with a white block',
+  'an orange dot in a gray room',
+  'a red square in a black room with two green blocks',
+  'a yellow ball in a brown room with a cyan block',
+  'a white box in a dark green room',
+  'a magenta dot in a black room with two yellow blocks',
+  'a green square in a gray room with a red block',
+  'an orange disc in a dark blue room with three white blocks',
+  'a cyan cube in a brown room',
+  'a red ball in a gray room with a green block',
+  'a yellow disc in a dark blue room',
+];
 
 /**
  * The world sessions of `npm run eval:world` (bench/eval-world.ts): 16 prompts of the generator's grammar, 24 frames
@@ -32,6 +53,14 @@ export const WORLD_EVAL_SESSIONS: ReadonlyArray<{ prompt: string; seed: number; 
 /** The directional keys world clips cycle through (up, right, down, left), `run` frames each. */
 const CYCLE = ['up', 'right', 'down', 'left'] as const;
 
+/** An `admitted` event's params as clip settings: without the seed (the tallies record it) and the priority. */
+function admittedSettings(events: readonly OmniEvent[]): Record<string, number | string | boolean> {
+  const admitted = events.find((e) => e.type === 'admitted');
+  if (admitted?.type !== 'admitted') throw new Error('the runtime sent no admitted event');
+  const { seed: _seed, priority: _priority, ...settings } = admitted.params;
+  return settings;
+}
+
 /** Splits an RGB24 video [F, H, W, 3] (uint8) into F frames [H, W, 3] (views, not copies). */
 function splitFrames(frames: Uint8Array, n: number, width: number, height: number): Uint8Array[] {
   const s = width * height * 3;
@@ -41,7 +70,7 @@ function splitFrames(frames: Uint8Array, n: number, width: number, height: numbe
 /**
  * One T2V clip for the world evaluation: a text-to-video request (bidirectional sampling) at 64×64 with the model's
  * default steps and guidance scale, `frames` frames, seed `seed`.
- * @throws Error when the request ends with an error event or without a video artifact.
+ * @throws Error when the request ends with an error event, without a video artifact or without an admitted event.
  */
 export async function t2vClip(engine: Engine, o: { model?: string; prompt: string; seed: number; frames: number }): Promise<WorldEvalClip> {
   const events = await lastValueFrom(
@@ -51,7 +80,7 @@ export async function t2vClip(engine: Engine, o: { model?: string; prompt: strin
   if (fin === undefined || fin.type !== 'final') throw new Error(`T2V failed: ${JSON.stringify(events.filter((e) => e.type === 'error'))}`);
   const v = fin.output.artifacts.video;
   if (v?.kind !== 'video') throw new Error('T2V returned no video');
-  return { prompt: o.prompt, width: v.width, height: v.height, frames: splitFrames(v.frames, v.numFrames, v.width, v.height) };
+  return { prompt: o.prompt, width: v.width, height: v.height, frames: splitFrames(v.frames, v.numFrames, v.width, v.height), settings: admittedSettings(events) };
 }
 
 /**
@@ -59,18 +88,20 @@ export async function t2vClip(engine: Engine, o: { model?: string; prompt: strin
  * frames, driven by directional runs of `run` frames (up, right, down, left, starting `shift` runs into the cycle).
  * Each chunk's action is the one the session reports in its chunk event (`rollout.action`), so `actions[f]` is the
  * action frame f was generated with.
- * @throws Error on a session error event.
+ * @throws Error on a session error event, or when the session sent no admitted event.
  */
 export async function worldClip(engine: Engine, o: { model?: string; prompt: string; seed: number; frames: number; run: number; shift: number }): Promise<WorldEvalClip> {
   const session = await engine.session({ ...(o.model ? { model: o.model } : {}), prompt: o.prompt, seed: o.seed });
   const frames: Uint8Array[] = [];
   const actions: number[] = [];
+  const admitted: OmniEvent[] = [];
   let width = 0, height = 0;
   const keyAt = (f: number): SessionAction['key'] => CYCLE[(Math.floor(f / o.run) + o.shift) % CYCLE.length];
   await new Promise<void>((resolve, reject) => {
     session.events$.subscribe({
       next: (ev) => {
         if (ev.type === 'error') reject(new Error(`${ev.code}: ${ev.message}`));
+        if (ev.type === 'admitted') admitted.push(ev);
         if (ev.type !== 'chunk' || ev.artifact.kind !== 'video') return;
         const a = ev.artifact;
         width = a.width;
@@ -92,5 +123,5 @@ export async function worldClip(engine: Engine, o: { model?: string; prompt: str
     session.credits.next(1);
   });
   await session.whenReleased();
-  return { prompt: o.prompt, width, height, frames: frames.slice(0, o.frames), actions: actions.slice(0, o.frames) };
+  return { prompt: o.prompt, width, height, frames: frames.slice(0, o.frames), actions: actions.slice(0, o.frames), settings: admittedSettings(admitted) };
 }

@@ -9,6 +9,11 @@ export interface WorldEvalClip {
   frames: readonly Uint8Array[];
   /** actions[f] = action id (0 none … 4 right) of frame f; omitted for T2V clips (no action following measured). */
   actions?: readonly number[];
+  /**
+   * The sampler settings the runtime reported in the clip's `admitted` event (its params without seed and priority;
+   * world-tallies.ts `WorldClipSettingsSchema`); omitted for clips the runtime did not generate (fixtures).
+   */
+  settings?: Readonly<Record<string, number | string | boolean>>;
 }
 
 /**

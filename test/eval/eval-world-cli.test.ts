@@ -1,11 +1,13 @@
 /**
  * `npm run eval:world`'s command line (bench/eval-world.ts, built into dist/ by `npm test`'s pretest): bad flags are
- * refused by name with exit 2 before any model loads, and --help lists the options.
+ * refused by name with exit 2 before any model loads (a baseline of other sampler settings at the first clip), and
+ * --help lists the options.
  */
 import { spawnSync } from 'node:child_process';
 import { mkdtempSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import * as path from 'node:path';
+import { T2V_EVAL_PROMPTS, WORLD_EVAL_SESSIONS } from '../../src/eval/world-clips';
 
 const SCRIPT = path.resolve(__dirname, '..', '..', 'dist', 'bench', 'eval-world.js');
 const run = (...args: string[]) => spawnSync(process.execPath, [SCRIPT, ...args], { encoding: 'utf8', timeout: 60_000 });
@@ -32,11 +34,25 @@ describe('eval:world command line', () => {
     [['--baseline', file('other-set.json', JSON.stringify({ format: 'omnirx-world-tallies', version: 1, clips: [{ mode: 't2v', unit: 0, seed: 100, prompt: 'a red ball in a dark blue room', frames: 16, colorOk: 1, roomOk: 16, present: 9, pairs: 0, followed: 0 }] }))], /error: --baseline: baseline: has no clip t2v unit 1 seed 101 \(run it with at least as many --seeds\)/],
     [['--seeds', '2', '--baseline', file('one-seed.json', JSON.stringify({ format: 'omnirx-world-tallies', version: 1, clips: [{ mode: 't2v', unit: 0, seed: 100, prompt: 'a red ball in a dark blue room', frames: 16, colorOk: 1, roomOk: 16, present: 9, pairs: 0, followed: 0 }] }))], /has no clip t2v unit 1 seed 101/],
     [['--baseline', file('text.json', 'not json')], /text\.json: not JSON/],
-    [['--baseline', file('v2.json', JSON.stringify({ format: 'omnirx-world-tallies', version: 2, clips: [] }))], /v2\.json: version: /],
+    [['--baseline', file('v3.json', JSON.stringify({ format: 'omnirx-world-tallies', version: 3, clips: [] }))], /v3\.json: version: /],
     [['--baseline', file('bad-count.json', JSON.stringify({ format: 'omnirx-world-tallies', version: 1, clips: [{ mode: 't2v', unit: 0, seed: 100, prompt: 'a red ball in a dark blue room', frames: 16, colorOk: 1, roomOk: 16, present: 99, pairs: 0, followed: 0 }] }))], /bad-count\.json: clips\.0: counts are inconsistent/],
   ])('refuses %j by name with exit 2', (args, message) => {
     const r = run(...args);
     expect(r.stderr).toMatch(message);
+    expect(r.stdout).toBe('');
+    expect(r.status).toBe(2);
+  });
+
+  it('refuses a baseline run with other sampler settings at the first clip, naming the setting (exit 2, no figures)', () => {
+    // a baseline of every clip of the set, whose T2V clips ran at guidance scale 3 (the default model's is 5)
+    const t2v = { task: 'T2V', width: 64, height: 64, numFrames: 16, fps: 8, numInferenceSteps: 20, guidanceScale: 3, flowShift: 3, sampler: 'euler', matmulDtype: 'float32' };
+    const counts = { colorOk: 0, roomOk: 0, present: 0, pairs: 0, followed: 0 };
+    const clips = [
+      ...T2V_EVAL_PROMPTS.map((prompt, unit) => ({ mode: 't2v', unit, seed: 100 + unit, prompt, frames: 16, ...counts, settings: t2v })),
+      ...WORLD_EVAL_SESSIONS.map((s, unit) => ({ mode: 'world', unit, seed: s.seed, prompt: s.prompt, frames: s.frames, ...counts, settings: {} })),
+    ];
+    const r = run('--baseline', file('guidance-3.json', JSON.stringify({ format: 'omnirx-world-tallies', version: 2, clips })));
+    expect(r.stderr).toMatch(/error: --baseline: baseline: clip t2v unit 0 seed 100 ran with guidanceScale 3, this run 5 \(compare runs of the same sampler settings\)/);
     expect(r.stdout).toBe('');
     expect(r.status).toBe(2);
   });

@@ -90,8 +90,14 @@ describe('worldDifference', () => {
 });
 
 describe('tallies file', () => {
-  const rec = (o: Partial<WorldTallyRecord> = {}): WorldTallyRecord => ({ mode: 'world', unit: 0, seed: 200, prompt: 'a yellow ball in a dark green room', frames: 24, colorOk: 10, roomOk: 24, present: 12, pairs: 8, followed: 5, ...o });
-  const file = (clips: unknown) => JSON.stringify({ format: 'omnirx-world-tallies', version: 1, clips });
+  const settings = { width: 64, height: 64, fps: 8, flowShift: 3, chunkFrames: 1, sinkFrames: 1, localWindowFrames: 6, stepsPerChunk: 2, firstChunkSteps: 16, task: 'WORLD', matmulDtype: 'float32' };
+  const rec = (o: Partial<WorldTallyRecord> = {}): WorldTallyRecord => ({ mode: 'world', unit: 0, seed: 200, prompt: 'a yellow ball in a dark green room', frames: 24, colorOk: 10, roomOk: 24, present: 12, pairs: 8, followed: 5, settings, ...o });
+  const file = (clips: unknown) => JSON.stringify({ format: 'omnirx-world-tallies', version: 2, clips });
+  /** A record of a version-1 file (before settings were recorded). */
+  const recV1 = (o: Partial<WorldTallyRecord> = {}) => {
+    const { settings: _settings, ...r } = rec(o);
+    return r;
+  };
 
   it('reads a file this version writes, and groups a prompt\'s seeds into one unit per mode', () => {
     const clips = [rec(), rec({ seed: 1200 }), rec({ unit: 1, seed: 201 }), rec({ mode: 't2v', unit: 0, seed: 100, pairs: 0, followed: 0 })];
@@ -105,7 +111,12 @@ describe('tallies file', () => {
   it.each([
     ['not JSON', '{"format": ', /^base\.json: not JSON/],
     ['another format', JSON.stringify({ format: 'other', version: 1, clips: [rec()] }), /^base\.json: format: /],
-    ['a later version', JSON.stringify({ format: 'omnirx-world-tallies', version: 2, clips: [rec()] }), /^base\.json: version: /],
+    ['a later version', JSON.stringify({ format: 'omnirx-world-tallies', version: 3, clips: [rec()] }), /^base\.json: version: /],
+    ['a version-2 record without settings', file([recV1()]), /^base\.json: clips\.0\.settings: /],
+    ['a version-1 record with settings (version 1 had none)', JSON.stringify({ format: 'omnirx-world-tallies', version: 1, clips: [rec()] }), /^base\.json: clips\.0: .*settings/],
+    ['settings that are not an object', file([rec({ settings: 'euler' as unknown as WorldTallyRecord['settings'] })]), /^base\.json: clips\.0\.settings: /],
+    ['a setting that is an object', file([rec({ settings: { ...settings, sampler: { kind: 'euler' } as unknown as string } })]), /^base\.json: clips\.0\.settings\.sampler: /],
+    ['more than 32 settings', file([rec({ settings: Object.fromEntries(Array.from({ length: 33 }, (_, i) => [`k${i}`, i])) })]), /^base\.json: clips\.0\.settings: more than 32 settings/],
     ['no clips', file([]), /^base\.json: clips: /],
     ['clips not an array', file({ 0: rec() }), /^base\.json: clips: /],
     ['an unknown field', file([{ ...rec(), extra: 1 }]), /^base\.json: clips\.0: .*extra/],
@@ -126,9 +137,13 @@ describe('tallies file', () => {
   });
 
   it('refuses prototype keys, at the top and in a record, and pollutes nothing', () => {
-    const top = `{"__proto__": {"polluted": 1}, "format": "omnirx-world-tallies", "version": 1, "clips": [${JSON.stringify(rec())}]}`;
+    const top = `{"__proto__": {"polluted": 1}, "format": "omnirx-world-tallies", "version": 2, "clips": [${JSON.stringify(rec())}]}`;
     expect(() => parseWorldTallies(top, 'base.json')).toThrow(/^base\.json: \(root\): .*__proto__/);
     const inner = file([rec()]).replace('"clips":[{', '"clips":[{"__proto__":{"polluted":1},');
+    const inSettings = file([rec()]).replace('"settings":{', '"settings":{"__proto__":{"polluted":1},');
+    expect(inSettings).toContain('"settings":{"__proto__":{"polluted":1},');
+    const parsed = parseWorldTallies(inSettings, 'base.json').clips[0].settings!;
+    expect(Object.getPrototypeOf(parsed)).toBe(Object.prototype);
     expect(inner).toContain('"clips":[{"__proto__":{"polluted":1},"mode":"world"');
     expect(() => parseWorldTallies(inner, 'base.json')).toThrow(/^base\.json: clips\.0: .*__proto__/);
     expect(({} as Record<string, unknown>).polluted).toBeUndefined();
@@ -136,7 +151,15 @@ describe('tallies file', () => {
 
   it('what eval:world writes reads back the same', () => {
     const clips = [rec(), rec({ mode: 't2v', seed: 100, pairs: 0, followed: 0 })];
-    expect(parseWorldTallies(JSON.stringify(worldTalliesFile(clips)), 'x.json')).toEqual({ format: 'omnirx-world-tallies', version: 1, clips });
+    expect(parseWorldTallies(JSON.stringify(worldTalliesFile(clips)), 'x.json')).toEqual({ format: 'omnirx-world-tallies', version: 2, clips });
+  });
+
+  it('still reads a version-1 file (no settings), and pairs a run with it without checking settings', () => {
+    const old = parseWorldTallies(JSON.stringify({ format: 'omnirx-world-tallies', version: 1, clips: [recV1({ colorOk: 4 })] }), 'old.json');
+    expect(old.version).toBe(1);
+    expect(old.clips[0].settings).toBeUndefined();
+    const p = pairWithBaseline([rec({ colorOk: 7 })], old.clips);
+    expect(p.world).toEqual([{ candidate: [expect.objectContaining({ colorOk: 7 })], baseline: [expect.objectContaining({ colorOk: 4 })] }]);
   });
 
   it('reads a file, refusing a missing one and one over the size limit by name', () => {
@@ -171,5 +194,17 @@ describe('tallies file', () => {
     expect(() => pairWithBaseline([rec(), rec({ seed: 1200 })], [rec()])).toThrow(/baseline: has no clip world unit 0 seed 1200 \(run it with at least as many --seeds\)/);
     expect(() => pairWithBaseline([rec()], [rec({ prompt: 'a red ball in a brown room' })])).toThrow(/baseline: clip world unit 0 seed 200 has prompt "a red ball in a brown room", this run "a yellow ball in a dark green room"/);
     expect(() => pairWithBaseline([rec()], [rec({ frames: 16 })])).toThrow(/baseline: clip world unit 0 seed 200 has 16 frames, this run 24/);
+  });
+
+  it('refuses a baseline run with other sampler settings, naming the first setting that differs', () => {
+    const other = (o: Record<string, string | number>) => [rec({ settings: { ...settings, ...o } })];
+    expect(() => pairWithBaseline([rec()], other({ stepsPerChunk: 4 }))).toThrow(/baseline: clip world unit 0 seed 200 ran with stepsPerChunk 4, this run 2 \(compare runs of the same sampler settings\)/);
+    expect(() => pairWithBaseline([rec()], other({ matmulDtype: 'bfloat16' }))).toThrow(/ran with matmulDtype "bfloat16", this run "float32"/);
+    // a setting only one side reports (a runtime that added one), in sorted key order
+    expect(() => pairWithBaseline([rec()], other({ sampler: 'euler' }))).toThrow(/ran with sampler "euler", this run none/);
+    expect(() => pairWithBaseline([rec({ settings: { ...settings, previewEvery: 4 } })], [rec()])).toThrow(/ran with previewEvery none, this run 4/);
+    // the same value as a string is another setting
+    expect(() => pairWithBaseline([rec()], other({ fps: '8' }))).toThrow(/ran with fps "8", this run 8/);
+    expect(pairWithBaseline([rec()], other({})).world).toHaveLength(1);
   });
 });
