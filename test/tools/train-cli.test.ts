@@ -53,6 +53,9 @@ describe('train.py refuses bad flags by name, before training (exit 2, nothing w
     ['budget NaN', ['--budget-minutes', 'nan'], /--budget-minutes must be a positive number; got nan/],
     ['budget 0', ['--budget-minutes', '0'], /--budget-minutes must be a positive number; got 0/],
     ['unknown precision', ['--precision', 'float16'], /--precision: invalid choice: 'float16'/],
+    ['DiT learning rate 0', ['--dit-lr', '0'], /--dit-lr must be in \(0, 1\); got 0\.0/],
+    ['DiT learning rate NaN', ['--dit-lr', 'nan'], /--dit-lr must be in \(0, 1\); got nan/],
+    ['DiT learning rate of 1', ['--dit-lr', '1'], /--dit-lr must be in \(0, 1\); got 1\.0/],
     ['negative text-encoder steps', ['--text-steps=-1'], /--text-steps must not be negative; got -1/],
     ['unknown text-encoder mode', ['--text-encoder', 'trained'], /--text-encoder: invalid choice: 'trained'/],
     ['an --init directory that does not exist', ['--init', '/nonexistent/omnirx'], /--init \/nonexistent\/omnirx: not a model directory this script wrote \(missing model\.json/],
@@ -83,9 +86,9 @@ describe('train.py refuses bad flags by name, before training (exit 2, nothing w
 });
 
 describe('a short training run', () => {
-  // --reuse 2 and a frozen text encoder after a text stage (not the recipe's defaults), so the second DiT step takes the
-  // shared batch's second use and the repeat line carries the text options
-  const flags = ['--seed', '3', '--vae-steps', '2', '--text-steps', '3', '--text-encoder', 'frozen', '--dit-steps', '2', '--finetune-steps', '1,1', '--image-share', '0.5', '--reuse', '2'];
+  // --reuse 2, a frozen text encoder after a text stage and another DiT learning rate (not the recipe's defaults), so the
+  // second DiT step takes the shared batch's second use and the repeat line carries those options
+  const flags = ['--seed', '3', '--vae-steps', '2', '--text-steps', '3', '--text-encoder', 'frozen', '--dit-steps', '2', '--finetune-steps', '1,1', '--image-share', '0.5', '--reuse', '2', '--dit-lr', '0.0005'];
   let first: string;
   beforeAll(() => {
     first = path.join(scratch(), 'first');
@@ -104,12 +107,15 @@ describe('a short training run', () => {
     const log = readFileSync(path.join(first, 'train_log.jsonl'), 'utf8')
       .trim()
       .split('\n')
-      .map((l) => JSON.parse(l) as { stage: string; step: number; loss: number; mode?: string });
+      .map((l) => JSON.parse(l) as { stage: string; step: number; loss: number; mode?: string; lr?: number });
     expect(log.map((r) => `${r.stage}:${r.step}`)).toEqual(['vae:0', 'vae:1', 'text:0', 'text:1', 'text:2', 'dit:0', 'dit:1', 'finetune:0', 'finetune2:0']);
     for (const r of log) expect(Number.isFinite(r.loss)).toBe(true);
-    for (const r of log.filter((r) => r.stage !== 'vae' && r.stage !== 'text')) expect(['causal', 'bidirectional', 'image']).toContain(r.mode);
+    const dit = log.filter((r) => r.stage !== 'vae' && r.stage !== 'text');
+    for (const r of dit) expect(['causal', 'bidirectional', 'image']).toContain(r.mode);
+    // every DiT phase warms up to --dit-lr over 50 steps: step k runs at lr·(k + 1)/50
+    expect(dit.map((r) => r.lr)).toEqual([0.0005 / 50, (0.0005 * 2) / 50, 0.0005 / 50, 0.0005 / 50].map((x) => expect.closeTo(x, 12)));
     const s = summary(first);
-    expect(s).toMatchObject({ seed: 3, image_share: 0.5, reuse: 2, precision: 'bfloat16', vae: { steps: 2 }, text: { steps: 3, during_dit: 'frozen' }, dit: { steps: 2 } });
+    expect(s).toMatchObject({ seed: 3, image_share: 0.5, reuse: 2, precision: 'bfloat16', dit_lr: 0.0005, vae: { steps: 2 }, text: { steps: 3, during_dit: 'frozen' }, dit: { steps: 2 } });
     const acc = (s.text as { held_out_acc: Record<string, number> }).held_out_acc;
     expect(Object.keys(acc)).toEqual(['room', 'agent_color', 'agent_shape', 'blocks', 'block_color']);
     for (const v of Object.values(acc)) expect(v >= 0 && v <= 1).toBe(true);

@@ -105,6 +105,9 @@ BIDIR_FRAMES, BIDIR_BATCH = 16, 2
 IMAGE_BATCH = 32
 """Image batches (``--image-share``): 32 single frames of 32 scenes, the same token count as the clip batches."""
 DIT_LR = 3e-4
+"""Peak learning rate of the DiT phases (``--dit-lr``). 1e-3 reached a 22 % lower base-phase loss but, with the text
+encoder trained jointly, lost the room colour in its single tokens and drew the prompt's colours far less often
+(docs/model-card.md, "Learning rate"); 2e-3 rose above 3e-4's loss within 150 steps."""
 CHUNK, SINK, WINDOW = 1, 1, 6
 """World-session defaults of the runtime (docs/sessions.md): 1-frame chunks, 1 sink frame, 6-frame window."""
 SHIFT = 3.0
@@ -318,17 +321,19 @@ def train_dit(
     bf16: bool = False,
     image_share: float = 0.0,
     train_text: bool = True,
+    lr: float = DIT_LR,
 ) -> Tuple[ref.T5EncoderModel, aref.ActionCausalWanModel]:
     """Stage dit: DiT + text encoder ``modules`` (trained in place) with flow matching and diffusion forcing (see module
     docstring), a fresh AdamW and learning-rate schedule over the budget's steps, data of ``seed``. Each encoded batch
     of clips serves ``reuse`` consecutive steps (fresh σ, noise and dropout each); ``image_share`` of the batches are
     single frames (DitClips). ``bf16``: the forward runs under
     torch's CPU autocast to bfloat16 (matrix products in bf16, weights, optimizer and loss in float32). ``train_text``
-    False: the text encoder stays frozen (eval mode, no gradient, not in the optimizer)."""
+    False: the text encoder stays frozen (eval mode, no gradient, not in the optimizer). ``lr``: the peak learning rate of
+    the schedule (lr_at)."""
     t5, dit = modules
     t5.train(train_text), dit.train()
     params = (list(t5.parameters()) if train_text else []) + list(dit.parameters())
-    opt = torch.optim.AdamW(params, lr=DIT_LR, betas=(0.9, 0.99), weight_decay=0.01)
+    opt = torch.optim.AdamW(params, lr=lr, betas=(0.9, 0.99), weight_decay=0.01)
     gen = torch.Generator().manual_seed(seed + 2)
     max_len = spec["textEncoder"]["maxLength"]
     start, step, clips = time.time(), 0, None
@@ -352,8 +357,8 @@ def train_dit(
         cell_w = 1.0 + agent_weight * b.agent[:, None]  # [B, 1, F, h, w]
         per_frame = (((v - (eps - b.x0)) ** 2) * cell_w).sum(dim=(1, 3, 4)) / (cell_w.sum(dim=(1, 3, 4)) * v.shape[1])  # [B, F]
         loss = (per_frame * w).sum() / w.sum().clamp_min(1.0)
-        lr = optimizer_step(opt, params, loss, lr_at(step, budget.total or 10**9, DIT_LR))
-        log({"stage": stage, "step": step, "loss": loss.item(), "mode": b.mode, "lr": lr, "data_s": round(data_s, 2), "step_s": round(time.time() - t_step, 2), "elapsed_s": round(time.time() - start, 2)})
+        lr_now = optimizer_step(opt, params, loss, lr_at(step, budget.total or 10**9, lr))
+        log({"stage": stage, "step": step, "loss": loss.item(), "mode": b.mode, "lr": lr_now, "data_s": round(data_s, 2), "step_s": round(time.time() - t_step, 2), "elapsed_s": round(time.time() - start, 2)})
         budget.tick(step, start)
         step += 1
     return t5.eval(), dit.eval()
@@ -464,6 +469,7 @@ def main(argv: Optional[List[str]] = None) -> None:
     ap.add_argument("--reuse", type=int, default=REUSE, help="DiT steps that share one encoded batch of clips")
     ap.add_argument("--precision", choices=("bfloat16", "float32"), default="bfloat16", help="DiT forward under bf16 autocast, or float32 throughout")
     ap.add_argument("--image-share", type=float, default=0.0, help="fraction of DiT batches that are single frames of IMAGE_BATCH scenes (joint image-video training)")
+    ap.add_argument("--dit-lr", type=float, default=DIT_LR, help="peak learning rate of every DiT phase (warm-up, then cosine to a tenth)")
     ap.add_argument("--text-steps", type=int, default=TEXT_STEPS, help="steps of the text-encoder stage on the prompts' scene attributes before the DiT (0: none; skipped with --init)")
     ap.add_argument("--text-encoder", choices=("frozen", "joint"), default=TEXT_ENCODER, help="during the DiT phases: keep the text encoder frozen, or train it jointly through the DiT's loss")
     ap.add_argument("--init", help="model directory to continue from (skips the VAE and text stages)")
@@ -474,6 +480,8 @@ def main(argv: Optional[List[str]] = None) -> None:
         ap.error(f"--reuse must be at least 1; got {a.reuse}")
     if sum(a.finetune_shares) >= 1.0:
         ap.error(f"--finetune-shares must leave the base phase a part of the DiT time (sum < 1); got {a.finetune_shares}")
+    if not (math.isfinite(a.dit_lr) and 0.0 < a.dit_lr < 1.0):
+        ap.error(f"--dit-lr must be in (0, 1); got {a.dit_lr}")
     if a.text_steps < 0:
         ap.error(f"--text-steps must not be negative; got {a.text_steps}")
     if a.vae_steps is not None and a.vae_steps < 0:
@@ -540,13 +548,13 @@ def main(argv: Optional[List[str]] = None) -> None:
         bf16 = a.precision == "bfloat16"
         share_left = sum(share for _, _, share in phases)
         dit_budget = Budget(a.dit_steps, (60 * minutes - (time.time() - t_start)) * (1 - share_left), minimum=5)
-        modules = train_dit(spec, words, enc, modules, a.seed, dit_budget, log, a.base_agent_weight, "dit", a.reuse, bf16, a.image_share, train_text)
+        modules = train_dit(spec, words, enc, modules, a.seed, dit_budget, log, a.base_agent_weight, "dit", a.reuse, bf16, a.image_share, train_text, a.dit_lr)
         ft_budgets: List[Budget] = []
         for k, (name, steps, share) in enumerate(phases, start=1):
             # budget mode: this phase's part of the time still left, in proportion to the shares of the phases left
             ft_budgets.append(Budget(steps, (60 * minutes - (time.time() - t_start)) * share / share_left, minimum=0))
             share_left -= share
-            modules = train_dit(spec, words, enc, modules, a.seed + k, ft_budgets[-1], log, a.agent_weight, name, a.reuse, bf16, a.image_share, train_text)
+            modules = train_dit(spec, words, enc, modules, a.seed + k, ft_budgets[-1], log, a.agent_weight, name, a.reuse, bf16, a.image_share, train_text, a.dit_lr)
         t5, dit = modules
     ft_steps = ",".join(str(b.total) for b in ft_budgets)
     spec["weights"] = "trained"
@@ -572,6 +580,7 @@ def main(argv: Optional[List[str]] = None) -> None:
         "agent_weight": a.agent_weight,
         "base_agent_weight": a.base_agent_weight,
         "precision": a.precision,
+        "dit_lr": a.dit_lr,
         "reuse": a.reuse,
         "image_share": a.image_share,
         "text": {"steps": text_steps, "loss_last20": tail("text") if series["text"] else None, "held_out_acc": dict(zip([n for n, _ in ATTRIBUTES], text_acc)) if text_acc else None, "during_dit": a.text_encoder},
@@ -586,7 +595,7 @@ def main(argv: Optional[List[str]] = None) -> None:
         "repeat": (
             f"--seed {a.seed} --vae-steps {vae_budget.total} --dit-steps {dit_budget.total} --finetune-steps {ft_steps or 0} --base-agent-weight {a.base_agent_weight} "
             f"--agent-weight {a.agent_weight} --reuse {a.reuse} --precision {a.precision} --image-share {a.image_share} "
-            f"--text-steps {text_steps} --text-encoder {a.text_encoder}" + (f" --init {a.init}" if a.init else "")
+            f"--dit-lr {a.dit_lr} --text-steps {text_steps} --text-encoder {a.text_encoder}" + (f" --init {a.init}" if a.init else "")
         ),
     }
     with open(os.path.join(a.out, "train_summary.json"), "w") as f:
