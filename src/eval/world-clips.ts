@@ -4,6 +4,7 @@ import type { OmniEvent } from '../request/omni-event';
 import { ACTION_KEYS } from '../models/wan/actions';
 import type { SessionAction } from '../request/session-request';
 import type { WorldEvalClip } from './world-eval';
+import type { WorldClipSettings } from './world-tallies';
 
 /** The T2V prompts of `npm run eval:world` (bench/eval-world.ts): 16 prompts of the generator's grammar, seeds 100–115. */
 export const T2V_EVAL_PROMPTS: readonly string[] = [
@@ -54,7 +55,7 @@ export const WORLD_EVAL_SESSIONS: ReadonlyArray<{ prompt: string; seed: number; 
 const CYCLE = ['up', 'right', 'down', 'left'] as const;
 
 /** An `admitted` event's params as clip settings: without the seed (the tallies record it) and the priority. */
-function admittedSettings(events: readonly OmniEvent[]): Record<string, number | string | boolean> {
+function admittedSettings(events: readonly OmniEvent[]): WorldClipSettings {
   const admitted = events.find((e) => e.type === 'admitted');
   if (admitted?.type !== 'admitted') throw new Error('the runtime sent no admitted event');
   const { seed: _seed, priority: _priority, ...settings } = admitted.params;

@@ -1,5 +1,6 @@
 import { ACTION_DIRECTIONS, WORLD_GEOMETRY, parseWorldPrompt } from './world-palette';
 import { detectFrame, moveBlocked, type FrameDetection } from './world-detector';
+import type { WorldClipSettings } from './world-tallies';
 
 /** One generated clip: its prompt, RGB24 frames [H, W, 3] and, for world rollouts, the action id each frame was generated with. */
 export interface WorldEvalClip {
@@ -13,7 +14,7 @@ export interface WorldEvalClip {
    * The sampler settings the runtime reported in the clip's `admitted` event (its params without seed and priority;
    * world-tallies.ts `WorldClipSettingsSchema`); omitted for clips the runtime did not generate (fixtures).
    */
-  settings?: Readonly<Record<string, number | string | boolean>>;
+  settings?: Readonly<WorldClipSettings>;
 }
 
 /**

@@ -43,7 +43,7 @@ describe('eval:world command line', () => {
     expect(r.status).toBe(2);
   });
 
-  it('refuses a baseline run with other sampler settings at the first clip, naming the setting (exit 2, no figures)', () => {
+  it('refuses a baseline run with other sampler settings at the first clip of its mode, naming the setting (exit 2, no figures)', () => {
     // a baseline of every clip of the set, whose T2V clips ran at guidance scale 3 (the default model's is 5)
     const t2v = { task: 'T2V', width: 64, height: 64, numFrames: 16, fps: 8, numInferenceSteps: 20, guidanceScale: 3, flowShift: 3, sampler: 'euler', matmulDtype: 'float32' };
     const counts = { colorOk: 0, roomOk: 0, present: 0, pairs: 0, followed: 0 };
