@@ -2,7 +2,8 @@
  * The training command, tools/train/train.py (issue 8), as a user runs it with Debian's PyTorch: its flags refuse bad
  * values by name before any training starts, a short run writes a model directory the runtime loads, the `repeat`
  * line of train_summary.json reproduces that run byte for byte, and `--init` continues from a directory it wrote while
- * refusing one it did not. Runs are a few steps of the default architecture (about 20 s each); the recipe itself is
+ * refusing one it did not, and the teacher-forcing phase run on a written model gives the weights of one command that ends
+ * with it. Runs are a few steps of the default architecture (about 20 s each); the recipe itself is
  * measured in docs/model-card.md, not here.
  */
 import { spawnSync, SpawnSyncReturns } from 'node:child_process';
@@ -49,7 +50,10 @@ describe('train.py refuses bad flags by name, before training (exit 2, nothing w
     ['fine-tune shares leaving no base phase', ['--finetune-shares', '0.5,0.5'], /--finetune-shares must leave the base phase/],
     ['a fine-tune share outside (0, 1)', ['--finetune-shares', '1.5'], /--finetune-shares: .*each share must be in \(0, 1\)/],
     ['negative VAE steps', ['--vae-steps=-1'], /--vae-steps must not be negative; got -1/],
-    ['zero DiT steps', ['--dit-steps', '0'], /--dit-steps must be at least 1; got 0/],
+    ['zero DiT steps without --init', ['--dit-steps', '0'], /--dit-steps must be at least 1 \(0 only with --init\); got 0/],
+    ['negative teacher-forcing steps', ['--teacher-forcing-steps=-1'], /--teacher-forcing-steps must not be negative; got -1/],
+    ['teacher-forcing share above 1', ['--teacher-forcing-share', '1.5'], /--teacher-forcing-share must be in \[0, 1\]; got 1\.5/],
+    ['teacher-forcing share NaN', ['--teacher-forcing-share', 'nan'], /--teacher-forcing-share must be in \[0, 1\]; got nan/],
     ['budget NaN', ['--budget-minutes', 'nan'], /--budget-minutes must be a positive number; got nan/],
     ['budget 0', ['--budget-minutes', '0'], /--budget-minutes must be a positive number; got 0/],
     ['unknown precision', ['--precision', 'float16'], /--precision: invalid choice: 'float16'/],
@@ -87,8 +91,10 @@ describe('train.py refuses bad flags by name, before training (exit 2, nothing w
 
 describe('a short training run', () => {
   // --reuse 2, a frozen text encoder after a text stage and another DiT learning rate (not the recipe's defaults), so the
-  // second DiT step takes the shared batch's second use and the repeat line carries those options
-  const flags = ['--seed', '3', '--vae-steps', '2', '--text-steps', '3', '--text-encoder', 'frozen', '--dit-steps', '2', '--finetune-steps', '1,1', '--image-share', '0.5', '--reuse', '2', '--dit-lr', '0.0005'];
+  // second DiT step takes the shared batch's second use and the repeat line carries those options; a teacher-forcing
+  // phase of 2 steps at share 0.9 ends it
+  const common = ['--text-encoder', 'frozen', '--image-share', '0.5', '--reuse', '2', '--dit-lr', '0.0005', '--teacher-forcing-share', '0.9'];
+  const flags = ['--seed', '3', '--vae-steps', '2', '--text-steps', '3', '--dit-steps', '2', '--finetune-steps', '1,1', '--teacher-forcing-steps', '2', ...common];
   let first: string;
   beforeAll(() => {
     first = path.join(scratch(), 'first');
@@ -108,12 +114,14 @@ describe('a short training run', () => {
       .trim()
       .split('\n')
       .map((l) => JSON.parse(l) as { stage: string; step: number; loss: number; mode?: string; lr?: number });
-    expect(log.map((r) => `${r.stage}:${r.step}`)).toEqual(['vae:0', 'vae:1', 'text:0', 'text:1', 'text:2', 'dit:0', 'dit:1', 'finetune:0', 'finetune2:0']);
+    expect(log.map((r) => `${r.stage}:${r.step}`)).toEqual(['vae:0', 'vae:1', 'text:0', 'text:1', 'text:2', 'dit:0', 'dit:1', 'finetune:0', 'finetune2:0', 'teacher:0', 'teacher:1']);
     for (const r of log) expect(Number.isFinite(r.loss)).toBe(true);
     const dit = log.filter((r) => r.stage !== 'vae' && r.stage !== 'text');
-    for (const r of dit) expect(['causal', 'bidirectional', 'image']).toContain(r.mode);
+    for (const r of dit.filter((r) => r.stage !== 'teacher')) expect(['causal', 'bidirectional', 'image']).toContain(r.mode);
+    // the teacher phase's first batch (share 0.9) is teacher forcing, and its second step reuses it (--reuse 2)
+    expect(dit.filter((r) => r.stage === 'teacher').map((r) => r.mode)).toEqual(['teacher_forcing', 'teacher_forcing']);
     // every DiT phase warms up to --dit-lr over 50 steps: step k runs at lr·(k + 1)/50
-    expect(dit.map((r) => r.lr)).toEqual([0.0005 / 50, (0.0005 * 2) / 50, 0.0005 / 50, 0.0005 / 50].map((x) => expect.closeTo(x, 12)));
+    expect(dit.map((r) => r.lr)).toEqual([0.0005 / 50, (0.0005 * 2) / 50, 0.0005 / 50, 0.0005 / 50, 0.0005 / 50, (0.0005 * 2) / 50].map((x) => expect.closeTo(x, 12)));
     const s = summary(first);
     expect(s).toMatchObject({ seed: 3, image_share: 0.5, reuse: 2, precision: 'bfloat16', dit_lr: 0.0005, vae: { steps: 2 }, text: { steps: 3, during_dit: 'frozen' }, dit: { steps: 2 } });
     const acc = (s.text as { held_out_acc: Record<string, number> }).held_out_acc;
@@ -123,6 +131,7 @@ describe('a short training run', () => {
       [4, 1],
       [5, 1],
     ]);
+    expect(s.teacher).toMatchObject({ seed: 6, steps: 2, share: 0.9 });
   });
 
   it("its summary's repeat line reproduces the same weights byte for byte", () => {
@@ -152,6 +161,20 @@ describe('a short training run', () => {
     expect(changed(path.join(next, 'transformer.safetensors'), path.join(first, 'transformer.safetensors')).length).toBeGreaterThan(0);
     expect(summary(next)).toMatchObject({ init: first, vae: { steps: 0 }, text: { steps: 0, held_out_acc: null }, dit: { steps: 1 }, finetune: [] });
   }, 300_000);
+
+  it('the teacher-forcing phase run with --init on the model written without it gives the same weights byte for byte', () => {
+    const without = path.join(scratch(), 'without');
+    const base = flags.slice(0, flags.indexOf('--teacher-forcing-steps'));
+    expect(train(['--out', without, ...base, '--teacher-forcing-steps', '0', ...common]).status).toBe(0);
+    expect(summary(without).teacher).toBeNull();
+    // the phase's data seed is S + (phases before it) + 1: 3 + 2 + 1 in one command, (3 + 2) + 0 + 1 continued
+    const continued = path.join(scratch(), 'continued');
+    const r = train(['--out', continued, '--init', without, '--seed', '5', '--dit-steps', '0', '--finetune-steps', '0', '--teacher-forcing-steps', '2', ...common]);
+    expect(r.status).toBe(0);
+    expect(summary(continued)).toMatchObject({ dit: { steps: 0, loss_first: null }, teacher: { seed: 6, steps: 2 } });
+    for (const f of SAFETENSORS) expect(changed(path.join(continued, f), path.join(first, f))).toEqual([]);
+    expect(changed(path.join(continued, 'transformer.safetensors'), path.join(without, 'transformer.safetensors')).length).toBeGreaterThan(0);
+  }, 600_000);
 
   it('by default (--text-encoder joint) the text encoder trains through the DiT loss as well', () => {
     const next = path.join(scratch(), 'joint');

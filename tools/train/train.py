@@ -31,11 +31,19 @@ serves both samplers:
   what a world session's first chunk is (no history), with 32 scenes and prompts per step against a clip batch's 2–4
   (joint image-video training, as Wan 2.1 and Imagen Video). The other batches keep the 60 / 40 split of the rest.
   Scenes are a function of the data index alone (not of the seed), as the clips' always were.
+* teacher-forcing batches (only in the teacher-forcing phase, p = ``--teacher-forcing-share``; 2 clips × 8 frames):
+  each clip's 8 clean frames followed by the same 8 frames noised, σ independent per frame, under
+  training_forward.teacher_forcing_mask: the clean frames attend as the world session's committed KV cache does, and
+  every noisy frame sees only the clean frames its chunk attends to (sink, window), so all 8 frames are trained as a
+  rollout denoises them: from a clean history (Self Forcing's teacher forcing, Huang et al. 2025). In the causal
+  batches above only the first noisy frame after a clean prefix has that history. Loss on the noisy frames only.
 
 Phases of stage ``dit`` (the shipped model's order, first made in three commands): a base phase with an
 unweighted loss, then agent-weighted fine-tune phases (``--finetune-steps`` / ``--finetune-shares``, default two), each
 from the previous phase's weights with a fresh AdamW, warm-up and cosine schedule and a new data seed (phase k: seed + k; the seed draws
-the batch layouts, noise levels and dropout, while the scenes at a data index stay the same). Agent weighting (``--agent-weight`` λ of the fine-tune, default
+the batch layouts, noise levels and dropout, while the scenes at a data index stay the same), and optionally a last
+agent-weighted teacher-forcing phase (``--teacher-forcing-steps``) from the weights rounded to float16 as they are
+written (so the same phase run with ``--init`` on a written model gives the same bytes). Agent weighting (``--agent-weight`` λ of the fine-tune, default
 ``AGENT_WEIGHT``; ``--base-agent-weight`` of the base phase, default 0): the agent (8×8 px) covers about 4 of the 256
 latent cells of a frame, so an unweighted loss is dominated by the static room and a model can reach a low loss while
 drawing no agent (the first 100-minute run did exactly that). With λ > 0 each latent cell whose 4×4 pixel block meets
@@ -102,6 +110,9 @@ CAUSAL_FRAMES, CAUSAL_BATCH = 8, 4
 """Causal batches: 8 frames = a 1-frame chunk with the sink and the full 6-frame window before it."""
 BIDIR_FRAMES, BIDIR_BATCH = 16, 2
 """Bidirectional batches: the runtime's default T2V length (16 frames), at the same token count per step."""
+TEACHER_BATCH = 2
+"""Teacher-forcing batches (``--teacher-forcing-share``): 2 clips of CAUSAL_FRAMES, each as its clean frames followed
+by the same frames noised (training_forward.teacher_forcing_mask), the same token count as the other clip batches."""
 IMAGE_BATCH = 32
 """Image batches (``--image-share``): 32 single frames of 32 scenes, the same token count as the clip batches."""
 DIT_LR = 3e-4
@@ -123,10 +134,13 @@ REUSE = 1
 """DiT steps that share one encoded batch of clips. The recipe takes a fresh batch per step: one-command runs with 2
 followed actions less often than the three float32 commands' weights, one without it as often (docs/model-card.md,
 "One command" and "Image batches"; clip reuse and image batches not tested apart)."""
-RECIPE_STEPS = {"vae": 3433, "dit": 2539, "finetune": (1300, 1500)}
+RECIPE_STEPS = {"vae": 3433, "dit": 2539, "finetune": (1300, 1500), "teacher": 0}
 """Step counts of a run without ``--budget-minutes``: those of the shipped model (VAE, unweighted base phase, the two
 agent-weighted fine-tune phases). With the defaults (bf16 autocast, a fresh batch per step) the shipped weights:
 94.9 minutes on 2 cores (docs/model-card.md, "Recipe")."""
+TEACHER_SHARE = 0.5
+"""Default fraction of the teacher-forcing phase's batches (``--teacher-forcing-steps``) that are teacher-forcing clips;
+the rest keep the other phases' mix."""
 VAE_SHARE = 0.15
 """Fraction of the training budget given to the VAE stage; the rest goes to the DiT + text encoder."""
 TEXT_STEPS = 0
@@ -235,21 +249,24 @@ class DitClips:
     """
     The encoded clips of one data index (``reuse`` consecutive DiT steps share them): normalised latents x₀
     [B, 16, F, 16, 16], agent cells [B, F, 16, 16], action keys [B, F] int64 and prompts, for a causal (B, F =
-    CAUSAL_BATCH, CAUSAL_FRAMES), bidirectional (BIDIR_BATCH, BIDIR_FRAMES) or, with p = ``image_share``, image
-    (IMAGE_BATCH, 1) layout at RoPE frame positions ``positions``. ``rng`` (seeded by (seed, index)) has drawn the
+    CAUSAL_BATCH, CAUSAL_FRAMES), bidirectional (BIDIR_BATCH, BIDIR_FRAMES), with p = ``image_share`` image
+    (IMAGE_BATCH, 1) or with p = ``teacher_share`` teacher-forcing (TEACHER_BATCH, CAUSAL_FRAMES; the sink gap as
+    causal) layout at RoPE frame positions ``positions``. ``rng`` (seeded by (seed, index)) has drawn the
     layout; its stream continues into the first use's noise levels and dropout, so ``reuse`` 1 is the data of the
-    script before clips were shared, and ``image_share`` 0 draws nothing more (the data of the script before images).
+    script before clips were shared, and ``image_share`` and ``teacher_share`` 0 draw nothing more (the data of the
+    script before images).
     An image batch is one-frame text-to-image at RoPE position 0, as the first chunk of a world session (no history):
     32 scenes and prompts against a clip batch's 2–4, at the same token count (joint image-video training, as Wan 2.1
     and Imagen Video). The scenes depend on the data index only, not on ``seed``.
     """
 
-    def __init__(self, index: int, seed: int, enc: cref.WanVaeEncoder, image_share: float = 0.0):
+    def __init__(self, index: int, seed: int, enc: cref.WanVaeEncoder, image_share: float = 0.0, teacher_share: float = 0.0):
         self.rng = np.random.default_rng([seed, index])
         image = image_share > 0 and bool(self.rng.random() < image_share)
-        self.causal = not image and bool(self.rng.random() < P_CAUSAL)
-        frames, batch = (1, IMAGE_BATCH) if image else (CAUSAL_FRAMES, CAUSAL_BATCH) if self.causal else (BIDIR_FRAMES, BIDIR_BATCH)
-        self.mode = "image" if image else "causal" if self.causal else "bidirectional"
+        teacher = not image and teacher_share > 0 and bool(self.rng.random() < teacher_share)
+        self.causal = not image and (teacher or bool(self.rng.random() < P_CAUSAL))
+        frames, batch = (1, IMAGE_BATCH) if image else (CAUSAL_FRAMES, TEACHER_BATCH) if teacher else (CAUSAL_FRAMES, CAUSAL_BATCH) if self.causal else (BIDIR_FRAMES, BIDIR_BATCH)
+        self.mode = "image" if image else "teacher_forcing" if teacher else "causal" if self.causal else "bidirectional"
         gap = int(self.rng.integers(1, MAX_GAP + 1)) if self.causal and self.rng.random() < 0.5 else 0
         self.positions = [0] + list(range(gap + 1, gap + frames)) if gap else list(range(frames))
         first = SEED_IMAGE + index * IMAGE_BATCH if image else SEED_DIT + index * max(CAUSAL_BATCH, BIDIR_BATCH)
@@ -276,9 +293,9 @@ class DitBatch:
             k = clip.actions[clips.positions].copy()
             keys.append(np.zeros_like(k) if rng.random() < P_DROP_ACTION else k)
             self.prompts.append("" if rng.random() < P_DROP_TEXT else clip.prompt)
-            if self.causal:
+            if self.causal:  # teacher forcing: the noisy copy's levels, never a clean prefix (its clean copy is the history)
                 s = sample_sigma(rng, frames)
-                if rng.random() < 0.5:
+                if self.mode == "causal" and rng.random() < 0.5:
                     s[: int(rng.integers(1, frames))] = 0.0
             else:
                 s = sample_sigma(rng, frames) if rng.random() < 0.5 else np.repeat(sample_sigma(rng, 1), frames)
@@ -322,11 +339,13 @@ def train_dit(
     image_share: float = 0.0,
     train_text: bool = True,
     lr: float = DIT_LR,
+    teacher_share: float = 0.0,
 ) -> Tuple[ref.T5EncoderModel, aref.ActionCausalWanModel]:
     """Stage dit: DiT + text encoder ``modules`` (trained in place) with flow matching and diffusion forcing (see module
     docstring), a fresh AdamW and learning-rate schedule over the budget's steps, data of ``seed``. Each encoded batch
     of clips serves ``reuse`` consecutive steps (fresh σ, noise and dropout each); ``image_share`` of the batches are
-    single frames (DitClips). ``bf16``: the forward runs under
+    single frames and ``teacher_share`` teacher-forcing clips (DitClips; each noisy frame denoised from the clean frames
+    before it, the loss on the noisy copy only). ``bf16``: the forward runs under
     torch's CPU autocast to bfloat16 (matrix products in bf16, weights, optimizer and loss in float32). ``train_text``
     False: the text encoder stays frozen (eval mode, no gradient, not in the optimizer). ``lr``: the peak learning rate of
     the schedule (lr_at)."""
@@ -341,7 +360,7 @@ def train_dit(
         t_step = time.time()
         index, use = divmod(step, reuse)
         if use == 0:
-            clips = DitClips(index, seed, enc, image_share)
+            clips = DitClips(index, seed, enc, image_share, teacher_share)
         b = DitBatch(clips, index, use, seed)
         data_s = time.time() - t_step
         ids, lengths = tf.tokenize_batch(b.prompts, words, max_len)
@@ -351,7 +370,13 @@ def train_dit(
         with torch.autocast("cpu", dtype=torch.bfloat16, enabled=bf16):
             with torch.set_grad_enabled(train_text):
                 ctx = tf.text_states(t5, ids, lengths)
-            v = tf.dit_velocity(dit, xt, b.sigma * 1000.0, ctx, b.keys, torch.zeros(*b.keys.shape, 2), b.causal, b.positions)
+            if b.mode == "teacher_forcing":  # [clean frames, noisy frames]; the velocity of the noisy ones
+                n = len(b.positions)
+                t_in = torch.cat([torch.zeros_like(b.sigma), b.sigma * 1000.0], dim=1)
+                keys_in = b.keys.repeat(1, 2)
+                v = tf.dit_velocity(dit, torch.cat([b.x0, xt], dim=2), t_in, ctx, keys_in, torch.zeros(*keys_in.shape, 2), "teacher_forcing", list(b.positions) * 2)[:, :, n:]
+            else:
+                v = tf.dit_velocity(dit, xt, b.sigma * 1000.0, ctx, b.keys, torch.zeros(*b.keys.shape, 2), "causal" if b.causal else "full", b.positions)
         v = v.float()
         w = (b.sigma > 0).float()
         cell_w = 1.0 + agent_weight * b.agent[:, None]  # [B, 1, F, h, w]
@@ -469,6 +494,8 @@ def main(argv: Optional[List[str]] = None) -> None:
     ap.add_argument("--reuse", type=int, default=REUSE, help="DiT steps that share one encoded batch of clips")
     ap.add_argument("--precision", choices=("bfloat16", "float32"), default="bfloat16", help="DiT forward under bf16 autocast, or float32 throughout")
     ap.add_argument("--image-share", type=float, default=0.0, help="fraction of DiT batches that are single frames of IMAGE_BATCH scenes (joint image-video training)")
+    ap.add_argument("--teacher-forcing-steps", dest="teacher_steps", type=int, help="steps of a last, agent-weighted teacher-forcing phase, from the weights rounded to float16 as written (default: the recipe's; 0 in budget mode)")
+    ap.add_argument("--teacher-forcing-share", dest="teacher_share", type=float, default=TEACHER_SHARE, help="fraction of that phase's batches that are teacher-forcing clips (each noisy frame denoised from the clean frames before it)")
     ap.add_argument("--dit-lr", type=float, default=DIT_LR, help="peak learning rate of every DiT phase (warm-up, then cosine to a tenth)")
     ap.add_argument("--text-steps", type=int, default=TEXT_STEPS, help="steps of the text-encoder stage on the prompts' scene attributes before the DiT (0: none; skipped with --init)")
     ap.add_argument("--text-encoder", choices=("frozen", "joint"), default=TEXT_ENCODER, help="during the DiT phases: keep the text encoder frozen, or train it jointly through the DiT's loss")
@@ -476,6 +503,8 @@ def main(argv: Optional[List[str]] = None) -> None:
     a = ap.parse_args(argv)
     if not 0.0 <= a.image_share < 1.0:
         ap.error(f"--image-share must be in [0, 1); got {a.image_share}")
+    if not 0.0 <= a.teacher_share <= 1.0:
+        ap.error(f"--teacher-forcing-share must be in [0, 1]; got {a.teacher_share}")
     if a.reuse < 1:
         ap.error(f"--reuse must be at least 1; got {a.reuse}")
     if sum(a.finetune_shares) >= 1.0:
@@ -486,8 +515,10 @@ def main(argv: Optional[List[str]] = None) -> None:
         ap.error(f"--text-steps must not be negative; got {a.text_steps}")
     if a.vae_steps is not None and a.vae_steps < 0:
         ap.error(f"--vae-steps must not be negative; got {a.vae_steps}")
-    if a.dit_steps is not None and a.dit_steps < 1:
-        ap.error(f"--dit-steps must be at least 1; got {a.dit_steps}")
+    if a.dit_steps is not None and a.dit_steps < (0 if a.init is not None else 1):
+        ap.error(f"--dit-steps must be at least 1 (0 only with --init); got {a.dit_steps}")
+    if a.teacher_steps is not None and a.teacher_steps < 0:
+        ap.error(f"--teacher-forcing-steps must not be negative; got {a.teacher_steps}")
     if os.path.exists(a.out) and not os.path.isdir(a.out):
         ap.error(f"--out must be a directory; {a.out} is a file")
     if a.init is not None:
@@ -501,9 +532,11 @@ def main(argv: Optional[List[str]] = None) -> None:
         a.vae_steps = RECIPE_STEPS["vae"] if a.vae_steps is None else a.vae_steps
         a.dit_steps = RECIPE_STEPS["dit"] if a.dit_steps is None else a.dit_steps
         a.finetune_steps = list(RECIPE_STEPS["finetune"]) if a.finetune_steps is None else a.finetune_steps
+        a.teacher_steps = RECIPE_STEPS["teacher"] if a.teacher_steps is None else a.teacher_steps
     elif not (math.isfinite(minutes) and minutes > 0):
         ap.error(f"--budget-minutes must be a positive number; got {minutes}")
     phases = phase_plan(a.finetune_steps, a.finetune_shares)
+    teacher_steps = a.teacher_steps or 0
     torch.set_num_threads(a.threads)
     np.random.seed(a.seed)
     os.makedirs(a.out, exist_ok=True)
@@ -511,7 +544,7 @@ def main(argv: Optional[List[str]] = None) -> None:
     checks = tf.check_against_reference()
     spec, words = default_model.default_spec(), default_model.default_words()
     log_path = os.path.join(a.out, "train_log.jsonl")
-    series: Dict[str, List[Tuple[int, float]]] = {"vae": [], "text": [], "dit": [], **{name: [] for name, _, _ in phases}}
+    series: Dict[str, List[Tuple[int, float]]] = {"vae": [], "text": [], "dit": [], **{name: [] for name, _, _ in phases}, "teacher": []}
     with open(log_path, "w") as logf:
 
         def log(rec: dict) -> None:
@@ -555,15 +588,24 @@ def main(argv: Optional[List[str]] = None) -> None:
             ft_budgets.append(Budget(steps, (60 * minutes - (time.time() - t_start)) * share / share_left, minimum=0))
             share_left -= share
             modules = train_dit(spec, words, enc, modules, a.seed + k, ft_budgets[-1], log, a.agent_weight, name, a.reuse, bf16, a.image_share, train_text, a.dit_lr)
+        if teacher_steps:
+            # from the weights (and the VAE that encodes its clips) as written, in float16: a model written without
+            # this phase and continued with --init M --dit-steps 0 --finetune-steps 0 --seed S+len(phases) takes the same
+            # phase (data seed S + len(phases) + 1) from the same weights, to the byte
+            for module in (*modules, enc, dec):
+                for v in module.state_dict().values():
+                    v.copy_(v.half().float())
+            k = len(phases) + 1
+            modules = train_dit(spec, words, enc, modules, a.seed + k, Budget(teacher_steps, 0.0, minimum=0), log, a.agent_weight, "teacher", a.reuse, bf16, a.image_share, train_text, a.dit_lr, a.teacher_share)
         t5, dit = modules
     ft_steps = ",".join(str(b.total) for b in ft_budgets)
     spec["weights"] = "trained"
     spec["description"] = (
         f"Embedded default: Wan-2.1-style DiT (dim {spec['transformer']['dim']}, {spec['transformer']['numLayers']} layers, 5-key + "
         f"2-vector per-frame action module), T5-style text encoder ({spec['textEncoder']['numLayers']} layers), causal conv VAE (4x spatial, 16 latent channels), trained on the procedural top-down world "
-        f"(tools/train/train.py, seed {a.seed}, {vae_budget.total} VAE + {dit_budget.total} DiT + {ft_steps or 0} fine-tune steps)."
+        f"(tools/train/train.py, seed {a.seed}, {vae_budget.total} VAE + {dit_budget.total} DiT + {ft_steps or 0} fine-tune + {teacher_steps} teacher-forcing steps)."
     )
-    meta = {"format": "pt", "generator": "omnirx tools/train/train.py", "seed": str(a.seed), "vae_steps": str(vae_budget.total), "dit_steps": str(dit_budget.total), "finetune_steps": ft_steps or "0"}
+    meta = {"format": "pt", "generator": "omnirx tools/train/train.py", "seed": str(a.seed), "vae_steps": str(vae_budget.total), "dit_steps": str(dit_budget.total), "finetune_steps": ft_steps or "0", "teacher_forcing_steps": str(teacher_steps)}
     write_model(a.out, spec, words, t5, dit, enc, dec, meta)
     plot_losses(os.path.join(a.out, "loss_curve.png"), series)
 
@@ -583,8 +625,9 @@ def main(argv: Optional[List[str]] = None) -> None:
         "dit_lr": a.dit_lr,
         "reuse": a.reuse,
         "image_share": a.image_share,
+        "teacher": {"seed": a.seed + len(phases) + 1, "steps": teacher_steps, "share": a.teacher_share, "loss_first": series["teacher"][0][1], "loss_last20": tail("teacher")} if teacher_steps else None,
         "text": {"steps": text_steps, "loss_last20": tail("text") if series["text"] else None, "held_out_acc": dict(zip([n for n, _ in ATTRIBUTES], text_acc)) if text_acc else None, "during_dit": a.text_encoder},
-        "dit": {"steps": dit_budget.total, "step_s": dit_budget.step_s, "loss_first": series["dit"][0][1], "loss_last20": tail("dit")},
+        "dit": {"steps": dit_budget.total, "step_s": dit_budget.step_s, "loss_first": series["dit"][0][1] if series["dit"] else None, "loss_last20": tail("dit") if series["dit"] else None},
         "finetune": [
             {"stage": name, "seed": a.seed + k, "steps": b.total, "step_s": b.step_s, "loss_first": series[name][0][1], "loss_last20": tail(name)}
             for k, ((name, _, _), b) in enumerate(zip(phases, ft_budgets), start=1)
@@ -595,7 +638,7 @@ def main(argv: Optional[List[str]] = None) -> None:
         "repeat": (
             f"--seed {a.seed} --vae-steps {vae_budget.total} --dit-steps {dit_budget.total} --finetune-steps {ft_steps or 0} --base-agent-weight {a.base_agent_weight} "
             f"--agent-weight {a.agent_weight} --reuse {a.reuse} --precision {a.precision} --image-share {a.image_share} "
-            f"--dit-lr {a.dit_lr} --text-steps {text_steps} --text-encoder {a.text_encoder}" + (f" --init {a.init}" if a.init else "")
+            f"--dit-lr {a.dit_lr} --teacher-forcing-steps {teacher_steps} --teacher-forcing-share {a.teacher_share} --text-steps {text_steps} --text-encoder {a.text_encoder}" + (f" --init {a.init}" if a.init else "")
         ),
     }
     with open(os.path.join(a.out, "train_summary.json"), "w") as f:
