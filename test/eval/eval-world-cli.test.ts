@@ -8,6 +8,7 @@ import { mkdtempSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import * as path from 'node:path';
 import { T2V_EVAL_PROMPTS, WORLD_EVAL_SESSIONS } from '../../src/eval/world-clips';
+import { defaultModelSpec } from '../../src/models/default-spec';
 
 const SCRIPT = path.resolve(__dirname, '..', '..', 'dist', 'bench', 'eval-world.js');
 const run = (...args: string[]) => spawnSync(process.execPath, [SCRIPT, ...args], { encoding: 'utf8', timeout: 60_000 });
@@ -44,15 +45,16 @@ describe('eval:world command line', () => {
   });
 
   it('refuses a baseline run with other sampler settings at the first clip of its mode, naming the setting (exit 2, no figures)', () => {
-    // a baseline of every clip of the set, whose T2V clips ran at guidance scale 3 (the default model's is 5)
-    const t2v = { task: 'T2V', width: 64, height: 64, numFrames: 16, fps: 8, numInferenceSteps: 20, guidanceScale: 3, flowShift: 3, sampler: 'euler', matmulDtype: 'float32' };
+    // a baseline of every clip of the set, whose T2V clips ran at a guidance scale one above the default model's
+    const ours = defaultModelSpec().defaults.guidanceScale;
+    const t2v = { task: 'T2V', width: 64, height: 64, numFrames: 16, fps: 8, numInferenceSteps: 20, guidanceScale: ours + 1, flowShift: 3, sampler: 'euler', matmulDtype: 'float32' };
     const counts = { colorOk: 0, roomOk: 0, present: 0, pairs: 0, followed: 0 };
     const clips = [
       ...T2V_EVAL_PROMPTS.map((prompt, unit) => ({ mode: 't2v', unit, seed: 100 + unit, prompt, frames: 16, ...counts, settings: t2v })),
       ...WORLD_EVAL_SESSIONS.map((s, unit) => ({ mode: 'world', unit, seed: s.seed, prompt: s.prompt, frames: s.frames, ...counts, settings: {} })),
     ];
-    const r = run('--baseline', file('guidance-3.json', JSON.stringify({ format: 'omnirx-world-tallies', version: 2, clips })));
-    expect(r.stderr).toMatch(/error: --baseline: baseline: clip t2v unit 0 seed 100 ran with guidanceScale 3, this run 5 \(compare runs of the same sampler settings\)/);
+    const r = run('--baseline', file('other-guidance.json', JSON.stringify({ format: 'omnirx-world-tallies', version: 2, clips })));
+    expect(r.stderr).toContain(`error: --baseline: baseline: clip t2v unit 0 seed 100 ran with guidanceScale ${ours + 1}, this run ${ours} (compare runs of the same sampler settings)`);
     expect(r.stdout).toBe('');
     expect(r.status).toBe(2);
   });
