@@ -79,8 +79,8 @@ def teacher_forcing_mask(m: aref.ActionCausalWanModel, frames: int, tpf: int, dt
     frames noised, ``tpf`` tokens per frame. Clean frame f sees what ``block_mask`` allows (the keys a world session
     commits to its KV cache at t = 0); noisy frame f sees the noisy frames of its own chunk and the clean frames that
     chunk attends to (sink, then window: ``attended_frames``), so every noisy frame is denoised from a clean history,
-    as in a chunk-by-chunk rollout. This is the teacher-forcing training of autoregressive video diffusion (Self Forcing,
-    Huang et al. 2025, §3 and its ``teacher_forcing`` attention mask, after CausVid, Yin et al. 2025).
+    as in a chunk-by-chunk rollout. This is the teacher-forcing training of autoregressive video diffusion (the
+    teacher-forcing baseline of Self Forcing, Huang et al. 2025; CausVid, Yin et al. 2025).
     """
     allowed = torch.zeros(2 * frames, 2 * frames, dtype=torch.bool)
     allowed[:frames, :frames] = m.block_mask(frames, 1, torch.float32) == 0
@@ -129,7 +129,7 @@ def dit_velocity(
         if frames % 2:
             raise ValueError(f"teacher forcing needs the clean and the noisy frames (an even count); got {frames}")
         # under CPU autocast the mask takes the logits' dtype (bf16 holds 0 and −inf exactly): a float32 mask would
-        # promote the [B, H, L, L] logits to float32, about 4× slower at this length (L = 1024); the causal mask keeps
+        # promote the [B, H, L, L] logits to float32, about 3× slower at this length (L = 1024); the causal mask keeps
         # float32, as the recipe's runs had it
         dtype = torch.get_autocast_cpu_dtype() if torch.is_autocast_cpu_enabled() else latents.dtype
         mask = teacher_forcing_mask(m, frames // 2, tpf, dtype)
