@@ -30,8 +30,6 @@ export interface FrameDetection {
   duplicated: boolean;
   /** Centroid (x, y) of the largest agent component (pixel centres at +0.5, so it equals the generator's agent centre). */
   centroid: [number, number] | undefined;
-  /** Bounding box [x0, y0, x1, y1) of the largest agent component. */
-  bbox: [number, number, number, number] | undefined;
   /** Per pixel palette index (−1 unknown), row-major [H, W]. */
   classes: Int16Array;
 }
@@ -89,6 +87,18 @@ function components(mask: Uint8Array, width: number, height: number): number[][]
   return out.sort((a, b) => b.length - a.length);
 }
 
+function objectIndex(color: string): number {
+  return PALETTE.findIndex((p) => p.kind === 'object' && p.name === color);
+}
+
+/** 4-connected components (pixel indices, largest first) of an object colour's pixels with at least `minPixels` each. */
+function objectComponents(classes: Int16Array, width: number, height: number, color: string, minPixels: number): number[][] {
+  const idx = objectIndex(color);
+  const mask = new Uint8Array(width * height);
+  for (let i = 0; i < mask.length; i++) if (classes[i] === idx) mask[i] = 1;
+  return components(mask, width, height).filter((c) => c.length >= minPixels);
+}
+
 /** Segments one RGB24 frame [H, W, 3] against the prompt's scene (see FrameDetection). */
 export function detectFrame(rgb: Uint8Array, width: number, height: number, scene: WorldScene): FrameDetection {
   const classes = classifyPixels(rgb, width, height);
@@ -102,52 +112,48 @@ export function detectFrame(rgb: Uint8Array, width: number, height: number, scen
   }
   let roomColor: string | undefined;
   for (const [name, n] of counts) if (roomColor === undefined || n > counts.get(roomColor)!) roomColor = name;
-  const agentIdx = PALETTE.findIndex((p) => p.kind === 'object' && p.name === scene.agentColor);
-  const mask = new Uint8Array(width * height);
+  const agentIdx = objectIndex(scene.agentColor);
   let agentPixels = 0;
-  for (let i = 0; i < mask.length; i++) if (classes[i] === agentIdx) (mask[i] = 1), agentPixels++;
+  for (const k of classes) if (k === agentIdx) agentPixels++;
   const area = agentArea(scene.agentShape);
-  const comps = components(mask, width, height).filter((c) => c.length >= area / 4);
+  const comps = objectComponents(classes, width, height, scene.agentColor, area / 4);
   const main = comps[0];
   let centroid: [number, number] | undefined;
-  let bbox: [number, number, number, number] | undefined;
   if (main !== undefined) {
     let sx = 0, sy = 0;
-    bbox = [width, height, 0, 0];
     for (const p of main) {
       const x = p % width, y = (p - x) / width;
       sx += x + 0.5;
       sy += y + 0.5;
-      bbox = [Math.min(bbox[0], x), Math.min(bbox[1], y), Math.max(bbox[2], x + 1), Math.max(bbox[3], y + 1)];
     }
     centroid = [sx / main.length, sy / main.length];
   }
   const present = comps.length === 1 && main.length >= 0.4 * area && main.length <= 2 * area;
-  return { roomColor, agentPixels, agentComponents: comps.length, present, duplicated: comps.length > 1, centroid, bbox, classes };
+  return { roomColor, agentPixels, agentComponents: comps.length, present, duplicated: comps.length > 1, centroid, classes };
 }
 
 /**
- * Whether a move of the agent (bounding box `bbox` in frame `det`) by one step in direction `action` is blocked: the
- * strip of WORLD_GEOMETRY.step pixels beyond the box in that direction leaves the image or holds a wall pixel or a
- * pixel of an object colour other than the agent's (the generator's rule: a move into a wall or obstacle is not made).
+ * Whether a move of the agent by one step in direction `action` is blocked, by the generator's rule
+ * (tools/train/procedural_world.py `free`): the agent's box (WORLD_GEOMETRY.agent px square about the detected
+ * centroid, rounded to whole pixels as the generator's centres are) moved by WORLD_GEOMETRY.step px would leave the
+ * floor (inside the WORLD_GEOMETRY.wall px wall border) or take in an obstacle pixel: one of the prompt's obstacle
+ * colour in a 4-connected component of at least a quarter of the agent's area (as agent components are counted), in
+ * the strip the move adds to the box. Walls are judged by geometry and obstacles by the prompt's obstacle colour, so
+ * the mid-tone halo a blurred generated agent leaves on the floor (pixels near some wall or object colour) is neither.
+ * False when the frame has no agent or the action is not a direction.
  */
 export function moveBlocked(det: FrameDetection, width: number, height: number, scene: WorldScene, action: number): boolean {
   const [dx, dy] = ACTION_DIRECTIONS[action];
-  if (det.bbox === undefined || (dx === 0 && dy === 0)) return false;
-  const s = WORLD_GEOMETRY.step;
-  const [x0, y0, x1, y1] = det.bbox;
-  const sx0 = dx > 0 ? x1 : dx < 0 ? x0 - s : x0;
-  const sx1 = dx > 0 ? x1 + s : dx < 0 ? x0 : x1;
-  const sy0 = dy > 0 ? y1 : dy < 0 ? y0 - s : y0;
-  const sy1 = dy > 0 ? y1 + s : dy < 0 ? y0 : y1;
-  if (sx0 < 0 || sy0 < 0 || sx1 > width || sy1 > height) return true;
-  for (let y = sy0; y < sy1; y++) {
-    for (let x = sx0; x < sx1; x++) {
-      const k = det.classes[y * width + x];
-      if (k < 0) continue;
-      const p = PALETTE[k];
-      if (p.kind === 'wall' || (p.kind === 'object' && p.name !== scene.agentColor)) return true;
-    }
-  }
+  if (det.centroid === undefined || (dx === 0 && dy === 0)) return false;
+  const { step: s, wall: w, agent: a } = WORLD_GEOMETRY;
+  const x0 = Math.round(det.centroid[0]) - a / 2 + s * dx, y0 = Math.round(det.centroid[1]) - a / 2 + s * dy;
+  if (x0 < w || y0 < w || x0 + a > width - w || y0 + a > height - w) return true;
+  if (scene.obstacleColor === undefined) return false;
+  const obstacle = new Uint8Array(width * height);
+  for (const c of objectComponents(det.classes, width, height, scene.obstacleColor, agentArea(scene.agentShape) / 4)) for (const p of c) obstacle[p] = 1;
+  // the strip the move adds: the moved box's last `s` columns (rows) in the direction of the move
+  const sx0 = dx > 0 ? x0 + a - s : x0, sx1 = dx < 0 ? x0 + s : x0 + a;
+  const sy0 = dy > 0 ? y0 + a - s : y0, sy1 = dy < 0 ? y0 + s : y0 + a;
+  for (let y = sy0; y < sy1; y++) for (let x = sx0; x < sx1; x++) if (obstacle[y * width + x]) return true;
   return false;
 }

@@ -7,7 +7,7 @@ import { readFileSync } from 'node:fs';
 import * as path from 'node:path';
 import { PNG } from 'pngjs';
 import { Rng } from '../../src/util/rng';
-import { detectFrame } from '../../src/eval/world-detector';
+import { detectFrame, moveBlocked } from '../../src/eval/world-detector';
 import { frameStripPng } from '../../src/eval/frame-strip';
 import { evaluateWorld, tallyWorldClip, type WorldEvalClip } from '../../src/eval/world-eval';
 import { OBJECT_COLORS, ROOM_COLORS, WORLD_GEOMETRY, parseWorldPrompt, wallColor } from '../../src/eval/world-palette';
@@ -98,6 +98,65 @@ describe('world detector on ground truth', () => {
     const swapped = clips.map((c) => ({ ...c, prompt: c.prompt.replace(/in a [a-z ]+ room/, c.prompt.includes('in a gray room') ? 'in a brown room' : 'in a gray room') }));
     expect(evaluateWorld(swapped).prompt_color_acc).toBe(0);
     expect(evaluateWorld(swapped).room_color_acc).toBe(0);
+  });
+});
+
+describe('blocked moves', () => {
+  const S = doc.size;
+  const paint = (rgb: Uint8Array, x: number, y: number, c: readonly number[]) => rgb.set(c, 3 * (y * S + x));
+
+  it("agree with the generator's rule on every directional pair of the truth, at walls and at obstacles", () => {
+    const seen = { wall: 0, obstacle: 0, free: 0 };
+    doc.clips.forEach((c, i) => {
+      const scene = parseWorldPrompt(c.prompt)!;
+      c.actions.forEach((a, f) => {
+        if (f === 0 || a === 0) return;
+        const stayed = c.positions[f][0] === c.positions[f - 1][0] && c.positions[f][1] === c.positions[f - 1][1];
+        expect([i, f, moveBlocked(detectFrame(clips[i].frames[f - 1], S, S, scene), S, S, scene, a)]).toEqual([i, f, stayed]);
+        const [x, y] = c.positions[f - 1], d = [[0, 0], [0, -1], [0, 1], [-1, 0], [1, 0]][a], h = doc.agent / 2;
+        const nx = x + doc.step * d[0], ny = y + doc.step * d[1];
+        const inside = nx - h >= doc.wall && ny - h >= doc.wall && nx + h <= S - doc.wall && ny + h <= S - doc.wall;
+        seen[!stayed ? 'free' : inside ? 'obstacle' : 'wall']++;
+      });
+    });
+    expect(seen.wall).toBeGreaterThanOrEqual(2);
+    expect(seen.obstacle).toBeGreaterThanOrEqual(2);
+    expect(seen.free).toBeGreaterThan(20);
+  });
+
+  it('are not made by a halo of wall or other object colours around the agent', () => {
+    // clip 2: a red disc in a brown room, no blocks, at (16, 41) in frame 1, every neighbouring step free
+    const scene = parseWorldPrompt(doc.clips[2].prompt)!;
+    const rgb = Uint8Array.from(clips[2].frames[1]);
+    const [cx, cy] = doc.clips[2].positions[1];
+    const halo = [wallColor(ROOM_COLORS.brown), wallColor(ROOM_COLORS.gray), OBJECT_COLORS.magenta];
+    for (let y = cy - 7; y < cy + 7; y++) for (let x = cx - 7; x < cx + 7; x++) {
+      const ring = Math.max(Math.abs(x + 0.5 - cx), Math.abs(y + 0.5 - cy));
+      if (ring > 4 && ring < 7) paint(rgb, x, y, halo[(x + y) % 3]);
+    }
+    const d = detectFrame(rgb, S, S, scene);
+    expect(d.present).toBe(true);
+    for (const a of [1, 2, 3, 4]) expect([a, moveBlocked(d, S, S, scene, a)]).toEqual([a, false]);
+  });
+
+  it("count the prompt's obstacle colour only as a patch, not as stray pixels", () => {
+    // clip 5: a cyan dot in a gray room with an orange block, at (54, 16) in frame 0; the step left is free
+    const scene = parseWorldPrompt(doc.clips[5].prompt)!;
+    const [cx, cy] = doc.clips[5].positions[0];
+    const strayed = Uint8Array.from(clips[5].frames[0]);
+    for (const [x, y] of [[cx - 7, cy - 3], [cx - 6, cy + 1], [cx - 7, cy + 3]]) paint(strayed, x, y, OBJECT_COLORS.orange);
+    expect(moveBlocked(detectFrame(strayed, S, S, scene), S, S, scene, 3)).toBe(false);
+    const patch = Uint8Array.from(clips[5].frames[0]);
+    for (let y = cy - 2; y < cy + 2; y++) for (let x = cx - 7; x < cx - 3; x++) paint(patch, x, y, OBJECT_COLORS.orange);
+    expect(moveBlocked(detectFrame(patch, S, S, scene), S, S, scene, 3)).toBe(true);
+    expect(moveBlocked(detectFrame(patch, S, S, scene), S, S, scene, 4)).toBe(false);
+  });
+
+  it('are none without an agent or without a direction', () => {
+    const scene = parseWorldPrompt(doc.clips[2].prompt)!;
+    const floor = new Uint8Array(S * S * 3).map((_, i) => ROOM_COLORS.brown[i % 3]);
+    expect(moveBlocked(detectFrame(floor, S, S, scene), S, S, scene, 1)).toBe(false);
+    expect(moveBlocked(detectFrame(clips[2].frames[1], S, S, scene), S, S, scene, 0)).toBe(false);
   });
 });
 
