@@ -16,16 +16,22 @@
  * section: this run minus the baseline per target figure with the paired 95 % interval (`worldDifference`), the way to
  * tell two sets apart. A baseline of other prompts is refused before any clip is generated, one of other sampler
  * settings (steps, guidance scale, session window, `--matmul-dtype`…) at the first clip of each mode (exit 2, the
- * setting named).
+ * settings named) unless `--allow-other-settings` is given, which pairs two sampler settings of the same weights (the
+ * differing settings are printed as a note). Tallies files of version 1 and 2 (before 2026-12-02's blocked-move rule
+ * of the detector) are refused: their action counts are not comparable.
+ *
+ * `--guidance-scale G` runs the T2V clips at classifier-free guidance scale G instead of the model's default (world
+ * sessions run no guidance).
  *
  * `--strips DIR` also writes each clip of the first seed as a PNG frame strip (t2v-<i>.png, world-<i>.png) with the
  * prompts and actions in DIR/strips.json, for the model card.
  *
  * Run: npm run build && npm run eval:world [-- --models-dir DIR] [-- --model ID] [-- --seeds K] [-- --tallies-out FILE]
- *   [-- --baseline FILE] [-- --strips DIR] [-- --matmul-dtype bfloat16] (the DiT's matrix products on bf16 operands)
+ *   [-- --baseline FILE [-- --allow-other-settings]] [-- --guidance-scale G] [-- --strips DIR]
+ *   [-- --matmul-dtype bfloat16] (the DiT's matrix products on bf16 operands)
  */
 import { Command, InvalidArgumentError, Option } from 'commander';
-import { parseNumericFlag } from '../src/cli/generate';
+import { NUMERIC_FLAGS, parseNumericFlag } from '../src/cli/generate';
 import { MATMUL_DTYPES } from '../src/native/plan-builder';
 import { mkdirSync, writeFileSync } from 'node:fs';
 import * as path from 'node:path';
@@ -33,7 +39,7 @@ import { Engine } from '../src/engine/engine';
 import { frameStripPng } from '../src/eval/frame-strip';
 import { tallyWorldClip, worldFigures, type WorldEvalClip } from '../src/eval/world-eval';
 import { worldDifference, worldIntervals } from '../src/eval/world-intervals';
-import { checkSameClips, pairWithBaseline, readWorldTallies, unitsByMode, worldTalliesFile, type WorldTalliesFile, type WorldTallyRecord } from '../src/eval/world-tallies';
+import { baselineRecord, checkSameClips, pairWithBaseline, readWorldTallies, settingDifference, unitsByMode, worldTalliesFile, type WorldTalliesFile, type WorldTallyRecord } from '../src/eval/world-tallies';
 import { ACTION_KEYS } from '../src/models/wan/actions';
 import { T2V_EVAL_PROMPTS, t2vClip, worldClip, WORLD_EVAL_SESSIONS } from '../src/eval/world-clips';
 
@@ -49,8 +55,21 @@ interface EvalOptions {
   seeds: number;
   talliesOut?: string;
   baseline?: WorldTalliesFile;
+  /** Pair with a baseline of other sampler settings (two settings of the same weights). */
+  allowOtherSettings?: boolean;
+  /** T2V clips' guidance scale (default: the model's). */
+  guidanceScale?: number;
   matmulDtype?: (typeof MATMUL_DTYPES)[number];
 }
+
+/** A numeric flag's parser with the request schema's range (`parseNumericFlag`), for commander. */
+const numeric = (spec: Parameters<typeof parseNumericFlag>[0]) => (raw: string): number => {
+  try {
+    return parseNumericFlag(spec, raw);
+  } catch (e) {
+    throw new InvalidArgumentError((e as Error).message);
+  }
+};
 
 /** A text option's parser that refuses a value that looks like a flag (`--strips --seeds 4`, `--strips -h`: the value is missing). */
 const text = (flag: string) => (raw: string): string => {
@@ -63,13 +82,8 @@ function parseOptions(argv: readonly string[]): EvalOptions {
     .description('quality figures of the world model on fixed-seed T2V clips and world sessions (docs/model-card.md)')
     .addOption(new Option('--models-dir <dir>', "directory of model checkpoints (default: the engine's)").argParser(text('--models-dir')))
     .addOption(new Option('--model <id>', "registered model id (default: the engine's default model)").argParser(text('--model')))
-    .addOption(new Option('--seeds <k>', 'run every prompt and session at k seeds (1–100)').default(1).argParser((raw: string) => {
-      try {
-        return parseNumericFlag({ flag: '--seeds', integer: true, min: 1, max: 100 }, raw);
-      } catch (e) {
-        throw new InvalidArgumentError((e as Error).message);
-      }
-    }))
+    .addOption(new Option('--seeds <k>', 'run every prompt and session at k seeds (1–100)').default(1).argParser(numeric({ flag: '--seeds', integer: true, min: 1, max: 100 })))
+    .addOption(new Option('--guidance-scale <g>', "T2V clips' classifier-free guidance scale (default: the model's; world sessions run none)").argParser(numeric(NUMERIC_FLAGS.find((f) => f.flag === '--guidance-scale')!)))
     .addOption(new Option('--tallies-out <file>', "write every clip's counts as JSON, a baseline for later runs").argParser(text('--tallies-out')))
     .addOption(new Option('--baseline <file>', "compare with the tallies of another run with at least as many --seeds (paired 95 % intervals)").argParser((raw: string) => {
       try {
@@ -78,6 +92,7 @@ function parseOptions(argv: readonly string[]): EvalOptions {
         throw new InvalidArgumentError((e as Error).message);
       }
     }))
+    .addOption(new Option('--allow-other-settings', 'pair with a --baseline of other sampler settings, to compare two settings of the same weights (the differences are printed)'))
     .addOption(new Option('--strips <dir>', 'also write the clips of the first seed as PNG frame strips, with strips.json').argParser(text('--strips')))
     .addOption(new Option('--matmul-dtype <dtype>', "dtype of the DiT's matrix products").choices(MATMUL_DTYPES))
     .exitOverride((e) => process.exit(e.exitCode === 0 ? 0 : 2));
@@ -104,12 +119,12 @@ interface PlannedClip extends Pick<WorldTallyRecord, 'mode' | 'unit' | 'seed' | 
 }
 
 /** The set: every T2V prompt and world session at `seeds` seeds, in generation order. */
-function plan(seeds: number, model: string | undefined): PlannedClip[] {
+function plan({ seeds, model, guidanceScale }: Pick<EvalOptions, 'seeds' | 'model' | 'guidanceScale'>): PlannedClip[] {
   const clips: PlannedClip[] = [];
   for (let k = 0; k < seeds; k++) {
     for (const [i, prompt] of T2V_EVAL_PROMPTS.entries()) {
       const seed = 100 + i + SEED_STRIDE * k;
-      clips.push({ mode: 't2v', unit: i, seed, prompt, repeat: k, generate: (e) => t2vClip(e, { model, prompt, seed, frames: T2V_FRAMES }) });
+      clips.push({ mode: 't2v', unit: i, seed, prompt, repeat: k, generate: (e) => t2vClip(e, { model, prompt, seed, frames: T2V_FRAMES, guidanceScale }) });
     }
     for (const [i, s] of WORLD_EVAL_SESSIONS.entries()) {
       const seed = s.seed + SEED_STRIDE * k;
@@ -123,12 +138,12 @@ function plan(seeds: number, model: string | undefined): PlannedClip[] {
  * Whether the baseline holds these clips (`checkSameClips`: prompts, frame counts, sampler settings). If not, prints
  * why and sets exit status 2, as for any bad flag value (the caller returns; the engine, if open, is closed).
  */
-function baselineHolds(run: Parameters<typeof checkSameClips>[0], baseline: Parameters<typeof checkSameClips>[1]): boolean {
+function baselineHolds(run: Parameters<typeof checkSameClips>[0], baseline: Parameters<typeof checkSameClips>[1], sameSettings: boolean): boolean {
   try {
-    checkSameClips(run, baseline);
+    checkSameClips(run, baseline, sameSettings);
     return true;
   } catch (e) {
-    console.error(`error: --baseline: ${(e as Error).message}`);
+    console.error(`error: --baseline: ${(e as Error).message}${/ran with/.test((e as Error).message) ? '; --allow-other-settings pairs them anyway' : ''}`);
     process.exitCode = 2;
     return false;
   }
@@ -136,11 +151,9 @@ function baselineHolds(run: Parameters<typeof checkSameClips>[0], baseline: Para
 
 async function main(): Promise<void> {
   const o = parseOptions(process.argv.slice(2));
-  const planned = plan(o.seeds, o.model);
-  if (o.baseline) {
-    if (!baselineHolds(planned, o.baseline.clips)) return; // before any clip is generated
-    if (o.baseline.version === 1) console.error('note: --baseline is a version-1 tallies file, which records no sampler settings: they are not checked');
-  }
+  const planned = plan(o);
+  const sameSettings = !o.allowOtherSettings;
+  if (o.baseline && !baselineHolds(planned, o.baseline.clips, sameSettings)) return; // before any clip is generated
   const engine = await Engine.create({ ...(o.modelsDir ? { modelsDir: o.modelsDir } : {}), ...(o.matmulDtype ? { matmulDtype: o.matmulDtype } : {}) });
   try {
     // each clip is scored as it is generated; frames are kept only for the strips (the first seed)
@@ -151,14 +164,16 @@ async function main(): Promise<void> {
       const clip = await p.generate(engine);
       const record = { mode: p.mode, unit: p.unit, seed: p.seed, prompt: p.prompt, ...tallyWorldClip(clip), settings: { ...clip.settings, matmulDtype: o.matmulDtype ?? 'float32' } };
       if (o.baseline && !settingsChecked.has(p.mode)) {
-        if (!baselineHolds([record], o.baseline.clips)) return; // other sampler settings show at a mode's first clip
+        if (!baselineHolds([record], o.baseline.clips, sameSettings)) return; // other sampler settings show at a mode's first clip
+        const differs = settingDifference(record.settings, baselineRecord(record, o.baseline.clips)!.settings);
+        if (differs) console.error(`note: --baseline: ${p.mode} clips ran with ${differs} (paired anyway: --allow-other-settings)`);
         settingsChecked.add(p.mode);
       }
       records.push(record);
       if (o.strips !== undefined && p.repeat === 0) stripClips.push([p.mode, clip]);
     }
     const units = unitsByMode(records);
-    const paired = o.baseline && pairWithBaseline(records, o.baseline.clips);
+    const paired = o.baseline && pairWithBaseline(records, o.baseline.clips, sameSettings);
     const report = (modes: ReadonlyArray<'t2v' | 'world'>) => ({
       ...worldFigures(modes.flatMap((m) => units[m].flat())),
       ci95: worldIntervals(modes.map((m) => units[m])),

@@ -70,12 +70,13 @@ function splitFrames(frames: Uint8Array, n: number, width: number, height: numbe
 
 /**
  * One T2V clip for the world evaluation: a text-to-video request (bidirectional sampling) at 64×64 with the model's
- * default steps and guidance scale, `frames` frames, seed `seed`.
+ * default steps and guidance scale (`guidanceScale` overrides the latter), `frames` frames, seed `seed`.
  * @throws Error when the request ends with an error event, without a video artifact or without an admitted event.
  */
-export async function t2vClip(engine: Engine, o: { model?: string; prompt: string; seed: number; frames: number }): Promise<WorldEvalClip> {
+export async function t2vClip(engine: Engine, o: { model?: string; prompt: string; seed: number; frames: number; guidanceScale?: number }): Promise<WorldEvalClip> {
+  const diffusion = { seed: o.seed, numFrames: o.frames, width: 64, height: 64, ...(o.guidanceScale !== undefined ? { guidanceScale: o.guidanceScale } : {}) };
   const events = await lastValueFrom(
-    engine.generate({ ...(o.model ? { model: o.model } : {}), task: 'T2V', inputs: { prompt: o.prompt }, diffusion: { seed: o.seed, numFrames: o.frames, width: 64, height: 64 } }).pipe(toArray()),
+    engine.generate({ ...(o.model ? { model: o.model } : {}), task: 'T2V', inputs: { prompt: o.prompt }, diffusion }).pipe(toArray()),
   );
   const fin = events.find((e) => e.type === 'final');
   if (fin === undefined || fin.type !== 'final') throw new Error(`T2V failed: ${JSON.stringify(events.filter((e) => e.type === 'error'))}`);

@@ -16,59 +16,51 @@ export const WorldClipSettingsSchema = z
   .refine((r) => Object.keys(r).length <= 32, { message: 'more than 32 settings' });
 export type WorldClipSettings = z.infer<typeof WorldClipSettingsSchema>;
 
-const recordFields = {
-  mode: z.enum(['t2v', 'world']),
-  /** Index of the prompt (T2V) or session script (world) in the evaluation's set. */
-  unit: z.number().int().nonnegative().max(1e6),
-  seed: z.number().int().nonnegative().max(0xffffffff),
-  prompt: z.string().max(1000),
-  frames: count.min(1),
-  colorOk: count,
-  roomOk: count,
-  present: count,
-  pairs: count,
-  followed: count,
-};
-
-type RecordCounts = { mode: 't2v' | 'world'; frames: number; colorOk: number; roomOk: number; present: number; pairs: number; followed: number };
-/** The checks every record's counts must pass, whatever the file's version. */
-const consistent = <T extends z.ZodType<RecordCounts>>(schema: T) =>
-  schema
-    .refine((r) => r.colorOk <= r.roomOk && r.roomOk <= r.frames && r.present <= r.frames && r.pairs <= Math.max(0, r.present - 1) && r.followed <= r.pairs, {
-      message: 'counts are inconsistent: need colorOk ≤ roomOk ≤ frames, present ≤ frames, pairs ≤ present − 1 (a pair has the agent in both frames), followed ≤ pairs',
-    })
-    .refine((r) => r.mode === 'world' || r.pairs === 0, { message: 'a t2v clip has no action pairs', path: ['pairs'] });
-
 /** One scored clip of an evaluation: which prompt (unit) of which mode, at which seed, its counts and its settings. */
-export const WorldTallyRecordSchema = consistent(z.strictObject({ ...recordFields, settings: WorldClipSettingsSchema }));
-/** A record of a version-1 file (written before 2026-12-02): no settings, so a comparison with it cannot check them. */
-const WorldTallyRecordV1Schema = consistent(z.strictObject(recordFields));
+export const WorldTallyRecordSchema = z
+  .strictObject({
+    mode: z.enum(['t2v', 'world']),
+    /** Index of the prompt (T2V) or session script (world) in the evaluation's set. */
+    unit: z.number().int().nonnegative().max(1e6),
+    seed: z.number().int().nonnegative().max(0xffffffff),
+    prompt: z.string().max(1000),
+    frames: count.min(1),
+    colorOk: count,
+    roomOk: count,
+    present: count,
+    pairs: count,
+    followed: count,
+    settings: WorldClipSettingsSchema,
+  })
+  .refine((r) => r.colorOk <= r.roomOk && r.roomOk <= r.frames && r.present <= r.frames && r.pairs <= Math.max(0, r.present - 1) && r.followed <= r.pairs, {
+    message: 'counts are inconsistent: need colorOk ≤ roomOk ≤ frames, present ≤ frames, pairs ≤ present − 1 (a pair has the agent in both frames), followed ≤ pairs',
+  })
+  .refine((r) => r.mode === 'world' || r.pairs === 0, { message: 'a t2v clip has no action pairs', path: ['pairs'] });
 export type WorldTallyRecord = z.infer<typeof WorldTallyRecordSchema>;
-/** A record as read from a file of either version (`settings` absent in version 1). */
-export type StoredWorldTallyRecord = Omit<WorldTallyRecord, 'settings'> & { settings?: WorldClipSettings };
 
 /**
  * The per-clip tallies of one `eval:world` run (`--tallies-out`), the baseline a later run is compared with
- * (`--baseline`). Versioned so a file of another layout is refused rather than half-read; version 1 (no settings) is
- * still read.
+ * (`--baseline`). Versioned so a file of another layout is refused rather than half-read. Version 3 (since
+ * 2026-12-02) counts followed actions by the detector's geometric blocked-move rule (`moveBlocked`); versions 1 and 2
+ * counted them by an earlier rule, so their counts are not comparable and they are refused by `parseWorldTallies`.
  */
-export const WorldTalliesFileSchema = z.discriminatedUnion('version', [
-  z.strictObject({ format: z.literal('omnirx-world-tallies'), version: z.literal(2), clips: z.array(WorldTallyRecordSchema).min(1).max(100_000) }),
-  z.strictObject({ format: z.literal('omnirx-world-tallies'), version: z.literal(1), clips: z.array(WorldTallyRecordV1Schema).min(1).max(100_000) }),
-]);
-/** A parsed tallies file of either version. */
-export type WorldTalliesFile = { format: 'omnirx-world-tallies'; version: 1 | 2; clips: StoredWorldTallyRecord[] };
+export const WorldTalliesFileSchema = z.strictObject({
+  format: z.literal('omnirx-world-tallies'),
+  version: z.literal(3),
+  clips: z.array(WorldTallyRecordSchema).min(1).max(100_000),
+});
+export type WorldTalliesFile = z.infer<typeof WorldTalliesFileSchema>;
 
 /** Largest tallies file read (bytes): 100 000 records of about 450 bytes (200 of counts, 250 of settings). */
 export const MAX_TALLIES_BYTES = 64 * 2 ** 20;
 
 /** A tallies file of `records`, as `eval:world --tallies-out` writes it. */
 export function worldTalliesFile(records: readonly WorldTallyRecord[]): WorldTalliesFile {
-  return { format: 'omnirx-world-tallies', version: 2, clips: [...records] };
+  return { format: 'omnirx-world-tallies', version: 3, clips: [...records] };
 }
 
 /** The counts of a record (what the intervals resample). */
-const tallyOf = ({ mode: _mode, unit: _unit, seed: _seed, prompt: _prompt, settings: _settings, ...counts }: StoredWorldTallyRecord): WorldClipTally => counts;
+const tallyOf = ({ mode: _mode, unit: _unit, seed: _seed, prompt: _prompt, settings: _settings, ...counts }: WorldTallyRecord): WorldClipTally => counts;
 const keyOf = (r: Pick<WorldTallyRecord, 'mode' | 'unit' | 'seed'>): string => `${r.mode} unit ${r.unit} seed ${r.seed}`;
 
 /**
@@ -84,6 +76,10 @@ export function parseWorldTallies(text: string, source: string): WorldTalliesFil
     json = JSON.parse(text);
   } catch (e) {
     throw new Error(`${source}: not JSON (${(e as Error).message})`);
+  }
+  const old = json !== null && typeof json === 'object' && (json as { format?: unknown }).format === 'omnirx-world-tallies' ? (json as { version?: unknown }).version : undefined;
+  if (old === 1 || old === 2) {
+    throw new Error(`${source}: version: ${old} counts followed actions by the detector's blocked-move rule before 2026-12-02; re-run that evaluation to write version 3`);
   }
   const r = WorldTalliesFileSchema.safeParse(json);
   if (!r.success) {
@@ -117,8 +113,8 @@ export function readWorldTallies(file: string): WorldTalliesFile {
 }
 
 /** Records grouped by mode, then by unit in order of first appearance: each group holds `pick` of its records. */
-function groupUnits<U>(records: readonly StoredWorldTallyRecord[], pick: (rs: StoredWorldTallyRecord[]) => U): Record<'t2v' | 'world', U[]> {
-  const groups = { t2v: new Map<number, StoredWorldTallyRecord[]>(), world: new Map<number, StoredWorldTallyRecord[]>() };
+function groupUnits<U>(records: readonly WorldTallyRecord[], pick: (rs: WorldTallyRecord[]) => U): Record<'t2v' | 'world', U[]> {
+  const groups = { t2v: new Map<number, WorldTallyRecord[]>(), world: new Map<number, WorldTallyRecord[]>() };
   for (const r of records) {
     const g = groups[r.mode].get(r.unit);
     if (g) g.push(r);
@@ -128,38 +124,45 @@ function groupUnits<U>(records: readonly StoredWorldTallyRecord[], pick: (rs: St
 }
 
 /** The records grouped into units (one prompt at every seed), per mode: the strata of `worldIntervals`. */
-export function unitsByMode(records: readonly StoredWorldTallyRecord[]): Record<'t2v' | 'world', WorldEvalUnit[]> {
+export function unitsByMode(records: readonly WorldTallyRecord[]): Record<'t2v' | 'world', WorldEvalUnit[]> {
   return groupUnits(records, (rs) => rs.map(tallyOf));
 }
 
 /**
- * Pairs a candidate's records with a baseline's of the same clips (mode, unit, seed, prompt, frame count and settings),
- * per mode. The baseline may hold more clips (a run at more seeds); only the candidate's are compared.
+ * Pairs a candidate's records with a baseline's of the same clips (mode, unit, seed, prompt, frame count and, unless
+ * `sameSettings` is false, settings), per mode. The baseline may hold more clips (a run at more seeds); only the
+ * candidate's are compared. `sameSettings` false pairs two sampler settings of the same clips (e.g. two guidance
+ * scales of one set of weights).
  * @throws Error naming the first clip of the candidate that the baseline lacks, or whose prompt, frame count or a
- *   setting differs (the setting named)
+ *   checked setting differs (the setting named)
  */
-export function pairWithBaseline(candidate: readonly StoredWorldTallyRecord[], baseline: readonly StoredWorldTallyRecord[]): Record<'t2v' | 'world', PairedWorldUnit[]> {
-  checkSameClips(candidate, baseline);
+export function pairWithBaseline(candidate: readonly WorldTallyRecord[], baseline: readonly WorldTallyRecord[], sameSettings = true): Record<'t2v' | 'world', PairedWorldUnit[]> {
+  checkSameClips(candidate, baseline, sameSettings);
   const base = new Map(baseline.map((r) => [keyOf(r), r]));
   return groupUnits(candidate, (rs) => ({ candidate: rs.map(tallyOf), baseline: rs.map((r) => tallyOf(base.get(keyOf(r))!)) }));
 }
 
-/** The first setting (in sorted key order) whose value differs between two clips' settings, a missing one included. */
-function settingDifference(run: WorldClipSettings, base: WorldClipSettings): string | undefined {
+/**
+ * The settings (in sorted key order) whose values differ between two clips' settings, a missing one included, as
+ * "key BASE, this run RUN" joined by "; "; undefined when they agree.
+ */
+export function settingDifference(run: WorldClipSettings, base: WorldClipSettings): string | undefined {
   const show = (v: WorldClipSettings[string] | undefined) => (v === undefined ? 'none' : JSON.stringify(v));
-  const key = [...new Set([...Object.keys(run), ...Object.keys(base)])].sort().find((k) => run[k] !== base[k]);
-  return key === undefined ? undefined : `${key} ${show(base[key])}, this run ${show(run[key])}`;
+  const keys = [...new Set([...Object.keys(run), ...Object.keys(base)])].sort().filter((k) => run[k] !== base[k]);
+  return keys.length ? keys.map((k) => `${k} ${show(base[k])}, this run ${show(run[k])}`).join('; ') : undefined;
 }
 
 /**
  * Checks that a baseline holds every clip of a run: the same (mode, unit, seed) keys, prompts and frame counts (it may
- * hold more), and, where both records carry them, the same settings. `eval:world` calls it with the planned clips
- * (frame counts and settings left out) before generating any, and again as each clip is scored.
+ * hold more), and, unless `sameSettings` is false, the same settings where the run's record carries them. `eval:world`
+ * calls it with the planned clips (frame counts and settings left out) before generating any, and again as each clip
+ * is scored.
  * @throws Error as `pairWithBaseline`
  */
 export function checkSameClips(
   run: ReadonlyArray<Pick<WorldTallyRecord, 'mode' | 'unit' | 'seed' | 'prompt'> & { frames?: number; settings?: WorldClipSettings }>,
-  baseline: readonly StoredWorldTallyRecord[],
+  baseline: readonly WorldTallyRecord[],
+  sameSettings = true,
 ): void {
   const base = new Map(baseline.map((r) => [keyOf(r), r]));
   for (const r of run) {
@@ -167,7 +170,12 @@ export function checkSameClips(
     if (b === undefined) throw new Error(`baseline: has no clip ${keyOf(r)} (run it with at least as many --seeds)`);
     if (b.prompt !== r.prompt) throw new Error(`baseline: clip ${keyOf(r)} has prompt ${JSON.stringify(b.prompt)}, this run ${JSON.stringify(r.prompt)}`);
     if (r.frames !== undefined && b.frames !== r.frames) throw new Error(`baseline: clip ${keyOf(r)} has ${b.frames} frames, this run ${r.frames}`);
-    const differs = r.settings && b.settings && settingDifference(r.settings, b.settings);
+    const differs = sameSettings && r.settings && settingDifference(r.settings, b.settings);
     if (differs) throw new Error(`baseline: clip ${keyOf(r)} ran with ${differs} (compare runs of the same sampler settings)`);
   }
+}
+
+/** The baseline's record of a run's clip (same mode, unit and seed), if it holds one. */
+export function baselineRecord(run: Pick<WorldTallyRecord, 'mode' | 'unit' | 'seed'>, baseline: readonly WorldTallyRecord[]): WorldTallyRecord | undefined {
+  return baseline.find((b) => keyOf(b) === keyOf(run));
 }

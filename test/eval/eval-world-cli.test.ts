@@ -17,6 +17,9 @@ const file = (name: string, text: string) => {
   writeFileSync(path.join(dir, name), text);
   return path.join(dir, name);
 };
+const tallies = (clips: unknown[], version = 3) => JSON.stringify({ format: 'omnirx-world-tallies', version, clips });
+/** One T2V record of the set's first prompt (its settings do not matter to the refusals below: those come first). */
+const t2v0 = { mode: 't2v', unit: 0, seed: 100, prompt: 'a red ball in a dark blue room', frames: 16, colorOk: 1, roomOk: 16, present: 9, pairs: 0, followed: 0, settings: {} };
 
 describe('eval:world command line', () => {
   it.each([
@@ -32,11 +35,17 @@ describe('eval:world command line', () => {
     [['--strips', '-h'], /--strips is missing its value \("-h" looks like a flag\)/],
     [['--tallies-out', '--seeds'], /--tallies-out is missing its value/],
     [['--baseline', '/nonexistent/base.json'], /\/nonexistent\/base.json: cannot read \(ENOENT\)/],
-    [['--baseline', file('other-set.json', JSON.stringify({ format: 'omnirx-world-tallies', version: 1, clips: [{ mode: 't2v', unit: 0, seed: 100, prompt: 'a red ball in a dark blue room', frames: 16, colorOk: 1, roomOk: 16, present: 9, pairs: 0, followed: 0 }] }))], /error: --baseline: baseline: has no clip t2v unit 1 seed 101 \(run it with at least as many --seeds\)/],
-    [['--seeds', '2', '--baseline', file('one-seed.json', JSON.stringify({ format: 'omnirx-world-tallies', version: 1, clips: [{ mode: 't2v', unit: 0, seed: 100, prompt: 'a red ball in a dark blue room', frames: 16, colorOk: 1, roomOk: 16, present: 9, pairs: 0, followed: 0 }] }))], /has no clip t2v unit 1 seed 101/],
+    [['--baseline', file('other-set.json', tallies([t2v0]))], /error: --baseline: baseline: has no clip t2v unit 1 seed 101 \(run it with at least as many --seeds\)/],
+    [['--seeds', '2', '--baseline', file('one-seed.json', tallies([t2v0]))], /has no clip t2v unit 1 seed 101/],
+    [['--allow-other-settings', '--baseline', file('one-prompt.json', tallies([t2v0]))], /has no clip t2v unit 1 seed 101/],
     [['--baseline', file('text.json', 'not json')], /text\.json: not JSON/],
-    [['--baseline', file('v3.json', JSON.stringify({ format: 'omnirx-world-tallies', version: 3, clips: [] }))], /v3\.json: version: /],
-    [['--baseline', file('bad-count.json', JSON.stringify({ format: 'omnirx-world-tallies', version: 1, clips: [{ mode: 't2v', unit: 0, seed: 100, prompt: 'a red ball in a dark blue room', frames: 16, colorOk: 1, roomOk: 16, present: 99, pairs: 0, followed: 0 }] }))], /bad-count\.json: clips\.0: counts are inconsistent/],
+    [['--baseline', file('v4.json', tallies([], 4))], /v4\.json: version: /],
+    [['--baseline', file('v2.json', tallies([t2v0], 2))], /v2\.json: version: 2 counts followed actions by the detector's blocked-move rule before 2026-12-02; re-run that evaluation to write version 3/],
+    [['--baseline', file('bad-count.json', tallies([{ ...t2v0, present: 99 }]))], /bad-count\.json: clips\.0: counts are inconsistent/],
+    [['--guidance-scale', '-1'], /--guidance-scale must be a number in \[0, 50\]; got "-1"/],
+    [['--guidance-scale', '51'], /--guidance-scale must be a number in \[0, 50\]; got "51"/],
+    [['--guidance-scale', 'NaN'], /--guidance-scale must be a number in \[0, 50\]; got "NaN"/],
+    [['--guidance-scale', '--seeds'], /--guidance-scale must be a number in \[0, 50\]; got "--seeds"/],
   ])('refuses %j by name with exit 2', (args, message) => {
     const r = run(...args);
     expect(r.stderr).toMatch(message);
@@ -44,17 +53,28 @@ describe('eval:world command line', () => {
     expect(r.status).toBe(2);
   });
 
-  it('refuses a baseline run with other sampler settings at the first clip of its mode, naming the setting (exit 2, no figures)', () => {
-    // a baseline of every clip of the set, whose T2V clips ran at a guidance scale one above the default model's
-    const ours = defaultModelSpec().defaults.guidanceScale;
-    const t2v = { task: 'T2V', width: 64, height: 64, numFrames: 16, fps: 8, numInferenceSteps: 20, guidanceScale: ours + 1, flowShift: 3, sampler: 'euler', matmulDtype: 'float32' };
+  // a baseline of every clip of the set, whose T2V clips ran at guidance scale `g` and whose world sessions record no settings
+  const baselineAt = (g: number) => {
+    const t2v = { task: 'T2V', width: 64, height: 64, numFrames: 16, fps: 8, numInferenceSteps: 20, guidanceScale: g, flowShift: 3, sampler: 'euler', matmulDtype: 'float32' };
     const counts = { colorOk: 0, roomOk: 0, present: 0, pairs: 0, followed: 0 };
-    const clips = [
+    return tallies([
       ...T2V_EVAL_PROMPTS.map((prompt, unit) => ({ mode: 't2v', unit, seed: 100 + unit, prompt, frames: 16, ...counts, settings: t2v })),
       ...WORLD_EVAL_SESSIONS.map((s, unit) => ({ mode: 'world', unit, seed: s.seed, prompt: s.prompt, frames: s.frames, ...counts, settings: {} })),
-    ];
-    const r = run('--baseline', file('other-guidance.json', JSON.stringify({ format: 'omnirx-world-tallies', version: 2, clips })));
-    expect(r.stderr).toContain(`error: --baseline: baseline: clip t2v unit 0 seed 100 ran with guidanceScale ${ours + 1}, this run ${ours} (compare runs of the same sampler settings)`);
+    ]);
+  };
+
+  it('refuses a baseline run with other sampler settings at the first clip of its mode, naming the setting (exit 2, no figures)', () => {
+    const ours = defaultModelSpec().defaults.guidanceScale;
+    const r = run('--baseline', file('other-guidance.json', baselineAt(ours + 1)));
+    expect(r.stderr).toContain(`error: --baseline: baseline: clip t2v unit 0 seed 100 ran with guidanceScale ${ours + 1}, this run ${ours} (compare runs of the same sampler settings); --allow-other-settings pairs them anyway`);
+    expect(r.stdout).toBe('');
+    expect(r.status).toBe(2);
+  });
+
+  it("--guidance-scale sets the T2V clips' guidance: the first clip's admitted settings carry it", () => {
+    const ours = defaultModelSpec().defaults.guidanceScale;
+    const r = run('--guidance-scale', String(ours + 1.5), '--baseline', file('at-default.json', baselineAt(ours)));
+    expect(r.stderr).toContain(`error: --baseline: baseline: clip t2v unit 0 seed 100 ran with guidanceScale ${ours}, this run ${ours + 1.5} (compare`);
     expect(r.stdout).toBe('');
     expect(r.status).toBe(2);
   });
@@ -62,6 +82,6 @@ describe('eval:world command line', () => {
   it('--help lists every option and exits 0', () => {
     const r = run('--help');
     expect(r.status).toBe(0);
-    for (const flag of ['--models-dir <dir>', '--model <id>', '--seeds <k>', '--tallies-out <file>', '--baseline <file>', '--strips <dir>', '--matmul-dtype <dtype>']) expect(r.stdout).toContain(flag);
+    for (const flag of ['--models-dir <dir>', '--model <id>', '--seeds <k>', '--guidance-scale <g>', '--tallies-out <file>', '--baseline <file>', '--allow-other-settings', '--strips <dir>', '--matmul-dtype <dtype>']) expect(r.stdout).toContain(flag);
   });
 });

@@ -8,7 +8,7 @@ import { worldDifference, worldIntervals, type PairedWorldUnit } from '../../src
 import { mkdtempSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import * as path from 'node:path';
-import { MAX_TALLIES_BYTES, pairWithBaseline, parseWorldTallies, readWorldTallies, unitsByMode, worldTalliesFile, type WorldTallyRecord } from '../../src/eval/world-tallies';
+import { MAX_TALLIES_BYTES, baselineRecord, pairWithBaseline, parseWorldTallies, readWorldTallies, settingDifference, unitsByMode, worldTalliesFile, type WorldTallyRecord } from '../../src/eval/world-tallies';
 
 /** A 24-frame clip with `colorOk` prompt-colour frames, `present` agent frames and `followed` of `pairs` action pairs. */
 const clip = (colorOk: number, present = 24, pairs = 0, followed = 0): WorldClipTally => ({ frames: 24, colorOk, roomOk: 24, present, pairs, followed });
@@ -92,12 +92,8 @@ describe('worldDifference', () => {
 describe('tallies file', () => {
   const settings = { width: 64, height: 64, fps: 8, flowShift: 3, chunkFrames: 1, sinkFrames: 1, localWindowFrames: 6, stepsPerChunk: 2, firstChunkSteps: 16, task: 'WORLD', matmulDtype: 'float32' };
   const rec = (o: Partial<WorldTallyRecord> = {}): WorldTallyRecord => ({ mode: 'world', unit: 0, seed: 200, prompt: 'a yellow ball in a dark green room', frames: 24, colorOk: 10, roomOk: 24, present: 12, pairs: 8, followed: 5, settings, ...o });
-  const file = (clips: unknown) => JSON.stringify({ format: 'omnirx-world-tallies', version: 2, clips });
-  /** A record of a version-1 file (before settings were recorded). */
-  const recV1 = (o: Partial<WorldTallyRecord> = {}) => {
-    const { settings: _settings, ...r } = rec(o);
-    return r;
-  };
+  const file = (clips: unknown) => JSON.stringify({ format: 'omnirx-world-tallies', version: 3, clips });
+  const { settings: _settings, ...recNoSettings } = rec();
 
   it('reads a file this version writes, and groups a prompt\'s seeds into one unit per mode', () => {
     const clips = [rec(), rec({ seed: 1200 }), rec({ unit: 1, seed: 201 }), rec({ mode: 't2v', unit: 0, seed: 100, pairs: 0, followed: 0 })];
@@ -111,9 +107,10 @@ describe('tallies file', () => {
   it.each([
     ['not JSON', '{"format": ', /^base\.json: not JSON/],
     ['another format', JSON.stringify({ format: 'other', version: 1, clips: [rec()] }), /^base\.json: format: /],
-    ['a later version', JSON.stringify({ format: 'omnirx-world-tallies', version: 3, clips: [rec()] }), /^base\.json: version: /],
-    ['a version-2 record without settings', file([recV1()]), /^base\.json: clips\.0\.settings: /],
-    ['a version-1 record with settings (version 1 had none)', JSON.stringify({ format: 'omnirx-world-tallies', version: 1, clips: [rec()] }), /^base\.json: clips\.0: .*settings/],
+    ['a later version', JSON.stringify({ format: 'omnirx-world-tallies', version: 4, clips: [rec()] }), /^base\.json: version: /],
+    ['a version-2 file (action counts by the earlier blocked-move rule)', JSON.stringify({ format: 'omnirx-world-tallies', version: 2, clips: [rec()] }), /^base\.json: version: 2 counts followed actions by the detector's blocked-move rule before 2026-12-02; re-run/],
+    ['a version-1 file', JSON.stringify({ format: 'omnirx-world-tallies', version: 1, clips: [recNoSettings] }), /^base\.json: version: 1 counts followed actions/],
+    ['a record without settings', file([recNoSettings]), /^base\.json: clips\.0\.settings: /],
     ['settings that are not an object', file([rec({ settings: 'euler' as unknown as WorldTallyRecord['settings'] })]), /^base\.json: clips\.0\.settings: /],
     ['a setting that is an object', file([rec({ settings: { ...settings, sampler: { kind: 'euler' } as unknown as string } })]), /^base\.json: clips\.0\.settings\.sampler: /],
     ['more than 32 settings', file([rec({ settings: Object.fromEntries(Array.from({ length: 33 }, (_, i) => [`k${i}`, i])) })]), /^base\.json: clips\.0\.settings: more than 32 settings/],
@@ -125,7 +122,7 @@ describe('tallies file', () => {
     ['a fractional count', file([rec({ frames: 23.5 })]), /^base\.json: clips\.0\.frames: /],
     ['a clip of no frames', file([rec({ frames: 0, colorOk: 0, roomOk: 0, present: 0, pairs: 0, followed: 0 })]), /^base\.json: clips\.0\.frames: /],
     ['a count that is a string', file([rec({ pairs: '8' as unknown as number })]), /^base\.json: clips\.0\.pairs: /],
-    ['a count too large for a number (1e400 parses as Infinity)', `{"format": "omnirx-world-tallies", "version": 1, "clips": [${JSON.stringify(rec()).replace('"frames":24', '"frames":1e400')}]}`, /^base\.json: clips\.0\.frames: /],
+    ['a count too large for a number (1e400 parses as Infinity)', `{"format": "omnirx-world-tallies", "version": 3, "clips": [${JSON.stringify(rec()).replace('"frames":24', '"frames":1e400')}]}`, /^base\.json: clips\.0\.frames: /],
     ['a seed over 32 bits', file([rec({ seed: 2 ** 32 })]), /^base\.json: clips\.0\.seed: /],
     ['more followed than pairs', file([rec({ followed: 9 })]), /^base\.json: clips\.0: counts are inconsistent/],
     ['more pairs than frames with the agent allow', file([rec({ present: 8, pairs: 8, followed: 0 })]), /^base\.json: clips\.0: counts are inconsistent/],
@@ -137,7 +134,7 @@ describe('tallies file', () => {
   });
 
   it('refuses prototype keys, at the top and in a record, and pollutes nothing', () => {
-    const top = `{"__proto__": {"polluted": 1}, "format": "omnirx-world-tallies", "version": 2, "clips": [${JSON.stringify(rec())}]}`;
+    const top = `{"__proto__": {"polluted": 1}, "format": "omnirx-world-tallies", "version": 3, "clips": [${JSON.stringify(rec())}]}`;
     expect(() => parseWorldTallies(top, 'base.json')).toThrow(/^base\.json: \(root\): .*__proto__/);
     const inner = file([rec()]).replace('"clips":[{', '"clips":[{"__proto__":{"polluted":1},');
     const inSettings = file([rec()]).replace('"settings":{', '"settings":{"__proto__":{"polluted":1},');
@@ -151,15 +148,19 @@ describe('tallies file', () => {
 
   it('what eval:world writes reads back the same', () => {
     const clips = [rec(), rec({ mode: 't2v', seed: 100, pairs: 0, followed: 0 })];
-    expect(parseWorldTallies(JSON.stringify(worldTalliesFile(clips)), 'x.json')).toEqual({ format: 'omnirx-world-tallies', version: 2, clips });
+    expect(parseWorldTallies(JSON.stringify(worldTalliesFile(clips)), 'x.json')).toEqual({ format: 'omnirx-world-tallies', version: 3, clips });
   });
 
-  it('still reads a version-1 file (no settings), and pairs a run with it without checking settings', () => {
-    const old = parseWorldTallies(JSON.stringify({ format: 'omnirx-world-tallies', version: 1, clips: [recV1({ colorOk: 4 })] }), 'old.json');
-    expect(old.version).toBe(1);
-    expect(old.clips[0].settings).toBeUndefined();
-    const p = pairWithBaseline([rec({ colorOk: 7 })], old.clips);
+  it('pairs two sampler settings of the same clips only when asked, and names every setting that differs', () => {
+    const base = [rec({ colorOk: 4, settings: { ...settings, stepsPerChunk: 4, firstChunkSteps: 8 } })];
+    expect(() => pairWithBaseline([rec({ colorOk: 7 })], base)).toThrow('baseline: clip world unit 0 seed 200 ran with firstChunkSteps 8, this run 16; stepsPerChunk 4, this run 2 (compare runs of the same sampler settings)');
+    const p = pairWithBaseline([rec({ colorOk: 7 })], base, false);
     expect(p.world).toEqual([{ candidate: [expect.objectContaining({ colorOk: 7 })], baseline: [expect.objectContaining({ colorOk: 4 })] }]);
+    expect(settingDifference(settings, { ...settings, sampler: 'dmd' })).toBe('sampler "dmd", this run none');
+    expect(settingDifference(settings, settings)).toBeUndefined();
+    expect(baselineRecord(rec(), base)).toBe(base[0]);
+    expect(baselineRecord(rec({ seed: 1200 }), base)).toBeUndefined();
+    expect(() => pairWithBaseline([rec({ seed: 1200 })], base, false)).toThrow('baseline: has no clip world unit 0 seed 1200');
   });
 
   it('reads a file, refusing a missing one and one over the size limit by name', () => {
