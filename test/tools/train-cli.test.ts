@@ -54,6 +54,8 @@ describe('train.py refuses bad flags by name, before training (exit 2, nothing w
     ['negative teacher-forcing steps', ['--teacher-forcing-steps=-1'], /--teacher-forcing-steps must not be negative; got -1/],
     ['teacher-forcing share above 1', ['--teacher-forcing-share', '1.5'], /--teacher-forcing-share must be in \[0, 1\]; got 1\.5/],
     ['teacher-forcing share NaN', ['--teacher-forcing-share', 'nan'], /--teacher-forcing-share must be in \[0, 1\]; got nan/],
+    ['teacher-forcing learning rate 0', ['--teacher-forcing-lr', '0'], /--teacher-forcing-lr must be in \(0, 1\); got 0\.0/],
+    ['teacher-forcing learning rate inf', ['--teacher-forcing-lr', 'inf'], /--teacher-forcing-lr must be in \(0, 1\); got inf/],
     ['budget NaN', ['--budget-minutes', 'nan'], /--budget-minutes must be a positive number; got nan/],
     ['budget 0', ['--budget-minutes', '0'], /--budget-minutes must be a positive number; got 0/],
     ['unknown precision', ['--precision', 'float16'], /--precision: invalid choice: 'float16'/],
@@ -92,8 +94,8 @@ describe('train.py refuses bad flags by name, before training (exit 2, nothing w
 describe('a short training run', () => {
   // --reuse 2, a frozen text encoder after a text stage and another DiT learning rate (not the recipe's defaults), so the
   // second DiT step takes the shared batch's second use and the repeat line carries those options; a teacher-forcing
-  // phase of 2 steps at share 0.9 ends it
-  const common = ['--text-encoder', 'frozen', '--image-share', '0.5', '--reuse', '2', '--dit-lr', '0.0005', '--teacher-forcing-share', '0.9'];
+  // phase of 2 steps at share 0.9 and a learning rate of its own ends it
+  const common = ['--text-encoder', 'frozen', '--image-share', '0.5', '--reuse', '2', '--dit-lr', '0.0005', '--teacher-forcing-share', '0.9', '--teacher-forcing-lr', '0.0002'];
   const flags = ['--seed', '3', '--vae-steps', '2', '--text-steps', '3', '--dit-steps', '2', '--finetune-steps', '1,1', '--teacher-forcing-steps', '2', ...common];
   let first: string;
   beforeAll(() => {
@@ -120,8 +122,8 @@ describe('a short training run', () => {
     for (const r of dit.filter((r) => r.stage !== 'teacher')) expect(['causal', 'bidirectional', 'image']).toContain(r.mode);
     // the teacher phase's first batch (share 0.9) is teacher forcing, and its second step reuses it (--reuse 2)
     expect(dit.filter((r) => r.stage === 'teacher').map((r) => r.mode)).toEqual(['teacher_forcing', 'teacher_forcing']);
-    // every DiT phase warms up to --dit-lr over 50 steps: step k runs at lr·(k + 1)/50
-    expect(dit.map((r) => r.lr)).toEqual([0.0005 / 50, (0.0005 * 2) / 50, 0.0005 / 50, 0.0005 / 50, 0.0005 / 50, (0.0005 * 2) / 50].map((x) => expect.closeTo(x, 12)));
+    // every DiT phase warms up to its peak (--dit-lr; the teacher phase's --teacher-forcing-lr) over 50 steps: step k runs at lr·(k + 1)/50
+    expect(dit.map((r) => r.lr)).toEqual([0.0005 / 50, (0.0005 * 2) / 50, 0.0005 / 50, 0.0005 / 50, 0.0002 / 50, (0.0002 * 2) / 50].map((x) => expect.closeTo(x, 12)));
     const s = summary(first);
     expect(s).toMatchObject({ seed: 3, image_share: 0.5, reuse: 2, precision: 'bfloat16', dit_lr: 0.0005, vae: { steps: 2 }, text: { steps: 3, during_dit: 'frozen' }, dit: { steps: 2 } });
     const acc = (s.text as { held_out_acc: Record<string, number> }).held_out_acc;
@@ -131,7 +133,7 @@ describe('a short training run', () => {
       [4, 1],
       [5, 1],
     ]);
-    expect(s.teacher).toMatchObject({ seed: 6, steps: 2, share: 0.9 });
+    expect(s.teacher).toMatchObject({ seed: 6, steps: 2, share: 0.9, lr: 0.0002 });
   });
 
   it("its summary's repeat line reproduces the same weights byte for byte", () => {

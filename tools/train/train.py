@@ -495,6 +495,7 @@ def main(argv: Optional[List[str]] = None) -> None:
     ap.add_argument("--precision", choices=("bfloat16", "float32"), default="bfloat16", help="DiT forward under bf16 autocast, or float32 throughout")
     ap.add_argument("--image-share", type=float, default=0.0, help="fraction of DiT batches that are single frames of IMAGE_BATCH scenes (joint image-video training)")
     ap.add_argument("--teacher-forcing-steps", dest="teacher_steps", type=int, help="steps of a last, agent-weighted teacher-forcing phase, from the weights rounded to float16 as written (default: the recipe's; 0 in budget mode)")
+    ap.add_argument("--teacher-forcing-lr", dest="teacher_lr", type=float, help="peak learning rate of the teacher-forcing phase (default: --dit-lr)")
     ap.add_argument("--teacher-forcing-share", dest="teacher_share", type=float, default=TEACHER_SHARE, help="fraction of that phase's batches that are teacher-forcing clips (each noisy frame denoised from the clean frames before it)")
     ap.add_argument("--dit-lr", type=float, default=DIT_LR, help="peak learning rate of every DiT phase (warm-up, then cosine to a tenth)")
     ap.add_argument("--text-steps", type=int, default=TEXT_STEPS, help="steps of the text-encoder stage on the prompts' scene attributes before the DiT (0: none; skipped with --init)")
@@ -511,6 +512,9 @@ def main(argv: Optional[List[str]] = None) -> None:
         ap.error(f"--finetune-shares must leave the base phase a part of the DiT time (sum < 1); got {a.finetune_shares}")
     if not (math.isfinite(a.dit_lr) and 0.0 < a.dit_lr < 1.0):
         ap.error(f"--dit-lr must be in (0, 1); got {a.dit_lr}")
+    a.teacher_lr = a.dit_lr if a.teacher_lr is None else a.teacher_lr
+    if not (math.isfinite(a.teacher_lr) and 0.0 < a.teacher_lr < 1.0):
+        ap.error(f"--teacher-forcing-lr must be in (0, 1); got {a.teacher_lr}")
     if a.text_steps < 0:
         ap.error(f"--text-steps must not be negative; got {a.text_steps}")
     if a.vae_steps is not None and a.vae_steps < 0:
@@ -596,7 +600,7 @@ def main(argv: Optional[List[str]] = None) -> None:
                 for v in module.state_dict().values():
                     v.copy_(v.half().float())
             k = len(phases) + 1
-            modules = train_dit(spec, words, enc, modules, a.seed + k, Budget(teacher_steps, 0.0, minimum=0), log, a.agent_weight, "teacher", a.reuse, bf16, a.image_share, train_text, a.dit_lr, a.teacher_share)
+            modules = train_dit(spec, words, enc, modules, a.seed + k, Budget(teacher_steps, 0.0, minimum=0), log, a.agent_weight, "teacher", a.reuse, bf16, a.image_share, train_text, a.teacher_lr, a.teacher_share)
         t5, dit = modules
     ft_steps = ",".join(str(b.total) for b in ft_budgets)
     spec["weights"] = "trained"
@@ -625,7 +629,7 @@ def main(argv: Optional[List[str]] = None) -> None:
         "dit_lr": a.dit_lr,
         "reuse": a.reuse,
         "image_share": a.image_share,
-        "teacher": {"seed": a.seed + len(phases) + 1, "steps": teacher_steps, "share": a.teacher_share, "loss_first": series["teacher"][0][1], "loss_last20": tail("teacher")} if teacher_steps else None,
+        "teacher": {"seed": a.seed + len(phases) + 1, "steps": teacher_steps, "share": a.teacher_share, "lr": a.teacher_lr, "loss_first": series["teacher"][0][1], "loss_last20": tail("teacher")} if teacher_steps else None,
         "text": {"steps": text_steps, "loss_last20": tail("text") if series["text"] else None, "held_out_acc": dict(zip([n for n, _ in ATTRIBUTES], text_acc)) if text_acc else None, "during_dit": a.text_encoder},
         "dit": {"steps": dit_budget.total, "step_s": dit_budget.step_s, "loss_first": series["dit"][0][1] if series["dit"] else None, "loss_last20": tail("dit") if series["dit"] else None},
         "finetune": [
@@ -638,7 +642,7 @@ def main(argv: Optional[List[str]] = None) -> None:
         "repeat": (
             f"--seed {a.seed} --vae-steps {vae_budget.total} --dit-steps {dit_budget.total} --finetune-steps {ft_steps or 0} --base-agent-weight {a.base_agent_weight} "
             f"--agent-weight {a.agent_weight} --reuse {a.reuse} --precision {a.precision} --image-share {a.image_share} "
-            f"--dit-lr {a.dit_lr} --teacher-forcing-steps {teacher_steps} --teacher-forcing-share {a.teacher_share} --text-steps {text_steps} --text-encoder {a.text_encoder}" + (f" --init {a.init}" if a.init else "")
+            f"--dit-lr {a.dit_lr} --teacher-forcing-steps {teacher_steps} --teacher-forcing-share {a.teacher_share} --teacher-forcing-lr {a.teacher_lr} --text-steps {text_steps} --text-encoder {a.text_encoder}" + (f" --init {a.init}" if a.init else "")
         ),
     }
     with open(os.path.join(a.out, "train_summary.json"), "w") as f:
