@@ -154,7 +154,7 @@ describe('a short training run', () => {
 
   it('--init continues from it: the VAE and a frozen text encoder are carried over unchanged, the DiT trains on', () => {
     const next = path.join(scratch(), 'next');
-    const r = train(['--out', next, '--init', first, '--dit-steps', '1', '--finetune-steps', '0', '--text-encoder', 'frozen']);
+    const r = train(['--out', next, '--init', first, '--dit-steps', '1', '--finetune-steps', '0', '--teacher-forcing-steps', '0', '--text-encoder', 'frozen']);
     expect(r.status).toBe(0);
     const vae = tensors(path.join(next, 'vae.safetensors'));
     expect(vae.length).toBeGreaterThan(0);
@@ -174,13 +174,17 @@ describe('a short training run', () => {
     const r = train(['--out', continued, '--init', without, '--seed', '5', '--dit-steps', '0', '--finetune-steps', '0', '--teacher-forcing-steps', '2', ...common]);
     expect(r.status).toBe(0);
     expect(summary(continued)).toMatchObject({ dit: { steps: 0, loss_first: null }, teacher: { seed: 6, steps: 2 } });
+    // model.json says what the weights went through: this run, continued from what the --init model's run did
+    const description = (dir: string) => (JSON.parse(readFileSync(path.join(dir, 'model.json'), 'utf8')) as { description: string }).description;
+    expect(description(continued)).toMatch(/\(tools\/train\/train\.py, seed 5, 0 VAE \+ 0 DiT \+ 0 fine-tune \+ 2 teacher-forcing steps\), continued from \(tools\/train\/train\.py, seed 3, 2 VAE \+ 2 DiT \+ 1,1 fine-tune \+ 0 teacher-forcing steps\)\.$/);
+    expect(description(first)).toMatch(/\(tools\/train\/train\.py, seed 3, 2 VAE \+ 2 DiT \+ 1,1 fine-tune \+ 2 teacher-forcing steps\)\.$/);
     for (const f of SAFETENSORS) expect(changed(path.join(continued, f), path.join(first, f))).toEqual([]);
     expect(changed(path.join(continued, 'transformer.safetensors'), path.join(without, 'transformer.safetensors')).length).toBeGreaterThan(0);
   }, 600_000);
 
   it('by default (--text-encoder joint) the text encoder trains through the DiT loss as well', () => {
     const next = path.join(scratch(), 'joint');
-    const r = train(['--out', next, '--init', first, '--dit-steps', '1', '--finetune-steps', '0']);
+    const r = train(['--out', next, '--init', first, '--dit-steps', '1', '--finetune-steps', '0', '--teacher-forcing-steps', '0']);
     expect(r.status).toBe(0);
     expect(changed(path.join(next, 'text_encoder.safetensors'), path.join(first, 'text_encoder.safetensors')).length).toBeGreaterThan(0);
     expect(summary(next)).toMatchObject({ text: { during_dit: 'joint' } });

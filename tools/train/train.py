@@ -89,6 +89,7 @@ import argparse
 import json
 import math
 import os
+import re
 import sys
 import time
 from typing import Dict, List, Optional, Sequence, Tuple
@@ -134,13 +135,18 @@ REUSE = 1
 """DiT steps that share one encoded batch of clips. The recipe takes a fresh batch per step: one-command runs with 2
 followed actions less often than the three float32 commands' weights, one without it as often (docs/model-card.md,
 "One command" and "Image batches"; clip reuse and image batches not tested apart)."""
-RECIPE_STEPS = {"vae": 3433, "dit": 2539, "finetune": (1300, 1500), "teacher": 0}
+RECIPE_STEPS = {"vae": 3433, "dit": 2539, "finetune": (1300, 1500), "teacher": 1600}
 """Step counts of a run without ``--budget-minutes``: those of the shipped model (VAE, unweighted base phase, the two
-agent-weighted fine-tune phases). With the defaults (bf16 autocast, a fresh batch per step) the shipped weights:
-94.9 minutes on 2 cores (docs/model-card.md, "Recipe")."""
-TEACHER_SHARE = 0.5
+agent-weighted fine-tune phases, the teacher-forcing phase). With the defaults (bf16 autocast, a fresh batch per step):
+94.9 minutes on 2 cores up to the teacher-forcing phase, which took 24.3 more (19–20 on a quiet machine), 119.2 in all
+(docs/model-card.md, "Recipe")."""
+TEACHER_SHARE = 1.0
 """Default fraction of the teacher-forcing phase's batches (``--teacher-forcing-steps``) that are teacher-forcing clips;
-the rest keep the other phases' mix."""
+the rest keep the other phases' mix. The recipe's phase is all teacher forcing (docs/model-card.md, "Teacher forcing")."""
+TEACHER_LR = 1e-4
+"""Default peak learning rate of the teacher-forcing phase (``--teacher-forcing-lr``): a third of the other phases'. At
+3e-4 the phase drew the prompt's colours in T2V far less often (paired at 4 seeds, docs/model-card.md, "Teacher
+forcing")."""
 VAE_SHARE = 0.15
 """Fraction of the training budget given to the VAE stage; the rest goes to the DiT + text encoder."""
 TEXT_STEPS = 0
@@ -495,7 +501,7 @@ def main(argv: Optional[List[str]] = None) -> None:
     ap.add_argument("--precision", choices=("bfloat16", "float32"), default="bfloat16", help="DiT forward under bf16 autocast, or float32 throughout")
     ap.add_argument("--image-share", type=float, default=0.0, help="fraction of DiT batches that are single frames of IMAGE_BATCH scenes (joint image-video training)")
     ap.add_argument("--teacher-forcing-steps", dest="teacher_steps", type=int, help="steps of a last, agent-weighted teacher-forcing phase, from the weights rounded to float16 as written (default: the recipe's; 0 in budget mode)")
-    ap.add_argument("--teacher-forcing-lr", dest="teacher_lr", type=float, help="peak learning rate of the teacher-forcing phase (default: --dit-lr)")
+    ap.add_argument("--teacher-forcing-lr", dest="teacher_lr", type=float, default=TEACHER_LR, help="peak learning rate of the teacher-forcing phase (warm-up, then cosine to a tenth)")
     ap.add_argument("--teacher-forcing-share", dest="teacher_share", type=float, default=TEACHER_SHARE, help="fraction of that phase's batches that are teacher-forcing clips (each noisy frame denoised from the clean frames before it)")
     ap.add_argument("--dit-lr", type=float, default=DIT_LR, help="peak learning rate of every DiT phase (warm-up, then cosine to a tenth)")
     ap.add_argument("--text-steps", type=int, default=TEXT_STEPS, help="steps of the text-encoder stage on the prompts' scene attributes before the DiT (0: none; skipped with --init)")
@@ -512,7 +518,6 @@ def main(argv: Optional[List[str]] = None) -> None:
         ap.error(f"--finetune-shares must leave the base phase a part of the DiT time (sum < 1); got {a.finetune_shares}")
     if not (math.isfinite(a.dit_lr) and 0.0 < a.dit_lr < 1.0):
         ap.error(f"--dit-lr must be in (0, 1); got {a.dit_lr}")
-    a.teacher_lr = a.dit_lr if a.teacher_lr is None else a.teacher_lr
     if not (math.isfinite(a.teacher_lr) and 0.0 < a.teacher_lr < 1.0):
         ap.error(f"--teacher-forcing-lr must be in (0, 1); got {a.teacher_lr}")
     if a.text_steps < 0:
@@ -558,6 +563,7 @@ def main(argv: Optional[List[str]] = None) -> None:
             if rec["step"] % 25 == 0:
                 print(json.dumps(rec), flush=True)
 
+        earlier: Optional[re.Match] = None
         if a.init is None:
             vae_budget = Budget(a.vae_steps, 60 * minutes * VAE_SHARE, minimum=5)
             enc, dec = train_vae(spec["vae"], a.seed, vae_budget, log)
@@ -565,7 +571,10 @@ def main(argv: Optional[List[str]] = None) -> None:
         else:
             vae_budget = Budget(0, 0.0, minimum=0)
             with open(os.path.join(a.init, "model.json")) as f:
-                spec["vae"] = json.load(f)["vae"]
+                init_spec = json.load(f)
+            spec["vae"] = init_spec["vae"]
+            # what the weights went through before: the parenthesis this script wrote into the --init model's description
+            earlier = re.search(r"\(tools/train/train\.py, [^()]*\)", str(init_spec.get("description", "")))
             enc, dec = cref.WanVaeEncoder(spec["vae"]), ref.WanVaeDecoder(spec["vae"])
             vae_file = os.path.join(a.init, "vae.safetensors")
             for mod in (enc, dec):
@@ -607,7 +616,9 @@ def main(argv: Optional[List[str]] = None) -> None:
     spec["description"] = (
         f"Embedded default: Wan-2.1-style DiT (dim {spec['transformer']['dim']}, {spec['transformer']['numLayers']} layers, 5-key + "
         f"2-vector per-frame action module), T5-style text encoder ({spec['textEncoder']['numLayers']} layers), causal conv VAE (4x spatial, 16 latent channels), trained on the procedural top-down world "
-        f"(tools/train/train.py, seed {a.seed}, {vae_budget.total} VAE + {dit_budget.total} DiT + {ft_steps or 0} fine-tune + {teacher_steps} teacher-forcing steps)."
+        f"(tools/train/train.py, seed {a.seed}, {vae_budget.total} VAE + {dit_budget.total} DiT + {ft_steps or 0} fine-tune + {teacher_steps} teacher-forcing steps)"
+        + (f", continued from {earlier.group(0)}" if earlier else "")
+        + "."
     )
     meta = {"format": "pt", "generator": "omnirx tools/train/train.py", "seed": str(a.seed), "vae_steps": str(vae_budget.total), "dit_steps": str(dit_budget.total), "finetune_steps": ft_steps or "0", "teacher_forcing_steps": str(teacher_steps)}
     write_model(a.out, spec, words, t5, dit, enc, dec, meta)
