@@ -135,8 +135,8 @@ export function detectFrame(rgb: Uint8Array, width: number, height: number, scen
 /**
  * Whether a move of the agent by one step in direction `action` is blocked, by the generator's rule
  * (tools/train/procedural_world.py `free`): the agent's box (WORLD_GEOMETRY.agent px square about the detected
- * centroid, rounded to whole pixels as the generator's centres are) moved by WORLD_GEOMETRY.step px would leave the
- * floor (inside the WORLD_GEOMETRY.wall px wall border) or take in an obstacle pixel: one of the prompt's obstacle
+ * centroid, rounded to whole pixels as the generator's centres are) moved by WORLD_GEOMETRY.step px would cross the
+ * floor's edge in the direction of the move (the WORLD_GEOMETRY.wall px wall border) or take in an obstacle pixel: one of the prompt's obstacle
  * colour in a 4-connected component of at least a quarter of the agent's area (as agent components are counted), in
  * the strip the move adds to the box. Walls are judged by geometry and obstacles by the prompt's obstacle colour, so
  * the mid-tone halo a blurred generated agent leaves on the floor (pixels near some wall or object colour) is neither.
@@ -147,7 +147,9 @@ export function moveBlocked(det: FrameDetection, width: number, height: number, 
   if (det.centroid === undefined || (dx === 0 && dy === 0)) return false;
   const { step: s, wall: w, agent: a } = WORLD_GEOMETRY;
   const x0 = Math.round(det.centroid[0]) - a / 2 + s * dx, y0 = Math.round(det.centroid[1]) - a / 2 + s * dy;
-  if (x0 < w || y0 < w || x0 + a > width - w || y0 + a > height - w) return true;
+  // only the leading edge: a box the generator placed is inside the floor, and a generated agent drawn a pixel into
+  // the wall border must not block moves along the wall
+  if ((dx < 0 && x0 < w) || (dy < 0 && y0 < w) || (dx > 0 && x0 + a > width - w) || (dy > 0 && y0 + a > height - w)) return true;
   if (scene.obstacleColor === undefined) return false;
   const obstacle = new Uint8Array(width * height);
   for (const c of objectComponents(det.classes, width, height, scene.obstacleColor, agentArea(scene.agentShape) / 4)) for (const p of c) obstacle[p] = 1;

@@ -152,6 +152,17 @@ describe('blocked moves', () => {
     expect(moveBlocked(detectFrame(patch, S, S, scene), S, S, scene, 4)).toBe(false);
   });
 
+  it('are judged at the leading edge: an agent drawn a pixel into the wall border still moves along the wall', () => {
+    // an 8-px square agent painted at centre (32, 6), its top row on the wall border (y 2): up is blocked, sideways and
+    // down are free
+    const scene = parseWorldPrompt('a red square in a brown room')!;
+    const rgb = new Uint8Array(S * S * 3).map((_, i) => ROOM_COLORS.brown[i % 3]);
+    for (let y = 2; y < 10; y++) for (let x = 28; x < 36; x++) paint(rgb, x, y, OBJECT_COLORS.red);
+    const d = detectFrame(rgb, S, S, scene);
+    expect(d.centroid).toEqual([32, 6]);
+    expect([1, 2, 3, 4].map((a) => moveBlocked(d, S, S, scene, a))).toEqual([true, false, false, false]);
+  });
+
   it('are none without an agent or without a direction', () => {
     const scene = parseWorldPrompt(doc.clips[2].prompt)!;
     const floor = new Uint8Array(S * S * 3).map((_, i) => ROOM_COLORS.brown[i % 3]);
