@@ -1,7 +1,8 @@
 /**
  * Quality figures of the embedded default on the procedural world (issue 8): runs the engine with fixed seeds —
- * T2V requests (bidirectional sampling, the model's default steps and guidance) and world sessions (block-causal
- * chunk-by-chunk rollout driven by scripted directional actions, one frame per chunk) — and scores the frames with the
+ * T2V requests (bidirectional sampling, the model's default steps and guidance, or `--guidance-scale`) and world
+ * sessions (block-causal chunk-by-chunk rollout driven by scripted directional actions, one frame per chunk) — and
+ * scores the frames with the
  * colour-segmentation detector (src/eval/world-eval.ts). Prompts follow the generator's grammar
  * (tools/train/procedural_world.py). Prints one JSON line:
  * {"prompt_color_acc", "action_follow_acc", "action_pairs", "agent_present_rate", "frames", "ci95"} (+ the same per
@@ -39,7 +40,7 @@ import { Engine } from '../src/engine/engine';
 import { frameStripPng } from '../src/eval/frame-strip';
 import { tallyWorldClip, worldFigures, type WorldEvalClip } from '../src/eval/world-eval';
 import { worldDifference, worldIntervals } from '../src/eval/world-intervals';
-import { baselineRecord, checkSameClips, pairWithBaseline, readWorldTallies, settingDifference, unitsByMode, worldTalliesFile, type WorldTalliesFile, type WorldTallyRecord } from '../src/eval/world-tallies';
+import { SettingsMismatchError, baselineRecord, checkSameClips, pairWithBaseline, readWorldTallies, settingDifference, unitsByMode, worldTalliesFile, type WorldTalliesFile, type WorldTallyRecord } from '../src/eval/world-tallies';
 import { ACTION_KEYS } from '../src/models/wan/actions';
 import { T2V_EVAL_PROMPTS, t2vClip, worldClip, WORLD_EVAL_SESSIONS } from '../src/eval/world-clips';
 
@@ -96,7 +97,9 @@ function parseOptions(argv: readonly string[]): EvalOptions {
     .addOption(new Option('--strips <dir>', 'also write the clips of the first seed as PNG frame strips, with strips.json').argParser(text('--strips')))
     .addOption(new Option('--matmul-dtype <dtype>', "dtype of the DiT's matrix products").choices(MATMUL_DTYPES))
     .exitOverride((e) => process.exit(e.exitCode === 0 ? 0 : 2));
-  return cmd.parse(argv, { from: 'user' }).opts<EvalOptions>();
+  const o = cmd.parse(argv, { from: 'user' }).opts<EvalOptions>();
+  if (o.allowOtherSettings && !o.baseline) cmd.error('error: --allow-other-settings needs --baseline (it says which baseline settings may differ)');
+  return o;
 }
 
 function writeStrips(dir: string, clips: ReadonlyArray<readonly ['t2v' | 'world', WorldEvalClip]>): void {
@@ -143,7 +146,7 @@ function baselineHolds(run: Parameters<typeof checkSameClips>[0], baseline: Para
     checkSameClips(run, baseline, sameSettings);
     return true;
   } catch (e) {
-    console.error(`error: --baseline: ${(e as Error).message}${/ran with/.test((e as Error).message) ? '; --allow-other-settings pairs them anyway' : ''}`);
+    console.error(`error: --baseline: ${(e as Error).message}${e instanceof SettingsMismatchError ? '; --allow-other-settings pairs them anyway' : ''}`);
     process.exitCode = 2;
     return false;
   }

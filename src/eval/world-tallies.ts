@@ -97,12 +97,15 @@ export function parseWorldTallies(text: string, source: string): WorldTalliesFil
 
 /**
  * Reads and parses a tallies file.
- * @throws Error naming the file when it cannot be read, is larger than MAX_TALLIES_BYTES, or fails `parseWorldTallies`
+ * @throws Error naming the file when it cannot be read, is not a regular file, is larger than MAX_TALLIES_BYTES, or
+ *   fails `parseWorldTallies`
  */
 export function readWorldTallies(file: string): WorldTalliesFile {
   let text: string;
   try {
-    const bytes = statSync(file).size;
+    const st = statSync(file);
+    if (!st.isFile() && !st.isDirectory()) throw new Error(`${file}: not a regular file (a device or pipe is not a tallies file)`);
+    const bytes = st.size;
     if (bytes > MAX_TALLIES_BYTES) throw new Error(`${file}: ${bytes} bytes, more than a tallies file's ${MAX_TALLIES_BYTES}`);
     text = readFileSync(file, 'utf8');
   } catch (e) {
@@ -147,9 +150,15 @@ export function pairWithBaseline(candidate: readonly WorldTallyRecord[], baselin
  * "key BASE, this run RUN" joined by "; "; undefined when they agree.
  */
 export function settingDifference(run: WorldClipSettings, base: WorldClipSettings): string | undefined {
+  const own = (o: WorldClipSettings, k: string) => (Object.hasOwn(o, k) ? o[k] : undefined);
   const show = (v: WorldClipSettings[string] | undefined) => (v === undefined ? 'none' : JSON.stringify(v));
-  const keys = [...new Set([...Object.keys(run), ...Object.keys(base)])].sort().filter((k) => run[k] !== base[k]);
-  return keys.length ? keys.map((k) => `${k} ${show(base[k])}, this run ${show(run[k])}`).join('; ') : undefined;
+  const keys = [...new Set([...Object.keys(run), ...Object.keys(base)])].sort().filter((k) => own(run, k) !== own(base, k));
+  return keys.length ? keys.map((k) => `${k} ${show(own(base, k))}, this run ${show(own(run, k))}`).join('; ') : undefined;
+}
+
+/** A baseline's clip ran with other sampler settings than the run's (what `sameSettings` false lets pass). */
+export class SettingsMismatchError extends Error {
+  override readonly name = 'SettingsMismatchError';
 }
 
 /**
@@ -157,7 +166,7 @@ export function settingDifference(run: WorldClipSettings, base: WorldClipSetting
  * hold more), and, unless `sameSettings` is false, the same settings where the run's record carries them. `eval:world`
  * calls it with the planned clips (frame counts and settings left out) before generating any, and again as each clip
  * is scored.
- * @throws Error as `pairWithBaseline`
+ * @throws SettingsMismatchError when only a setting differs; Error otherwise, as `pairWithBaseline`
  */
 export function checkSameClips(
   run: ReadonlyArray<Pick<WorldTallyRecord, 'mode' | 'unit' | 'seed' | 'prompt'> & { frames?: number; settings?: WorldClipSettings }>,
@@ -171,7 +180,7 @@ export function checkSameClips(
     if (b.prompt !== r.prompt) throw new Error(`baseline: clip ${keyOf(r)} has prompt ${JSON.stringify(b.prompt)}, this run ${JSON.stringify(r.prompt)}`);
     if (r.frames !== undefined && b.frames !== r.frames) throw new Error(`baseline: clip ${keyOf(r)} has ${b.frames} frames, this run ${r.frames}`);
     const differs = sameSettings && r.settings && settingDifference(r.settings, b.settings);
-    if (differs) throw new Error(`baseline: clip ${keyOf(r)} ran with ${differs} (compare runs of the same sampler settings)`);
+    if (differs) throw new SettingsMismatchError(`baseline: clip ${keyOf(r)} ran with ${differs} (compare runs of the same sampler settings)`);
   }
 }
 

@@ -8,7 +8,7 @@ import { worldDifference, worldIntervals, type PairedWorldUnit } from '../../src
 import { mkdtempSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import * as path from 'node:path';
-import { MAX_TALLIES_BYTES, baselineRecord, pairWithBaseline, parseWorldTallies, readWorldTallies, settingDifference, unitsByMode, worldTalliesFile, type WorldTallyRecord } from '../../src/eval/world-tallies';
+import { MAX_TALLIES_BYTES, SettingsMismatchError, baselineRecord, pairWithBaseline, parseWorldTallies, readWorldTallies, settingDifference, unitsByMode, worldTalliesFile, type WorldTallyRecord } from '../../src/eval/world-tallies';
 
 /** A 24-frame clip with `colorOk` prompt-colour frames, `present` agent frames and `followed` of `pairs` action pairs. */
 const clip = (colorOk: number, present = 24, pairs = 0, followed = 0): WorldClipTally => ({ frames: 24, colorOk, roomOk: 24, present, pairs, followed });
@@ -158,6 +158,9 @@ describe('tallies file', () => {
     expect(p.world).toEqual([{ candidate: [expect.objectContaining({ colorOk: 7 })], baseline: [expect.objectContaining({ colorOk: 4 })] }]);
     expect(settingDifference(settings, { ...settings, sampler: 'dmd' })).toBe('sampler "dmd", this run none');
     expect(settingDifference(settings, settings)).toBeUndefined();
+    // a setting named like an Object.prototype member is compared as any other, not read from the prototype
+    expect(settingDifference({ constructor: 1 }, {})).toBe('constructor none, this run 1');
+    expect(() => pairWithBaseline([rec()], base)).toThrow(SettingsMismatchError);
     expect(baselineRecord(rec(), base)).toBe(base[0]);
     expect(baselineRecord(rec({ seed: 1200 }), base)).toBeUndefined();
     expect(() => pairWithBaseline([rec({ seed: 1200 })], base, false)).toThrow('baseline: has no clip world unit 0 seed 1200');
