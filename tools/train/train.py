@@ -41,9 +41,10 @@ serves both samplers:
 Phases of stage ``dit`` (the shipped model's order, first made in three commands): a base phase with an
 unweighted loss, then agent-weighted fine-tune phases (``--finetune-steps`` / ``--finetune-shares``, default two), each
 from the previous phase's weights with a fresh AdamW, warm-up and cosine schedule and a new data seed (phase k: seed + k; the seed draws
-the batch layouts, noise levels and dropout, while the scenes at a data index stay the same), and optionally a last
-agent-weighted teacher-forcing phase (``--teacher-forcing-steps``) from the weights rounded to float16 as they are
-written (so the same phase run with ``--init`` on a written model gives the same bytes). Agent weighting (``--agent-weight`` λ of the fine-tune, default
+the batch layouts, noise levels and dropout, while the scenes at a data index stay the same), and a last
+agent-weighted teacher-forcing phase (``--teacher-forcing-steps``, the recipe's 1600; data seed S + fine-tune phases + 1)
+from the weights rounded to float16 as they are written (so the same phase run with ``--init`` on a written model and
+``--seed S + fine-tune phases`` gives the same tensors; model.json and the safetensors metadata name the runs). Agent weighting (``--agent-weight`` λ of the fine-tune, default
 ``AGENT_WEIGHT``; ``--base-agent-weight`` of the base phase, default 0): the agent (8×8 px) covers about 4 of the 256
 latent cells of a frame, so an unweighted loss is dominated by the static room and a model can reach a low loss while
 drawing no agent (the first 100-minute run did exactly that). With λ > 0 each latent cell whose 4×4 pixel block meets
@@ -75,11 +76,11 @@ and text stages are skipped), through the same phases.
 
 Usage (repository root, Debian's PyTorch):
 
-    nice -n 10 /usr/bin/python3 tools/train/train.py --out models/omnirx-default-trained       # the recipe (~95 min)
+    nice -n 10 /usr/bin/python3 tools/train/train.py --out models/omnirx-default-trained       # the recipe (~2 h)
     nice -n 10 /usr/bin/python3 tools/train/train.py --out /tmp/omnirx-smoke --smoke          # ~2 min
 
 Writes into --out: model.json ("weights": "trained"), tokenizer.json, text_encoder/transformer/vae.safetensors,
-train_log.jsonl (one JSON object per step, stage "vae", "text", "dit", "finetune" or "finetune2"; DiT steps also give data_s,
+train_log.jsonl (one JSON object per step, stage "vae", "text", "dit", "finetune", "finetune2" or "teacher"; DiT steps also give data_s,
 the batch's generation + VAE encoding), loss_curve.png and train_summary.json.
 """
 
@@ -574,7 +575,7 @@ def main(argv: Optional[List[str]] = None) -> None:
                 init_spec = json.load(f)
             spec["vae"] = init_spec["vae"]
             # what the weights went through before: the parenthesis this script wrote into the --init model's description
-            earlier = re.search(r"\(tools/train/train\.py, [^()]*\)", str(init_spec.get("description", "")))
+            earlier = re.search(r"\(tools/train/train\.py, .*\)", str(init_spec.get("description", "")))
             enc, dec = cref.WanVaeEncoder(spec["vae"]), ref.WanVaeDecoder(spec["vae"])
             vae_file = os.path.join(a.init, "vae.safetensors")
             for mod in (enc, dec):
@@ -604,7 +605,7 @@ def main(argv: Optional[List[str]] = None) -> None:
         if teacher_steps:
             # from the weights (and the VAE that encodes its clips) as written, in float16: a model written without
             # this phase and continued with --init M --dit-steps 0 --finetune-steps 0 --seed S+len(phases) takes the same
-            # phase (data seed S + len(phases) + 1) from the same weights, to the byte
+            # phase (data seed S + len(phases) + 1) from the same weights: the same tensors
             for module in (*modules, enc, dec):
                 for v in module.state_dict().values():
                     v.copy_(v.half().float())
