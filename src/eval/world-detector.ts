@@ -136,9 +136,9 @@ export function detectFrame(rgb: Uint8Array, width: number, height: number, scen
  * Whether a move of the agent by one step in direction `action` is blocked, by the generator's rule
  * (tools/train/procedural_world.py `free`): the agent's box (WORLD_GEOMETRY.agent px square about the detected
  * centroid, rounded to whole pixels as the generator's centres are) moved by WORLD_GEOMETRY.step px would cross the
- * floor's edge in the direction of the move (the WORLD_GEOMETRY.wall px wall border) or take in an obstacle pixel: one of the prompt's obstacle
- * colour in a 4-connected component of at least a quarter of the agent's area (as agent components are counted), in
- * the strip the move adds to the box. Walls are judged by geometry and obstacles by the prompt's obstacle colour, so
+ * floor's edge in the direction of the move (the WORLD_GEOMETRY.wall px wall border) or take in an obstacle pixel: one
+ * of the prompt's obstacle colour in a 4-connected component of at least a quarter of the agent's area (as agent
+ * components are counted), in the strip the move adds to the box. Walls are judged by geometry and obstacles by the prompt's obstacle colour, so
  * the mid-tone halo a blurred generated agent leaves on the floor (pixels near some wall or object colour) is neither.
  * False when the frame has no agent or the action is not a direction.
  */
