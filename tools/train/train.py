@@ -139,11 +139,13 @@ followed actions less often than the three float32 commands' weights, one withou
 RECIPE_STEPS = {"vae": 3433, "dit": 2539, "finetune": (1300, 1500), "teacher": 1600}
 """Step counts of a run without ``--budget-minutes``: those of the shipped model (VAE, unweighted base phase, the two
 agent-weighted fine-tune phases, the teacher-forcing phase). With the defaults (bf16 autocast, a fresh batch per step):
-94.9 minutes on 2 cores up to the teacher-forcing phase, which takes about 22 more at its median logged step (0.82 s),
-about 117 in all (docs/model-card.md, "Recipe")."""
-TEACHER_SHARE = 1.0
+94.9 minutes on 2 cores up to the teacher-forcing phase, which took 23.8 more on a quiet machine, about 119 in all
+(docs/model-card.md, "Recipe")."""
+TEACHER_SHARE = 0.75
 """Default fraction of the teacher-forcing phase's batches (``--teacher-forcing-steps``) that are teacher-forcing clips;
-the rest keep the other phases' mix. The recipe's phase is all teacher forcing (docs/model-card.md, "Teacher forcing")."""
+the rest keep the other phases' mix (causal and bidirectional clips). At share 1 the phase drew the prompt's colours
+less often (paired at 4 seeds, −0.068 against 0.75, with action following alike; docs/model-card.md, "Teacher
+forcing")."""
 TEACHER_LR = 1e-4
 """Default peak learning rate of the teacher-forcing phase (``--teacher-forcing-lr``): a third of the other phases'. At
 3e-4 the phase drew the prompt's colours in T2V far less often (paired at 4 seeds, docs/model-card.md, "Teacher
