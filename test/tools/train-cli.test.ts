@@ -54,14 +54,17 @@ describe('train.py refuses bad flags by name, before training (exit 2, nothing w
     ['negative teacher-forcing steps', ['--teacher-forcing-steps=-1'], /--teacher-forcing-steps must not be negative; got -1/],
     ['teacher-forcing share above 1', ['--teacher-forcing-share', '1.5'], /--teacher-forcing-share must be in \[0, 1\]; got 1\.5/],
     ['teacher-forcing share NaN', ['--teacher-forcing-share', 'nan'], /--teacher-forcing-share must be in \[0, 1\]; got nan/],
-    ['teacher-forcing learning rate 0', ['--teacher-forcing-lr', '0'], /--teacher-forcing-lr must be in \(0, 1\); got 0\.0/],
-    ['teacher-forcing learning rate inf', ['--teacher-forcing-lr', 'inf'], /--teacher-forcing-lr must be in \(0, 1\); got inf/],
+    ['teacher-forcing learning rate 0', ['--teacher-forcing-lr', '0'], /--teacher-forcing-lr must be in \(0, 1\) and above float32's smallest normal number 1\.18e-38; got 0\.0/],
+    ['teacher-forcing learning rate inf', ['--teacher-forcing-lr', 'inf'], /--teacher-forcing-lr must be in \(0, 1\) and above float32's smallest normal number 1\.18e-38; got inf/],
     ['budget NaN', ['--budget-minutes', 'nan'], /--budget-minutes must be a positive number; got nan/],
     ['budget 0', ['--budget-minutes', '0'], /--budget-minutes must be a positive number; got 0/],
     ['unknown precision', ['--precision', 'float16'], /--precision: invalid choice: 'float16'/],
-    ['DiT learning rate 0', ['--dit-lr', '0'], /--dit-lr must be in \(0, 1\); got 0\.0/],
-    ['DiT learning rate NaN', ['--dit-lr', 'nan'], /--dit-lr must be in \(0, 1\); got nan/],
-    ['DiT learning rate of 1', ['--dit-lr', '1'], /--dit-lr must be in \(0, 1\); got 1\.0/],
+    ['DiT learning rate 0', ['--dit-lr', '0'], /--dit-lr must be in \(0, 1\) and above float32's smallest normal number 1\.18e-38; got 0\.0/],
+    ['DiT learning rate NaN', ['--dit-lr', 'nan'], /--dit-lr must be in \(0, 1\) and above float32's smallest normal number 1\.18e-38; got nan/],
+    ['a subnormal DiT learning rate', ['--dit-lr', '1e-40'], /--dit-lr must be in \(0, 1\) and above float32's smallest normal number 1\.18e-38; got 1e-40/],
+    ['a subnormal teacher-forcing learning rate', ['--teacher-forcing-lr', '5e-324'], /--teacher-forcing-lr must be in \(0, 1\) and above float32's smallest normal number 1\.18e-38; got 5e-324/],
+    ['DiT learning rate -inf (written with =, as argparse reads -inf alone as a flag)', ['--dit-lr=-inf'], /--dit-lr must be in \(0, 1\) and above float32's smallest normal number 1\.18e-38; got -inf/],
+    ['DiT learning rate of 1', ['--dit-lr', '1'], /--dit-lr must be in \(0, 1\) and above float32's smallest normal number 1\.18e-38; got 1\.0/],
     ['negative text-encoder steps', ['--text-steps=-1'], /--text-steps must not be negative; got -1/],
     ['unknown text-encoder mode', ['--text-encoder', 'trained'], /--text-encoder: invalid choice: 'trained'/],
     ['an --init directory that does not exist', ['--init', '/nonexistent/omnirx'], /--init \/nonexistent\/omnirx: not a model directory this script wrote \(missing model\.json/],
@@ -134,6 +137,14 @@ describe('a short training run', () => {
       [5, 1],
     ]);
     expect(s.teacher).toMatchObject({ seed: 6, steps: 2, share: 0.9, lr: 0.0002 });
+    // each weights file's metadata names every option that changed its tensors, as they were given
+    for (const f of SAFETENSORS) {
+      expect(parseSafetensors(readFileSync(path.join(first, f)), f).metadata).toEqual({
+        format: 'pt', generator: 'omnirx tools/train/train.py', seed: '3', vae_steps: '2', dit_steps: '2', finetune_steps: '1,1',
+        teacher_forcing_steps: '2', teacher_forcing_share: '0.9', teacher_forcing_lr: '0.0002', dit_lr: '0.0005', agent_weight: '10.0',
+        base_agent_weight: '0.0', reuse: '2', precision: 'bfloat16', image_share: '0.5', text_steps: '3', text_encoder: 'frozen',
+      });
+    }
   });
 
   it("its summary's repeat line reproduces the same weights byte for byte", () => {
@@ -176,8 +187,8 @@ describe('a short training run', () => {
     expect(summary(continued)).toMatchObject({ dit: { steps: 0, loss_first: null }, teacher: { seed: 6, steps: 2 } });
     // model.json says what the weights went through: this run, continued from what the --init model's run did
     const description = (dir: string) => (JSON.parse(readFileSync(path.join(dir, 'model.json'), 'utf8')) as { description: string }).description;
-    expect(description(continued)).toMatch(/\(tools\/train\/train\.py, seed 5, 0 VAE \+ 0 DiT \+ 0 fine-tune \+ 2 teacher-forcing steps\), continued from \(tools\/train\/train\.py, seed 3, 2 VAE \+ 2 DiT \+ 1,1 fine-tune \+ 0 teacher-forcing steps\)\.$/);
-    expect(description(first)).toMatch(/\(tools\/train\/train\.py, seed 3, 2 VAE \+ 2 DiT \+ 1,1 fine-tune \+ 2 teacher-forcing steps\)\.$/);
+    expect(description(continued)).toMatch(/\(tools\/train\/train\.py, seed 5, 0 VAE \+ 0 DiT \+ 0 fine-tune \+ 2 teacher-forcing steps at share 0\.9\), continued from \(tools\/train\/train\.py, seed 3, 2 VAE \+ 2 DiT \+ 1,1 fine-tune \+ 0 teacher-forcing steps\)\.$/);
+    expect(description(first)).toMatch(/\(tools\/train\/train\.py, seed 3, 2 VAE \+ 2 DiT \+ 1,1 fine-tune \+ 2 teacher-forcing steps at share 0\.9\)\.$/);
     for (const f of SAFETENSORS) expect(changed(path.join(continued, f), path.join(first, f))).toEqual([]);
     expect(changed(path.join(continued, 'transformer.safetensors'), path.join(without, 'transformer.safetensors')).length).toBeGreaterThan(0);
   }, 600_000);

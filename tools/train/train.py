@@ -519,10 +519,12 @@ def main(argv: Optional[List[str]] = None) -> None:
         ap.error(f"--reuse must be at least 1; got {a.reuse}")
     if sum(a.finetune_shares) >= 1.0:
         ap.error(f"--finetune-shares must leave the base phase a part of the DiT time (sum < 1); got {a.finetune_shares}")
-    if not (math.isfinite(a.dit_lr) and 0.0 < a.dit_lr < 1.0):
-        ap.error(f"--dit-lr must be in (0, 1); got {a.dit_lr}")
-    if not (math.isfinite(a.teacher_lr) and 0.0 < a.teacher_lr < 1.0):
-        ap.error(f"--teacher-forcing-lr must be in (0, 1); got {a.teacher_lr}")
+    # at or below float32's smallest normal number a rate is subnormal (or 0) in the float32 optimizer: no training
+    lr_floor = float(np.finfo(np.float32).tiny)
+    if not (math.isfinite(a.dit_lr) and lr_floor < a.dit_lr < 1.0):
+        ap.error(f"--dit-lr must be in (0, 1) and above float32's smallest normal number {lr_floor:.3g}; got {a.dit_lr}")
+    if not (math.isfinite(a.teacher_lr) and lr_floor < a.teacher_lr < 1.0):
+        ap.error(f"--teacher-forcing-lr must be in (0, 1) and above float32's smallest normal number {lr_floor:.3g}; got {a.teacher_lr}")
     if a.text_steps < 0:
         ap.error(f"--text-steps must not be negative; got {a.text_steps}")
     if a.vae_steps is not None and a.vae_steps < 0:
@@ -619,11 +621,19 @@ def main(argv: Optional[List[str]] = None) -> None:
     spec["description"] = (
         f"Embedded default: Wan-2.1-style DiT (dim {spec['transformer']['dim']}, {spec['transformer']['numLayers']} layers, 5-key + "
         f"2-vector per-frame action module), T5-style text encoder ({spec['textEncoder']['numLayers']} layers), causal conv VAE (4x spatial, 16 latent channels), trained on the procedural top-down world "
-        f"(tools/train/train.py, seed {a.seed}, {vae_budget.total} VAE + {dit_budget.total} DiT + {ft_steps or 0} fine-tune + {teacher_steps} teacher-forcing steps)"
+        f"(tools/train/train.py, seed {a.seed}, {vae_budget.total} VAE + {dit_budget.total} DiT + {ft_steps or 0} fine-tune + {teacher_steps} teacher-forcing steps"
+        + (f" at share {a.teacher_share:g}" if teacher_steps else "")
+        + ")"
         + (f", continued from {earlier.group(0)}" if earlier else "")
         + "."
     )
-    meta = {"format": "pt", "generator": "omnirx tools/train/train.py", "seed": str(a.seed), "vae_steps": str(vae_budget.total), "dit_steps": str(dit_budget.total), "finetune_steps": ft_steps or "0", "teacher_forcing_steps": str(teacher_steps)}
+    # every option that changes the tensors, so a file says how it was made (the --init model's own run: its model.json)
+    meta = {
+        "format": "pt", "generator": "omnirx tools/train/train.py", "seed": str(a.seed), "vae_steps": str(vae_budget.total), "dit_steps": str(dit_budget.total),
+        "finetune_steps": ft_steps or "0", "teacher_forcing_steps": str(teacher_steps), "teacher_forcing_share": repr(a.teacher_share),
+        "teacher_forcing_lr": repr(a.teacher_lr), "dit_lr": repr(a.dit_lr), "agent_weight": repr(a.agent_weight), "base_agent_weight": repr(a.base_agent_weight),
+        "reuse": str(a.reuse), "precision": a.precision, "image_share": repr(a.image_share), "text_steps": str(text_steps), "text_encoder": a.text_encoder,
+    }
     write_model(a.out, spec, words, t5, dit, enc, dec, meta)
     plot_losses(os.path.join(a.out, "loss_curve.png"), series)
 
