@@ -627,13 +627,15 @@ def main(argv: Optional[List[str]] = None) -> None:
         + (f", continued from {earlier.group(0)}" if earlier else "")
         + "."
     )
-    # every option that changes the tensors, so a file says how it was made (the --init model's own run: its model.json)
-    meta = {
-        "format": "pt", "generator": "omnirx tools/train/train.py", "seed": str(a.seed), "vae_steps": str(vae_budget.total), "dit_steps": str(dit_budget.total),
-        "finetune_steps": ft_steps or "0", "teacher_forcing_steps": str(teacher_steps), "teacher_forcing_share": repr(a.teacher_share),
-        "teacher_forcing_lr": repr(a.teacher_lr), "dit_lr": repr(a.dit_lr), "agent_weight": repr(a.agent_weight), "base_agent_weight": repr(a.base_agent_weight),
-        "reuse": str(a.reuse), "precision": a.precision, "image_share": repr(a.image_share), "text_steps": str(text_steps), "text_encoder": a.text_encoder,
+    # every option that changes the tensors, by flag name: the weights' metadata (so a file says how it was made; the
+    # --init model's own run is in its model.json) and the summary's repeat line
+    options = {
+        "seed": a.seed, "vae-steps": vae_budget.total, "dit-steps": dit_budget.total, "finetune-steps": ft_steps or 0,
+        "teacher-forcing-steps": teacher_steps, "teacher-forcing-share": a.teacher_share, "teacher-forcing-lr": a.teacher_lr, "dit-lr": a.dit_lr,
+        "agent-weight": a.agent_weight, "base-agent-weight": a.base_agent_weight, "reuse": a.reuse, "precision": a.precision,
+        "image-share": a.image_share, "text-steps": text_steps, "text-encoder": a.text_encoder,
     }
+    meta = {"format": "pt", "generator": "omnirx tools/train/train.py", **{k.replace("-", "_"): str(v) for k, v in options.items()}}
     write_model(a.out, spec, words, t5, dit, enc, dec, meta)
     plot_losses(os.path.join(a.out, "loss_curve.png"), series)
 
@@ -663,11 +665,7 @@ def main(argv: Optional[List[str]] = None) -> None:
         ],
         "reference_checks": checks,
         "max_abs_weight": max(float(v.abs().max()) for m in (t5, dit, enc, dec) for v in m.state_dict().values()),
-        "repeat": (
-            f"--seed {a.seed} --vae-steps {vae_budget.total} --dit-steps {dit_budget.total} --finetune-steps {ft_steps or 0} --base-agent-weight {a.base_agent_weight} "
-            f"--agent-weight {a.agent_weight} --reuse {a.reuse} --precision {a.precision} --image-share {a.image_share} "
-            f"--dit-lr {a.dit_lr} --teacher-forcing-steps {teacher_steps} --teacher-forcing-share {a.teacher_share} --teacher-forcing-lr {a.teacher_lr} --text-steps {text_steps} --text-encoder {a.text_encoder}" + (f" --init {a.init}" if a.init else "")
-        ),
+        "repeat": " ".join(f"--{k} {v}" for k, v in options.items()) + (f" --init {a.init}" if a.init else ""),
     }
     with open(os.path.join(a.out, "train_summary.json"), "w") as f:
         json.dump(summary, f, indent=2)
