@@ -56,6 +56,9 @@ describe('train.py refuses bad flags by name, before training (exit 2, nothing w
     ['teacher-forcing share NaN', ['--teacher-forcing-share', 'nan'], /--teacher-forcing-share must be in \[0, 1\]; got nan/],
     ['teacher-forcing learning rate 0', ['--teacher-forcing-lr', '0'], /--teacher-forcing-lr must be in \(0, 1\) and above float32's smallest normal number 1\.18e-38; got 0\.0/],
     ['teacher-forcing learning rate inf', ['--teacher-forcing-lr', 'inf'], /--teacher-forcing-lr must be in \(0, 1\) and above float32's smallest normal number 1\.18e-38; got inf/],
+    ['error recycling above 1', ['--error-recycling', '1.5'], /--error-recycling must be in \[0, 1\]; got 1\.5/],
+    ['error recycling NaN', ['--error-recycling', 'nan'], /--error-recycling must be in \[0, 1\]; got nan/],
+    ['negative error recycling', ['--error-recycling=-0.5'], /--error-recycling must be in \[0, 1\]; got -0\.5/],
     ['budget NaN', ['--budget-minutes', 'nan'], /--budget-minutes must be a positive number; got nan/],
     ['budget 0', ['--budget-minutes', '0'], /--budget-minutes must be a positive number; got 0/],
     ['unknown precision', ['--precision', 'float16'], /--precision: invalid choice: 'float16'/],
@@ -192,6 +195,32 @@ describe('a short training run', () => {
     for (const f of SAFETENSORS) expect(changed(path.join(continued, f), path.join(first, f))).toEqual([]);
     expect(changed(path.join(continued, 'transformer.safetensors'), path.join(without, 'transformer.safetensors')).length).toBeGreaterThan(0);
   }, 600_000);
+
+  it('--error-recycling trains the teacher-forcing phase from the model\'s own history; at 0 it is the phase without it, byte for byte', () => {
+    const phase = ['--init', first, '--seed', '5', '--dit-steps', '0', '--finetune-steps', '0', '--teacher-forcing-steps', '2', '--teacher-forcing-share', '1'];
+    const dirs = { plain: path.join(scratch(), 'plain'), zero: path.join(scratch(), 'zero'), recycled: path.join(scratch(), 'recycled') };
+    expect(train(['--out', dirs.plain, ...phase]).status).toBe(0);
+    expect(train(['--out', dirs.zero, ...phase, '--error-recycling', '0']).status).toBe(0);
+    expect(train(['--out', dirs.recycled, ...phase, '--error-recycling', '1']).status).toBe(0);
+    // at 0 nothing is drawn from the phase's own streams and the files, metadata included, are those of the phase without the flag
+    for (const f of SAFETENSORS) expect(readFileSync(path.join(dirs.zero, f)).equals(readFileSync(path.join(dirs.plain, f)))).toBe(true);
+    const meta = (dir: string) => parseSafetensors(readFileSync(path.join(dir, 'transformer.safetensors')), dir).metadata;
+    expect(meta(dirs.plain)).not.toHaveProperty('error_recycling');
+    expect(meta(dirs.recycled)).toMatchObject({ error_recycling: '1.0', teacher_forcing_share: '1.0' });
+    const losses = (dir: string) =>
+      readFileSync(path.join(dir, 'train_log.jsonl'), 'utf8').trim().split('\n').map((l) => JSON.parse(l) as { mode: string; loss: number });
+    // the same batches (modes, step count), but a history of the model's own predictions: another loss from the first step
+    const [plain, recycled] = [losses(dirs.plain), losses(dirs.recycled)];
+    expect(recycled.map((r) => r.mode)).toEqual(plain.map((r) => r.mode));
+    expect(recycled.map((r) => r.mode)).toEqual(['teacher_forcing', 'teacher_forcing']);
+    expect(recycled[0].loss).not.toBe(plain[0].loss);
+    for (const r of recycled) expect(Number.isFinite(r.loss)).toBe(true);
+    expect(changed(path.join(dirs.recycled, 'transformer.safetensors'), path.join(dirs.plain, 'transformer.safetensors')).length).toBeGreaterThan(0);
+    expect(summary(dirs.recycled)).toMatchObject({ teacher: { seed: 6, steps: 2, share: 1, error_recycling: 1 } });
+    expect(String(summary(dirs.recycled).repeat)).toMatch(/ --error-recycling 1\.0 --init /);
+    const description = JSON.parse(readFileSync(path.join(dirs.recycled, 'model.json'), 'utf8')).description as string;
+    expect(description).toMatch(/2 teacher-forcing steps at share 1 with error recycling 1\), continued from /);
+  }, 300_000);
 
   it('by default (--text-encoder joint) the text encoder trains through the DiT loss as well', () => {
     const next = path.join(scratch(), 'joint');

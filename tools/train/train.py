@@ -37,6 +37,10 @@ serves both samplers:
   every noisy frame sees only the clean frames its chunk attends to (sink, window), so all 8 frames are trained as a
   rollout denoises them: from a clean history (Self Forcing's teacher forcing, Huang et al. 2025). In the causal
   batches above only the first noisy frame after a clean prefix has that history. Loss on the noisy frames only.
+  With p = ``--error-recycling`` (default 0) a teacher-forcing batch's history is not the clean frames but the
+  model's own one-step prediction of each of them (``recycled_history``), so the next frame is learnt from a history
+  that holds the model's errors, as a session's committed frames do (error recycling, Stable Video Infinity, Li et
+  al. 2025); the target stays the true frame.
 
 Phases of stage ``dit`` (the shipped model's order, first made in three commands): a base phase with an
 unweighted loss, then agent-weighted fine-tune phases (``--finetune-steps`` / ``--finetune-shares``, default two), each
@@ -157,6 +161,9 @@ TEXT_ENCODER = "joint"
 """The recipe's text encoder: no text-encoder stage, trained jointly through the DiT's loss. ``--text-steps 500
 --text-encoder frozen`` (text_pretrain.py, about 100 s more) drew the prompt's colours more often in T2V but the agent
 less often, and followed actions less often, in one run (docs/model-card.md, "Text encoder"), so it is an option."""
+RECYCLE_STREAM = 3
+"""Key of the error-recycling streams (``--error-recycling``): numpy's [seed, 3] draws which batches and the σ, torch's
+seed + 3 the noise, apart from the phase's own streams."""
 SEED_VAE, SEED_DIT, SEED_STATS, SEED_IMAGE = 10_000_000, 20_000_000, 30_000_000, 40_000_000
 """Clip-seed ranges of the stages (disjoint, so the VAE statistics are measured on clips it was not trained on)."""
 
@@ -315,6 +322,30 @@ class DitBatch:
         self.agent = clips.masks
 
 
+def recycled_history(
+    dit: aref.ActionCausalWanModel, batch: DitBatch, ctx: torch.Tensor, rng: np.random.Generator, gen: torch.Generator
+) -> torch.Tensor:
+    """
+    The history of a teacher-forcing ``batch`` as the model makes it: each clean frame of batch.x0 [B, 16, F, 16, 16]
+    noised to its own σ (``sample_sigma`` of ``rng``, noise of ``gen``) and denoised in one step, x̂₀ = x_σ − σ·v̂, with
+    v̂ the model's velocity given the clean frames before it (teacher forcing, the batch's actions, text states ``ctx``
+    [B, Lt, textDim]); no gradient. A world session's last Euler step is such a one-step prediction (from σ = 0.75 at
+    2 steps and flow shift 3), made from the model's own earlier frames, so its committed frames carry the model's
+    errors; the teacher-forcing loss given this history teaches the next frame to correct them. A one-step form of
+    error recycling (Stable Video Infinity, Li et al. 2025, arXiv 2510.09212: errors are injected into the history,
+    the target stays the data), without its replay memory. Returns float32 [B, 16, F, 16, 16].
+    """
+    b, _, frames = batch.x0.shape[:3]
+    sig = torch.from_numpy(np.stack([sample_sigma(rng, frames) for _ in range(b)]))
+    s = sig[:, None, :, None, None]
+    xs = (1 - s) * batch.x0 + s * torch.randn(batch.x0.shape, generator=gen)
+    t_in = torch.cat([torch.zeros_like(sig), sig * 1000.0], dim=1)
+    keys_in = batch.keys.repeat(1, 2)
+    with torch.no_grad():
+        v = tf.dit_velocity(dit, torch.cat([batch.x0, xs], dim=2), t_in, ctx.detach(), keys_in, torch.zeros(*keys_in.shape, 2), "teacher_forcing", list(batch.positions) * 2)
+    return xs - s * v[:, :, frames:].float()
+
+
 def agent_cells(centres: np.ndarray, grid: int = 16, stride: int = 4, margin: int = 2) -> np.ndarray:
     """[F, grid, grid] float32: 1 where a latent cell's stride×stride pixel block meets the agent's box (centre ± AGENT/2)
     grown by ``margin`` px, for agent centres [F, 2] (x, y) in pixels; else 0."""
@@ -349,6 +380,7 @@ def train_dit(
     train_text: bool = True,
     lr: float = DIT_LR,
     teacher_share: float = 0.0,
+    recycle: float = 0.0,
 ) -> Tuple[ref.T5EncoderModel, aref.ActionCausalWanModel]:
     """Stage dit: DiT + text encoder ``modules`` (trained in place) with flow matching and diffusion forcing (see module
     docstring), a fresh AdamW and learning-rate schedule over the budget's steps, data of ``seed``. Each encoded batch
@@ -357,12 +389,15 @@ def train_dit(
     before it, the loss on the noisy copy only). ``bf16``: the forward runs under
     torch's CPU autocast to bfloat16 (matrix products in bf16, weights, optimizer and loss in float32). ``train_text``
     False: the text encoder stays frozen (eval mode, no gradient, not in the optimizer). ``lr``: the peak learning rate of
-    the schedule (lr_at)."""
+    the schedule (lr_at). ``recycle``: the fraction of teacher-forcing batches whose history is the model's own one-step
+    prediction (``recycled_history``), drawn from streams of their own (seeded by ``seed``), so the batches, noise and
+    dropout are those of the same phase without it."""
     t5, dit = modules
     t5.train(train_text), dit.train()
     params = (list(t5.parameters()) if train_text else []) + list(dit.parameters())
     opt = torch.optim.AdamW(params, lr=lr, betas=(0.9, 0.99), weight_decay=0.01)
     gen = torch.Generator().manual_seed(seed + 2)
+    recycle_rng, recycle_gen = np.random.default_rng([seed, RECYCLE_STREAM]), torch.Generator().manual_seed(seed + RECYCLE_STREAM)
     max_len = spec["textEncoder"]["maxLength"]
     start, step, clips = time.time(), 0, None
     while not budget.done(step):
@@ -381,9 +416,10 @@ def train_dit(
                 ctx = tf.text_states(t5, ids, lengths)
             if b.mode == "teacher_forcing":  # [clean frames, noisy frames]; the velocity of the noisy ones
                 n = len(b.positions)
+                history = recycled_history(dit, b, ctx, recycle_rng, recycle_gen) if recycle and recycle_rng.random() < recycle else b.x0
                 t_in = torch.cat([torch.zeros_like(b.sigma), b.sigma * 1000.0], dim=1)
                 keys_in = b.keys.repeat(1, 2)
-                v = tf.dit_velocity(dit, torch.cat([b.x0, xt], dim=2), t_in, ctx, keys_in, torch.zeros(*keys_in.shape, 2), "teacher_forcing", list(b.positions) * 2)[:, :, n:]
+                v = tf.dit_velocity(dit, torch.cat([history, xt], dim=2), t_in, ctx, keys_in, torch.zeros(*keys_in.shape, 2), "teacher_forcing", list(b.positions) * 2)[:, :, n:]
             else:
                 v = tf.dit_velocity(dit, xt, b.sigma * 1000.0, ctx, b.keys, torch.zeros(*b.keys.shape, 2), "causal" if b.causal else "full", b.positions)
         v = v.float()
@@ -506,6 +542,7 @@ def main(argv: Optional[List[str]] = None) -> None:
     ap.add_argument("--teacher-forcing-steps", dest="teacher_steps", type=int, help="steps of a last, agent-weighted teacher-forcing phase, from the weights rounded to float16 as written (default: the recipe's; 0 in budget mode)")
     ap.add_argument("--teacher-forcing-lr", dest="teacher_lr", type=float, default=TEACHER_LR, help="peak learning rate of the teacher-forcing phase (warm-up, then cosine to a tenth)")
     ap.add_argument("--teacher-forcing-share", dest="teacher_share", type=float, default=TEACHER_SHARE, help="fraction of that phase's batches that are teacher-forcing clips (each noisy frame denoised from the clean frames before it)")
+    ap.add_argument("--error-recycling", type=float, default=0.0, help="fraction of the teacher-forcing batches whose history is the model's own one-step prediction of the clean frames (error recycling)")
     ap.add_argument("--dit-lr", type=float, default=DIT_LR, help="peak learning rate of every DiT phase (warm-up, then cosine to a tenth)")
     ap.add_argument("--text-steps", type=int, default=TEXT_STEPS, help="steps of the text-encoder stage on the prompts' scene attributes before the DiT (0: none; skipped with --init)")
     ap.add_argument("--text-encoder", choices=("frozen", "joint"), default=TEXT_ENCODER, help="during the DiT phases: keep the text encoder frozen, or train it jointly through the DiT's loss")
@@ -515,6 +552,8 @@ def main(argv: Optional[List[str]] = None) -> None:
         ap.error(f"--image-share must be in [0, 1); got {a.image_share}")
     if not 0.0 <= a.teacher_share <= 1.0:
         ap.error(f"--teacher-forcing-share must be in [0, 1]; got {a.teacher_share}")
+    if not 0.0 <= a.error_recycling <= 1.0:
+        ap.error(f"--error-recycling must be in [0, 1]; got {a.error_recycling}")
     if a.reuse < 1:
         ap.error(f"--reuse must be at least 1; got {a.reuse}")
     if sum(a.finetune_shares) >= 1.0:
@@ -614,7 +653,7 @@ def main(argv: Optional[List[str]] = None) -> None:
                 for v in module.state_dict().values():
                     v.copy_(v.half().float())
             k = len(phases) + 1
-            modules = train_dit(spec, words, enc, modules, a.seed + k, Budget(teacher_steps, 0.0, minimum=0), log, a.agent_weight, "teacher", a.reuse, bf16, a.image_share, train_text, a.teacher_lr, a.teacher_share)
+            modules = train_dit(spec, words, enc, modules, a.seed + k, Budget(teacher_steps, 0.0, minimum=0), log, a.agent_weight, "teacher", a.reuse, bf16, a.image_share, train_text, a.teacher_lr, a.teacher_share, a.error_recycling)
         t5, dit = modules
     ft_steps = ",".join(str(b.total) for b in ft_budgets)
     spec["weights"] = "trained"
@@ -623,6 +662,7 @@ def main(argv: Optional[List[str]] = None) -> None:
         f"2-vector per-frame action module), T5-style text encoder ({spec['textEncoder']['numLayers']} layers), causal conv VAE (4x spatial, 16 latent channels), trained on the procedural top-down world "
         f"(tools/train/train.py, seed {a.seed}, {vae_budget.total} VAE + {dit_budget.total} DiT + {ft_steps or 0} fine-tune + {teacher_steps} teacher-forcing steps"
         + (f" at share {a.teacher_share:g}" if teacher_steps else "")
+        + (f" with error recycling {a.error_recycling:g}" if teacher_steps and a.error_recycling else "")
         + ")"
         + (f", continued from {earlier.group(0)}" if earlier else "")
         + "."
@@ -635,6 +675,8 @@ def main(argv: Optional[List[str]] = None) -> None:
         "agent-weight": a.agent_weight, "base-agent-weight": a.base_agent_weight, "reuse": a.reuse, "precision": a.precision,
         "image-share": a.image_share, "text-steps": text_steps, "text-encoder": a.text_encoder,
     }
+    if a.error_recycling:  # named only when used: files made without it keep the metadata they were written with
+        options["error-recycling"] = a.error_recycling
     meta = {"format": "pt", "generator": "omnirx tools/train/train.py", **{k.replace("-", "_"): str(v) for k, v in options.items()}}
     write_model(a.out, spec, words, t5, dit, enc, dec, meta)
     plot_losses(os.path.join(a.out, "loss_curve.png"), series)
@@ -655,7 +697,7 @@ def main(argv: Optional[List[str]] = None) -> None:
         "dit_lr": a.dit_lr,
         "reuse": a.reuse,
         "image_share": a.image_share,
-        "teacher": {"seed": a.seed + len(phases) + 1, "steps": teacher_steps, "share": a.teacher_share, "lr": a.teacher_lr, "loss_first": series["teacher"][0][1], "loss_last20": tail("teacher")} if teacher_steps else None,
+        "teacher": {"seed": a.seed + len(phases) + 1, "steps": teacher_steps, "share": a.teacher_share, "lr": a.teacher_lr, "error_recycling": a.error_recycling, "loss_first": series["teacher"][0][1], "loss_last20": tail("teacher")} if teacher_steps else None,
         "text": {"steps": text_steps, "loss_last20": tail("text") if series["text"] else None, "held_out_acc": dict(zip([n for n, _ in ATTRIBUTES], text_acc)) if text_acc else None, "during_dit": a.text_encoder},
         "dit": {"steps": dit_budget.total, "step_s": dit_budget.step_s, "loss_first": series["dit"][0][1] if series["dit"] else None, "loss_last20": tail("dit") if series["dit"] else None},
         "finetune": [
