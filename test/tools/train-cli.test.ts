@@ -59,6 +59,7 @@ describe('train.py refuses bad flags by name, before training (exit 2, nothing w
     ['error recycling above 1', ['--error-recycling', '1.5'], /--error-recycling must be in \[0, 1\]; got 1\.5/],
     ['error recycling NaN', ['--error-recycling', 'nan'], /--error-recycling must be in \[0, 1\]; got nan/],
     ['negative error recycling', ['--error-recycling=-0.5'], /--error-recycling must be in \[0, 1\]; got -0\.5/],
+    ['error recycling without a teacher-forcing phase', ['--teacher-forcing-steps', '0', '--error-recycling', '0.5'], /--error-recycling 0\.5 needs a teacher-forcing phase; --teacher-forcing-steps is 0/],
     ['budget NaN', ['--budget-minutes', 'nan'], /--budget-minutes must be a positive number; got nan/],
     ['budget 0', ['--budget-minutes', '0'], /--budget-minutes must be a positive number; got 0/],
     ['unknown precision', ['--precision', 'float16'], /--precision: invalid choice: 'float16'/],

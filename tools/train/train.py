@@ -590,6 +590,8 @@ def main(argv: Optional[List[str]] = None) -> None:
         ap.error(f"--budget-minutes must be a positive number; got {minutes}")
     phases = phase_plan(a.finetune_steps, a.finetune_shares)
     teacher_steps = a.teacher_steps or 0
+    if a.error_recycling and not teacher_steps:
+        ap.error(f"--error-recycling {a.error_recycling} needs a teacher-forcing phase; --teacher-forcing-steps is 0")
     torch.set_num_threads(a.threads)
     np.random.seed(a.seed)
     os.makedirs(a.out, exist_ok=True)
