@@ -36,6 +36,10 @@ AGENT = 8
 """Agent size in pixels (square side, disc diameter)."""
 BLOCK = 10
 """Obstacle side in pixels."""
+SPAWN = (SIZE // 2, SIZE // 2)
+"""Spawn point: the agent's start centre (x, y) in scenes sampled with ``spawn`` (the room's centre), as a game starts
+its player at a fixed point: the agent's first position is not drawn, so a model that draws a first frame from the
+prompt has one place to put the agent. ``sample_scene`` keeps obstacles off it."""
 
 ACTIONS = ("none", "up", "down", "left", "right")
 """Action key names in id order (src/models/wan/actions.ts ACTION_KEYS)."""
@@ -120,8 +124,11 @@ def free(scene: Scene, x: int, y: int) -> bool:
     return not any(_overlaps(box, r) for r in scene.obstacles)
 
 
-def sample_scene(rng: np.random.Generator) -> Scene:
-    """A random scene: room colour, agent colour/noun, 0–3 obstacles of another colour, a free start position."""
+def sample_scene(rng: np.random.Generator, spawn: bool = False) -> Scene:
+    """A random scene: room colour, agent colour/noun, 0–3 obstacles of another colour, and a random free start
+    position, or with ``spawn`` the spawn point ``SPAWN`` (an obstacle draw that would overlap the agent there is skipped,
+    as one too close to another obstacle; the draws are otherwise the same, so a scene's colours, noun and the obstacle
+    count asked for do not depend on ``spawn``, though the obstacles that fit do)."""
     room = str(rng.choice(list(ROOM_COLORS)))
     colors = list(OBJECT_COLORS)
     agent_color = str(colors.pop(int(rng.integers(len(colors)))))
@@ -136,10 +143,13 @@ def sample_scene(rng: np.random.Generator) -> Scene:
         x0, y0 = (int(v) * 4 for v in rng.integers(WALL // 4 + 3, (SIZE - WALL - BLOCK) // 4 - 2, size=2))
         rect = (x0, y0, x0 + BLOCK, y0 + BLOCK)
         grown = (x0 - AGENT - 1, y0 - AGENT - 1, x0 + BLOCK + AGENT + 1, y0 + BLOCK + AGENT + 1)
-        if not any(_overlaps(grown, r) for r in scene.obstacles):
+        if not any(_overlaps(grown, r) for r in scene.obstacles) and not (spawn and _overlaps(rect, agent_box(*SPAWN))):
             scene.obstacles.append(rect)
     if not scene.obstacles:
         scene.obstacle_color = None
+    if spawn:
+        scene.start = SPAWN
+        return scene
     while True:
         x, y = (int(v) for v in rng.integers(WALL + AGENT // 2, SIZE - WALL - AGENT // 2 + 1, size=2))
         if free(scene, x, y):
@@ -206,10 +216,11 @@ class Clip:
         return self.scene.prompt
 
 
-def make_clip(seed: int, frames: int) -> Clip:
-    """Clip number `seed`: a deterministic function of (seed, frames)."""
+def make_clip(seed: int, frames: int, spawn: bool = False) -> Clip:
+    """Clip number `seed`: a deterministic function of (seed, frames, spawn); ``spawn``: the agent starts at the spawn
+    point ``SPAWN`` (sample_scene)."""
     rng = np.random.default_rng(seed)
-    scene = sample_scene(rng)
+    scene = sample_scene(rng, spawn)
     actions = sample_actions(rng, frames)
     positions = simulate(scene, actions)
     video = np.stack([render(scene, (int(x), int(y))) for x, y in positions])
@@ -239,11 +250,12 @@ def main(argv: Optional[Sequence[str]] = None) -> None:
     ap.add_argument("--clips", type=int, default=4)
     ap.add_argument("--frames", type=int, default=12)
     ap.add_argument("--seed", type=int, default=0, help="clip i uses seed + i")
+    ap.add_argument("--spawn", action="store_true", help="start the agent at the spawn point (the room's centre) instead of a random free position")
     a = ap.parse_args(argv)
-    clips = [make_clip(a.seed + i, a.frames) for i in range(a.clips)]
+    clips = [make_clip(a.seed + i, a.frames, a.spawn) for i in range(a.clips)]
     save_png(a.out, strip(clips))
     for c in clips:
-        print(json.dumps({"prompt": c.prompt, "actions": [ACTIONS[int(k)] for k in c.actions]}))
+        print(json.dumps({"prompt": c.prompt, "start": list(c.scene.start), "obstacles": [list(r) for r in c.scene.obstacles], "actions": [ACTIONS[int(k)] for k in c.actions]}))
 
 
 if __name__ == "__main__":
