@@ -5,21 +5,24 @@
  * scores the frames with the
  * colour-segmentation detector (src/eval/world-eval.ts). Prompts follow the generator's grammar
  * (tools/train/procedural_world.py). Prints one JSON line:
- * {"prompt_color_acc", "action_follow_acc", "action_pairs", "agent_present_rate", "frames", "ci95"} (+ the same per
- * mode under "t2v"/"world"; `action_pairs` is the sample size of action_follow_acc; `ci95` the 95 % interval of each
- * target figure, src/eval/world-intervals.ts).
+ * {"prompt_color_acc", "room_color_acc", "block_count_acc", "action_follow_acc", "action_pairs", "agent_present_rate",
+ * "frames", "ci95"} (+ the same per mode under "t2v"/"world"; `action_pairs` is the sample size of action_follow_acc;
+ * block_count_acc, over the frames of clips whose prompt names blocks, whether as many blocks are drawn as it names,
+ * is reported, not a target figure, and null without such a clip; `ci95` the 95 % interval of each target figure and
+ * of block_count_acc, src/eval/world-intervals.ts).
  *
  * `--seeds K` (default 1) runs every T2V prompt and world session at K seeds (the set's seed + 1000·k, k < K): K times
  * the frames and narrower intervals. K = 1 is the 640-frame set of the model card.
  *
  * `--tallies-out FILE` writes every clip's counts and sampler settings (src/eval/world-tallies.ts); `--baseline FILE`
  * reads such a file of another set of weights, run with at least as many `--seeds`, and adds "vs_baseline" to each
- * section: this run minus the baseline per target figure with the paired 95 % interval (`worldDifference`), the way to
- * tell two sets apart. A baseline of other prompts is refused before any clip is generated, one of other sampler
- * settings (steps, guidance scale, session window, `--matmul-dtype`…) at the first clip of each mode (exit 2, the
- * settings named) unless `--allow-other-settings` is given, which pairs two sampler settings of the same weights (the
- * differing settings are printed as a note). Tallies files of version 1 and 2 (before 2026-12-02's blocked-move rule
- * of the detector) are refused: their action counts are not comparable.
+ * section: this run minus the baseline per target figure and block_count_acc with the paired 95 % interval
+ * (`worldDifference`), the way to tell two sets apart. A baseline of other prompts is refused before any clip is
+ * generated, one of other sampler settings (steps, guidance scale, session window, `--matmul-dtype`…) at the first clip
+ * of each mode (exit 2, the settings named) unless `--allow-other-settings` is given, which pairs two sampler settings
+ * of the same weights (the differing settings are printed as a note). Tallies files of version 1 and 2 (before 2026-12-02's blocked-move rule
+ * of the detector) are refused: their action counts are not comparable; so are those of version 3 (before
+ * 2026-12-04), which have no block counts.
  *
  * `--guidance-scale G` runs the T2V clips at classifier-free guidance scale G instead of the model's default (world
  * sessions run no guidance).

@@ -28,6 +28,11 @@ export interface FrameDetection {
   present: boolean;
   /** More than one such component. */
   duplicated: boolean;
+  /**
+   * 4-connected components of the prompt's obstacle colour with at least a quarter of a block's area
+   * (BLOCK_AREA / 4 = 25 px): the blocks drawn, to compare with the number the prompt names; 0 when it names none.
+   */
+  blockComponents: number;
   /** Centroid (x, y) of the largest agent component (pixel centres at +0.5, so it equals the generator's agent centre). */
   centroid: [number, number] | undefined;
   /** Per pixel palette index (−1 unknown), row-major [H, W]. */
@@ -60,6 +65,9 @@ export function agentArea(shape: 'disc' | 'square'): number {
   const a = WORLD_GEOMETRY.agent;
   return shape === 'square' ? a * a : (Math.PI * a * a) / 4;
 }
+
+/** Obstacle (block) area in pixels: a WORLD_GEOMETRY.block px square. */
+export const BLOCK_AREA = WORLD_GEOMETRY.block * WORLD_GEOMETRY.block;
 
 function components(mask: Uint8Array, width: number, height: number): number[][] {
   const seen = new Uint8Array(mask.length);
@@ -129,7 +137,8 @@ export function detectFrame(rgb: Uint8Array, width: number, height: number, scen
     centroid = [sx / main.length, sy / main.length];
   }
   const present = comps.length === 1 && main.length >= 0.4 * area && main.length <= 2 * area;
-  return { roomColor, agentPixels, agentComponents: comps.length, present, duplicated: comps.length > 1, centroid, classes };
+  const blockComponents = scene.obstacleColor === undefined ? 0 : objectComponents(classes, width, height, scene.obstacleColor, BLOCK_AREA / 4).length;
+  return { roomColor, agentPixels, agentComponents: comps.length, present, duplicated: comps.length > 1, blockComponents, centroid, classes };
 }
 
 /**

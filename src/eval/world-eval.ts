@@ -20,11 +20,12 @@ export interface WorldEvalClip {
 /**
  * The quality figures of issue 8 (fractions in [0, 1]; action_follow_acc null when no frame pair qualified), plus
  * room_color_acc, the room half of prompt_color_acc on its own (how far a model gets that draws the room but not
- * the agent).
+ * the agent), and block_count_acc, whether the blocks the prompt names are drawn (null when no prompt names blocks).
  */
 export interface WorldEvalResult {
   prompt_color_acc: number;
   room_color_acc: number;
+  block_count_acc: number | null;
   action_follow_acc: number | null;
   /** Frame pairs action_follow_acc is over (directional action, agent present in both frames). */
   action_pairs: number;
@@ -51,6 +52,10 @@ export interface WorldClipTally {
   colorOk: number;
   /** Frames with the prompt's room colour. */
   roomOk: number;
+  /** Frames of the clip if its prompt names blocks, else 0. */
+  blockFrames: number;
+  /** Of `blockFrames`, those with as many block components of the prompt's obstacle colour as it names. */
+  blockOk: number;
   /** Frames with exactly one agent blob of plausible size. */
   present: number;
   /** Directional frame pairs with the agent present in both frames. */
@@ -67,13 +72,17 @@ export interface WorldClipTally {
 export function tallyWorldClip(clip: WorldEvalClip): WorldClipTally {
   const scene = parseWorldPrompt(clip.prompt);
   if (scene === undefined) throw new Error(`world eval: prompt outside the world grammar: "${clip.prompt}"`);
-  const t: WorldClipTally = { frames: 0, colorOk: 0, roomOk: 0, present: 0, pairs: 0, followed: 0 };
+  const t: WorldClipTally = { frames: 0, colorOk: 0, roomOk: 0, blockFrames: 0, blockOk: 0, present: 0, pairs: 0, followed: 0 };
   let prev: FrameDetection | undefined;
   clip.frames.forEach((rgb, f) => {
     const det = detectFrame(rgb, clip.width, clip.height, scene);
     t.frames++;
     if (det.roomColor === scene.room) t.roomOk++;
     if (det.roomColor === scene.room && det.agentComponents > 0) t.colorOk++;
+    if (scene.obstacleCount !== undefined) {
+      t.blockFrames++;
+      if (det.blockComponents === scene.obstacleCount) t.blockOk++;
+    }
     if (det.present) t.present++;
     const a = clip.actions?.[f];
     if (a !== undefined && a > 0 && prev !== undefined && prev.present && det.present) {
@@ -85,13 +94,14 @@ export function tallyWorldClip(clip: WorldEvalClip): WorldClipTally {
   return t;
 }
 
-/** The figures of `evaluateWorld` from clips' counts, pooled over frames and pairs, unrounded (the intervals' statistic). */
+/** The figures of `evaluateWorld` from clips' counts, pooled over frames, block frames and pairs, unrounded (the intervals' statistic). */
 export function worldRatios(tallies: readonly WorldClipTally[]): WorldEvalResult {
   const sum = (k: keyof WorldClipTally): number => tallies.reduce((n, t) => n + t[k], 0);
-  const frames = sum('frames'), pairs = sum('pairs');
+  const frames = sum('frames'), pairs = sum('pairs'), blockFrames = sum('blockFrames');
   return {
     prompt_color_acc: sum('colorOk') / Math.max(1, frames),
     room_color_acc: sum('roomOk') / Math.max(1, frames),
+    block_count_acc: blockFrames ? sum('blockOk') / blockFrames : null,
     action_follow_acc: pairs ? sum('followed') / pairs : null,
     action_pairs: pairs,
     agent_present_rate: sum('present') / Math.max(1, frames),
@@ -103,7 +113,8 @@ export function worldRatios(tallies: readonly WorldClipTally[]): WorldEvalResult
 export function worldFigures(tallies: readonly WorldClipTally[]): WorldEvalResult {
   const f = worldRatios(tallies);
   const r = (x: number) => Math.round(x * 1e4) / 1e4;
-  return { ...f, prompt_color_acc: r(f.prompt_color_acc), room_color_acc: r(f.room_color_acc), action_follow_acc: f.action_follow_acc === null ? null : r(f.action_follow_acc), agent_present_rate: r(f.agent_present_rate) };
+  const rn = (x: number | null) => (x === null ? null : r(x));
+  return { ...f, prompt_color_acc: r(f.prompt_color_acc), room_color_acc: r(f.room_color_acc), block_count_acc: rn(f.block_count_acc), action_follow_acc: rn(f.action_follow_acc), agent_present_rate: r(f.agent_present_rate) };
 }
 
 /**
@@ -111,6 +122,11 @@ export function worldFigures(tallies: readonly WorldClipTally[]): WorldEvalResul
  *  - prompt_color_acc: frames whose dominant floor colour is the prompt's room colour and that hold a blob of the
  *    prompt's agent colour (4-connected, at least a quarter of the agent's area);
  *  - room_color_acc: frames whose dominant floor colour is the prompt's room colour;
+ *  - block_count_acc: over the frames of clips whose prompt names blocks ("with a|an|two|three <colour> block(s)"),
+ *    those with as many 4-connected components of the prompt's obstacle colour of at least a quarter of a block's area
+ *    (WORLD_GEOMETRY.block² / 4 = 25 px) as the prompt names (a/an 1, two 2, three 3): a missing, extra or merged
+ *    block fails the frame (the generator keeps blocks apart, so theirs never merge); null when no prompt names
+ *    blocks. Reported, not one of issue 8's target figures;
  *  - agent_present_rate: frames with exactly one agent blob of plausible size (not vanished, not duplicated);
  *  - action_follow_acc: over consecutive frames (f−1, f) of world clips whose action a_f is a direction (1–4) and where
  *    the agent is present in both, the fraction whose displacement matches a_f (`followsAction`; a blocked move must

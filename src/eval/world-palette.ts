@@ -5,8 +5,8 @@
 
 export type Rgb = readonly [number, number, number];
 
-/** Frame side (px), wall thickness (px), agent step per frame (px), agent size (px). */
-export const WORLD_GEOMETRY = { size: 64, wall: 3, step: 3, agent: 8 } as const;
+/** Frame side (px), wall thickness (px), agent step per frame (px), agent size (px), obstacle (block) side (px). */
+export const WORLD_GEOMETRY = { size: 64, wall: 3, step: 3, agent: 8, block: 10 } as const;
 
 /** Floor colours by prompt words. */
 export const ROOM_COLORS: Readonly<Record<string, Rgb>> = {
@@ -45,15 +45,21 @@ export interface WorldScene {
   agentColor: string;
   agentShape: 'disc' | 'square';
   obstacleColor?: string;
+  /** Blocks the prompt names (1 for a|an, 2 for two, 3 for three); undefined when it names none. */
+  obstacleCount?: number;
 }
+
+/** Obstacle count by the prompt's count word. */
+const COUNT_WORDS: Readonly<Record<string, number>> = { a: 1, an: 1, two: 2, three: 3 };
 
 /**
  * Parses a prompt of the grammar, "a|an <colour> <noun> in a <room colour> room[ with a|an|two|three <colour>
- * block(s)]"; undefined when it does not follow it or names colours outside the palette.
+ * block(s)]" (the count word gives `obstacleCount`; "a" or "two" with either "block" or "blocks"); undefined when it
+ * does not follow it or names colours outside the palette.
  */
 export function parseWorldPrompt(prompt: string): WorldScene | undefined {
-  const m = /^an? (\w+) (\w+) in a ([a-z ]+?) room(?: with (?:an?|two|three) (\w+) blocks?)?$/.exec(prompt.trim().toLowerCase());
+  const m = /^an? (\w+) (\w+) in a ([a-z ]+?) room(?: with (an?|two|three) (\w+) blocks?)?$/.exec(prompt.trim().toLowerCase());
   if (m === null || !(m[1] in OBJECT_COLORS) || !(m[2] in AGENT_SHAPES) || !(m[3] in ROOM_COLORS)) return undefined;
-  if (m[4] !== undefined && !(m[4] in OBJECT_COLORS)) return undefined;
-  return { room: m[3], agentColor: m[1], agentShape: AGENT_SHAPES[m[2]], obstacleColor: m[4] };
+  if (m[5] !== undefined && !(m[5] in OBJECT_COLORS)) return undefined;
+  return { room: m[3], agentColor: m[1], agentShape: AGENT_SHAPES[m[2]], obstacleColor: m[5], obstacleCount: m[4] === undefined ? undefined : COUNT_WORDS[m[4]] };
 }

@@ -27,36 +27,43 @@ export const WorldTallyRecordSchema = z
     frames: count.min(1),
     colorOk: count,
     roomOk: count,
+    blockFrames: count,
+    blockOk: count,
     present: count,
     pairs: count,
     followed: count,
     settings: WorldClipSettingsSchema,
   })
-  .refine((r) => r.colorOk <= r.roomOk && r.roomOk <= r.frames && r.present <= r.frames && r.pairs <= Math.max(0, r.present - 1) && r.followed <= r.pairs, {
-    message: 'counts are inconsistent: need colorOk ≤ roomOk ≤ frames, present ≤ frames, pairs ≤ present − 1 (a pair has the agent in both frames), followed ≤ pairs',
+  .refine((r) => r.colorOk <= r.roomOk && r.roomOk <= r.frames && r.blockOk <= r.blockFrames && r.blockFrames <= r.frames && r.present <= r.frames && r.pairs <= Math.max(0, r.present - 1) && r.followed <= r.pairs, {
+    message: 'counts are inconsistent: need colorOk ≤ roomOk ≤ frames, blockOk ≤ blockFrames ≤ frames, present ≤ frames, pairs ≤ present − 1 (a pair has the agent in both frames), followed ≤ pairs',
   })
   .refine((r) => r.mode === 'world' || r.pairs === 0, { message: 'a t2v clip has no action pairs', path: ['pairs'] });
 export type WorldTallyRecord = z.infer<typeof WorldTallyRecordSchema>;
 
 /**
  * The per-clip tallies of one `eval:world` run (`--tallies-out`), the baseline a later run is compared with
- * (`--baseline`). Versioned so a file of another layout is refused rather than half-read. Version 3 (since
- * 2026-12-02) counts followed actions by the detector's geometric blocked-move rule (`moveBlocked`); versions 1 and 2
- * counted them by an earlier rule, so their counts are not comparable and they are refused by `parseWorldTallies`.
+ * (`--baseline`). Versioned so a file of another layout is refused rather than half-read; `parseWorldTallies` refuses
+ * the earlier versions, saying why:
+ *  - version 4 (since 2026-12-04), this one: adds each clip's block counts (`blockFrames`, `blockOk`), behind
+ *    block_count_acc;
+ *  - version 3 (since 2026-12-02): counts followed actions by the detector's geometric blocked-move rule
+ *    (`moveBlocked`), as version 4 does, but has no block counts, so a run cannot be compared with it on
+ *    block_count_acc;
+ *  - versions 1 and 2 counted followed actions by an earlier rule, so their counts are not comparable.
  */
 export const WorldTalliesFileSchema = z.strictObject({
   format: z.literal('omnirx-world-tallies'),
-  version: z.literal(3),
+  version: z.literal(4),
   clips: z.array(WorldTallyRecordSchema).min(1).max(100_000),
 });
 export type WorldTalliesFile = z.infer<typeof WorldTalliesFileSchema>;
 
-/** Largest tallies file read (bytes): 100 000 records of about 450 bytes (200 of counts, 250 of settings). */
+/** Largest tallies file read (bytes): 100 000 records of about 480 bytes (230 of counts, 250 of settings). */
 export const MAX_TALLIES_BYTES = 64 * 2 ** 20;
 
 /** A tallies file of `records`, as `eval:world --tallies-out` writes it. */
 export function worldTalliesFile(records: readonly WorldTallyRecord[]): WorldTalliesFile {
-  return { format: 'omnirx-world-tallies', version: 3, clips: [...records] };
+  return { format: 'omnirx-world-tallies', version: 4, clips: [...records] };
 }
 
 /** The counts of a record (what the intervals resample). */
@@ -68,7 +75,8 @@ const keyOf = (r: Pick<WorldTallyRecord, 'mode' | 'unit' | 'seed'>): string => `
  * @param source the file name, for messages
  * @throws Error naming the source and the first offending field as a dotted path (`clips.3.pairs`; a record's counts
  *   that do not fit together, or a record that repeats another's mode, unit and seed: the record, `clips.3`), for text
- *   that is not JSON or not of `WorldTalliesFileSchema`'s layout
+ *   that is not JSON or not of `WorldTalliesFileSchema`'s layout; naming the version and why, for a file of an
+ *   earlier version (1–3)
  */
 export function parseWorldTallies(text: string, source: string): WorldTalliesFile {
   let json: unknown;
@@ -79,7 +87,10 @@ export function parseWorldTallies(text: string, source: string): WorldTalliesFil
   }
   const old = json !== null && typeof json === 'object' && (json as { format?: unknown }).format === 'omnirx-world-tallies' ? (json as { version?: unknown }).version : undefined;
   if (old === 1 || old === 2) {
-    throw new Error(`${source}: version: ${old} counts followed actions by the detector's blocked-move rule before 2026-12-02; re-run that evaluation to write version 3`);
+    throw new Error(`${source}: version: ${old} counts followed actions by the detector's blocked-move rule before 2026-12-02; re-run that evaluation to write version 4`);
+  }
+  if (old === 3) {
+    throw new Error(`${source}: version: 3 has no block counts (block_count_acc, since 2026-12-04); re-run that evaluation to write version 4`);
   }
   const r = WorldTalliesFileSchema.safeParse(json);
   if (!r.success) {

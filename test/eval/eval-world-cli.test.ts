@@ -17,9 +17,9 @@ const file = (name: string, text: string) => {
   writeFileSync(path.join(dir, name), text);
   return path.join(dir, name);
 };
-const tallies = (clips: unknown[], version = 3) => JSON.stringify({ format: 'omnirx-world-tallies', version, clips });
+const tallies = (clips: unknown[], version = 4) => JSON.stringify({ format: 'omnirx-world-tallies', version, clips });
 /** One T2V record of the set's first prompt (its settings do not matter to the refusals below: those come first). */
-const t2v0 = { mode: 't2v', unit: 0, seed: 100, prompt: 'a red ball in a dark blue room', frames: 16, colorOk: 1, roomOk: 16, present: 9, pairs: 0, followed: 0, settings: {} };
+const t2v0 = { mode: 't2v', unit: 0, seed: 100, prompt: 'a red ball in a dark blue room', frames: 16, colorOk: 1, roomOk: 16, blockFrames: 0, blockOk: 0, present: 9, pairs: 0, followed: 0, settings: {} };
 
 describe('eval:world command line', () => {
   it.each([
@@ -39,9 +39,11 @@ describe('eval:world command line', () => {
     [['--seeds', '2', '--baseline', file('one-seed.json', tallies([t2v0]))], /has no clip t2v unit 1 seed 101/],
     [['--allow-other-settings', '--baseline', file('one-prompt.json', tallies([t2v0]))], /has no clip t2v unit 1 seed 101/],
     [['--baseline', file('text.json', 'not json')], /text\.json: not JSON/],
-    [['--baseline', file('v4.json', tallies([], 4))], /v4\.json: version: /],
-    [['--baseline', file('v2.json', tallies([t2v0], 2))], /v2\.json: version: 2 counts followed actions by the detector's blocked-move rule before 2026-12-02; re-run that evaluation to write version 3/],
+    [['--baseline', file('v5.json', tallies([], 5))], /v5\.json: version: /],
+    [['--baseline', file('v3.json', tallies([{ ...t2v0, blockFrames: undefined, blockOk: undefined }], 3))], /v3\.json: version: 3 has no block counts \(block_count_acc, since 2026-12-04\); re-run that evaluation to write version 4/],
+    [['--baseline', file('v2.json', tallies([t2v0], 2))], /v2\.json: version: 2 counts followed actions by the detector's blocked-move rule before 2026-12-02; re-run that evaluation to write version 4/],
     [['--baseline', file('bad-count.json', tallies([{ ...t2v0, present: 99 }]))], /bad-count\.json: clips\.0: counts are inconsistent/],
+    [['--baseline', file('bad-block-count.json', tallies([{ ...t2v0, blockFrames: 16, blockOk: 17 }]))], /bad-block-count\.json: clips\.0: counts are inconsistent/],
     [['--allow-other-settings'], /error: --allow-other-settings needs --baseline/],
     [['--baseline', '/dev/zero'], /\/dev\/zero: not a regular file/],
     [['--baseline', file('prompt-ran-with.json', tallies([{ ...t2v0, prompt: 'it ran with a red ball' }]))], /error: --baseline: baseline: clip t2v unit 0 seed 100 has prompt "it ran with a red ball", this run "a red ball in a dark blue room"$/m],
@@ -59,7 +61,7 @@ describe('eval:world command line', () => {
   // a baseline of every clip of the set, whose T2V clips ran at guidance scale `g` and whose world sessions record no settings
   const baselineAt = (g: number) => {
     const t2v = { task: 'T2V', width: 64, height: 64, numFrames: 16, fps: 8, numInferenceSteps: 20, guidanceScale: g, flowShift: 3, sampler: 'euler', matmulDtype: 'float32' };
-    const counts = { colorOk: 0, roomOk: 0, present: 0, pairs: 0, followed: 0 };
+    const counts = { colorOk: 0, roomOk: 0, blockFrames: 0, blockOk: 0, present: 0, pairs: 0, followed: 0 };
     return tallies([
       ...T2V_EVAL_PROMPTS.map((prompt, unit) => ({ mode: 't2v', unit, seed: 100 + unit, prompt, frames: 16, ...counts, settings: t2v })),
       ...WORLD_EVAL_SESSIONS.map((s, unit) => ({ mode: 'world', unit, seed: s.seed, prompt: s.prompt, frames: s.frames, ...counts, settings: {} })),

@@ -1,13 +1,13 @@
 /**
  * The world detector on ground-truth frames of the procedural generator (test/fixtures/world, written by
  * `/usr/bin/python3 tools/train/make_world_fixtures.py`) and on noise: it must recover the generator's agent centres
- * and score ~1 on the truth, low on noise, and notice wrong actions.
+ * and score ~1 on the truth, low on noise, and notice wrong actions and missing or extra blocks.
  */
 import { readFileSync } from 'node:fs';
 import * as path from 'node:path';
 import { PNG } from 'pngjs';
 import { Rng } from '../../src/util/rng';
-import { detectFrame, moveBlocked } from '../../src/eval/world-detector';
+import { BLOCK_AREA, detectFrame, moveBlocked } from '../../src/eval/world-detector';
 import { frameStripPng } from '../../src/eval/frame-strip';
 import { evaluateWorld, tallyWorldClip, type WorldEvalClip } from '../../src/eval/world-eval';
 import { OBJECT_COLORS, ROOM_COLORS, WORLD_GEOMETRY, parseWorldPrompt, wallColor } from '../../src/eval/world-palette';
@@ -20,11 +20,13 @@ interface FixtureClip {
   agent_color: string;
   agent_shape: 'disc' | 'square';
   obstacle_color: string | null;
+  /** Obstacle rectangles (x0, y0, x1, y1), exclusive, px. */
+  obstacles: Array<[number, number, number, number]>;
   actions: number[];
   positions: Array<[number, number]>;
 }
 const doc = JSON.parse(readFileSync(path.join(DIR, 'clips.json'), 'utf8')) as {
-  size: number; wall: number; step: number; agent: number;
+  size: number; wall: number; step: number; agent: number; block: number;
   room_colors: Record<string, number[]>; object_colors: Record<string, number[]>; wall_colors: Record<string, number[]>;
   clips: FixtureClip[];
 };
@@ -46,7 +48,8 @@ const clips: WorldEvalClip[] = doc.clips.map((c, i) => ({ prompt: c.prompt, widt
 
 describe('world palette', () => {
   it('mirrors the generator', () => {
-    expect(WORLD_GEOMETRY).toEqual({ size: doc.size, wall: doc.wall, step: doc.step, agent: doc.agent });
+    expect(WORLD_GEOMETRY).toEqual({ size: doc.size, wall: doc.wall, step: doc.step, agent: doc.agent, block: doc.block });
+    expect(BLOCK_AREA).toBe(doc.block * doc.block);
     expect(ROOM_COLORS).toEqual(doc.room_colors);
     expect(OBJECT_COLORS).toEqual(doc.object_colors);
     for (const [name, rgb] of Object.entries(ROOM_COLORS)) expect(wallColor(rgb)).toEqual(doc.wall_colors[name]);
@@ -54,8 +57,17 @@ describe('world palette', () => {
 
   it('parses the grammar', () => {
     for (const c of doc.clips) {
-      expect(parseWorldPrompt(c.prompt)).toEqual({ room: c.room, agentColor: c.agent_color, agentShape: c.agent_shape, obstacleColor: c.obstacle_color ?? undefined });
+      const scene = parseWorldPrompt(c.prompt);
+      expect(scene).toEqual({ room: c.room, agentColor: c.agent_color, agentShape: c.agent_shape, obstacleColor: c.obstacle_color ?? undefined, obstacleCount: c.obstacles.length || undefined });
+      expect(scene!.obstacleCount).toBe(c.obstacles.length || undefined);
     }
+    // every count word, and as permissive about "block(s)" as the grammar's regular expression
+    for (const [words, n] of [['a white block', 1], ['an orange block', 1], ['two cyan blocks', 2], ['three red blocks', 3], ['two cyan block', 2], ['a white blocks', 1]] as const) {
+      expect(parseWorldPrompt(`a red ball in a gray room with ${words}`)).toMatchObject({ obstacleColor: words.split(' ')[1], obstacleCount: n });
+    }
+    expect(parseWorldPrompt('a red ball in a gray room')!.obstacleCount).toBeUndefined();
+    expect(parseWorldPrompt('a red ball in a gray room with four cyan blocks')).toBeUndefined();
+    expect(parseWorldPrompt('a red ball in a gray room with two purple blocks')).toBeUndefined();
     expect(parseWorldPrompt('a purple ball in a dark blue room')).toBeUndefined();
     expect(parseWorldPrompt('a red ball')).toBeUndefined();
   });
@@ -80,7 +92,23 @@ describe('world detector on ground truth', () => {
   it('scores 1 on every figure, over every directional frame pair', () => {
     const directional = doc.clips.flatMap((c) => c.actions.filter((a, f) => f > 0 && a > 0)).length;
     expect(directional).toBeGreaterThan(20);
-    expect(evaluateWorld(clips)).toEqual({ prompt_color_acc: 1, room_color_acc: 1, action_follow_acc: 1, action_pairs: directional, agent_present_rate: 1, frames: 72 });
+    expect(evaluateWorld(clips)).toEqual({ prompt_color_acc: 1, room_color_acc: 1, block_count_acc: 1, action_follow_acc: 1, action_pairs: directional, agent_present_rate: 1, frames: 72 });
+  });
+
+  it('reports the figures in a stable order (the order eval:world prints them)', () => {
+    expect(Object.keys(evaluateWorld(clips))).toEqual(['prompt_color_acc', 'room_color_acc', 'block_count_acc', 'action_follow_acc', 'action_pairs', 'agent_present_rate', 'frames']);
+  });
+
+  it('counts as many blocks as the generator drew in every frame, and none for a prompt without blocks', () => {
+    expect(doc.clips.filter((c) => c.obstacles.length > 0).map((c) => c.obstacles.length).sort()).toEqual([1, 1, 1, 2, 3]);
+    doc.clips.forEach((c, i) => {
+      const scene = parseWorldPrompt(c.prompt)!;
+      const noBlocks = parseWorldPrompt(c.prompt.replace(/ with .*$/, ''))!;
+      clips[i].frames.forEach((rgb, f) => {
+        expect([i, f, detectFrame(rgb, doc.size, doc.size, scene).blockComponents]).toEqual([i, f, c.obstacles.length]);
+        expect(detectFrame(rgb, doc.size, doc.size, noBlocks).blockComponents).toBe(0);
+      });
+    });
   });
 
   it('covers blocked moves (a wall or obstacle stops the agent) and still scores them as followed', () => {
@@ -171,6 +199,85 @@ describe('blocked moves', () => {
   });
 });
 
+describe('block count', () => {
+  const S = doc.size;
+  /** Paints the rectangle (x0, y0, x1, y1), exclusive, px, of a copy of `rgb` in colour `c`. */
+  const filled = (rgb: Uint8Array, [x0, y0, x1, y1]: readonly number[], c: readonly number[]): Uint8Array => {
+    const out = Uint8Array.from(rgb);
+    for (let y = y0; y < y1; y++) for (let x = x0; x < x1; x++) out.set(c, 3 * (y * S + x));
+    return out;
+  };
+  /** A `side`-px square on the floor of clip i's frame f, at least 1 px clear of its blocks and its agent's box. */
+  const freeSquare = (i: number, f: number, side: number): [number, number, number, number] => {
+    const c = doc.clips[i], h = doc.agent / 2, [ax, ay] = c.positions[f];
+    const taken = [...c.obstacles, [ax - h, ay - h, ax + h, ay + h]];
+    for (let y = doc.wall; y + side <= S - doc.wall; y++) {
+      for (let x = doc.wall; x + side <= S - doc.wall; x++) {
+        if (taken.every(([x0, y0, x1, y1]) => x + side < x0 || x1 < x || y + side < y0 || y1 < y)) return [x, y, x + side, y + side];
+      }
+    }
+    throw new Error(`no free ${side}-px square in clip ${i} frame ${f}`);
+  };
+  const withBlocks = doc.clips.flatMap((c, i) => (c.obstacles.length > 0 ? [i] : []));
+
+  it('a block painted over with the floor colour: one component less, and every frame fails the count', () => {
+    expect(withBlocks).toHaveLength(5);
+    for (const i of withBlocks) {
+      const c = doc.clips[i], scene = parseWorldPrompt(c.prompt)!;
+      const frames = clips[i].frames.map((rgb) => filled(rgb, c.obstacles[0], ROOM_COLORS[c.room]));
+      frames.forEach((rgb, f) => expect([i, f, detectFrame(rgb, S, S, scene).blockComponents]).toEqual([i, f, c.obstacles.length - 1]));
+      const n = frames.length;
+      expect(tallyWorldClip({ ...clips[i], frames })).toMatchObject({ frames: n, colorOk: n, roomOk: n, blockFrames: n, blockOk: 0, present: n });
+    }
+  });
+
+  it('an extra block painted on the floor: one component more, and every frame fails the count', () => {
+    for (const i of withBlocks) {
+      const c = doc.clips[i], scene = parseWorldPrompt(c.prompt)!;
+      const frames = clips[i].frames.map((rgb, f) => filled(rgb, freeSquare(i, f, doc.block), OBJECT_COLORS[c.obstacle_color!]));
+      frames.forEach((rgb, f) => expect([i, f, detectFrame(rgb, S, S, scene).blockComponents]).toEqual([i, f, c.obstacles.length + 1]));
+      const n = frames.length;
+      expect(tallyWorldClip({ ...clips[i], frames })).toMatchObject({ frames: n, blockFrames: n, blockOk: 0, present: n });
+      expect(evaluateWorld([{ ...clips[i], frames }]).block_count_acc).toBe(0);
+    }
+  });
+
+  it('counts a patch of at least a quarter of a block (25 px), not a smaller one', () => {
+    // clip 1: a green ball in a brown room with a cyan block
+    const c = doc.clips[1], scene = parseWorldPrompt(c.prompt)!;
+    expect(BLOCK_AREA / 4).toBe(25);
+    const at = (side: number) => detectFrame(filled(clips[1].frames[0], freeSquare(1, 0, side), OBJECT_COLORS.cyan), S, S, scene).blockComponents;
+    expect(at(4)).toBe(1); // 16 px: stray pixels, not a block
+    expect(at(5)).toBe(2); // 25 px
+  });
+
+  it('two blocks joined by a bridge of their colour count as one, and fail the count', () => {
+    // clip 0: three red blocks, two of them above each other at x 16–26 (y 12–22 and 32–42); the agent is at (45, 10)
+    const c = doc.clips[0], scene = parseWorldPrompt(c.prompt)!;
+    const bridged = filled(clips[0].frames[0], [20, 22, 22, 32], OBJECT_COLORS.red);
+    expect(detectFrame(bridged, S, S, scene).blockComponents).toBe(c.obstacles.length - 1);
+    expect(tallyWorldClip({ ...clips[0], frames: [bridged], actions: [0] })).toMatchObject({ frames: 1, blockFrames: 1, blockOk: 0 });
+  });
+
+  it('blocks drawn in another colour than the prompt names are not counted', () => {
+    // clip 3: an orange box in a black room with two white blocks
+    const c = doc.clips[3], scene = parseWorldPrompt(c.prompt)!;
+    const recoloured = c.obstacles.reduce((rgb, r) => filled(rgb, r, OBJECT_COLORS.yellow), clips[3].frames[0]);
+    expect(detectFrame(recoloured, S, S, scene).blockComponents).toBe(0);
+  });
+
+  it('a prompt without blocks: no block frames, block_count_acc null', () => {
+    // clip 2: a red disc in a brown room; and every clip with its blocks left out of the prompt
+    expect(tallyWorldClip(clips[2])).toMatchObject({ blockFrames: 0, blockOk: 0 });
+    expect(evaluateWorld([clips[2]]).block_count_acc).toBeNull();
+    const unnamed = clips.map((c) => ({ ...c, prompt: c.prompt.replace(/ with .*$/, '') }));
+    expect(unnamed.map((c) => tallyWorldClip(c).blockFrames)).toEqual([0, 0, 0, 0, 0, 0]);
+    expect(evaluateWorld(unnamed).block_count_acc).toBeNull();
+    // pooled over the frames of the clips that name blocks only: a clip without blocks neither helps nor hurts
+    expect(evaluateWorld([clips[2], clips[1]]).block_count_acc).toBe(1);
+  });
+});
+
 describe('world detector on noise', () => {
   it('scores low', () => {
     const rng = new Rng(3);
@@ -180,19 +287,21 @@ describe('world detector on noise', () => {
     expect(r.prompt_color_acc).toBeLessThan(0.1);
     expect(r.room_color_acc).toBeLessThan(0.3); // about chance: noise's dominant colour is one of the 5 room colours
     expect(r.agent_present_rate).toBeLessThan(0.1);
+    expect(r.block_count_acc).toBe(0); // noise holds no 25-px patch of one colour, and every prompt with blocks names one or more
   });
 });
 
 describe('per-clip counts', () => {
-  it('a clip of the truth counts every frame and every directional pair; with the wrong room, no colour match', () => {
+  it('a clip of the truth counts every frame, every directional pair and, if its prompt names blocks, every block frame; with the wrong room, no colour match', () => {
     doc.clips.forEach((c, i) => {
       const frames = c.actions.length;
       const pairs = c.actions.filter((a, f) => f > 0 && a > 0).length;
-      expect(tallyWorldClip(clips[i])).toEqual({ frames, colorOk: frames, roomOk: frames, present: frames, pairs, followed: pairs });
+      const blocks = c.obstacles.length > 0 ? frames : 0;
+      expect(tallyWorldClip(clips[i])).toEqual({ frames, colorOk: frames, roomOk: frames, blockFrames: blocks, blockOk: blocks, present: frames, pairs, followed: pairs });
       const wrongRoom = { ...clips[i], prompt: c.prompt.replace(/in a [a-z ]+ room/, c.prompt.includes('in a gray room') ? 'in a brown room' : 'in a gray room') };
-      expect(tallyWorldClip(wrongRoom)).toEqual({ frames, colorOk: 0, roomOk: 0, present: frames, pairs, followed: pairs });
+      expect(tallyWorldClip(wrongRoom)).toEqual({ frames, colorOk: 0, roomOk: 0, blockFrames: blocks, blockOk: blocks, present: frames, pairs, followed: pairs });
       const { actions: _actions, ...t2v } = clips[i];
-      expect(tallyWorldClip(t2v)).toEqual({ frames, colorOk: frames, roomOk: frames, present: frames, pairs: 0, followed: 0 });
+      expect(tallyWorldClip(t2v)).toEqual({ frames, colorOk: frames, roomOk: frames, blockFrames: blocks, blockOk: blocks, present: frames, pairs: 0, followed: 0 });
     });
   });
 

@@ -1,5 +1,6 @@
 /**
- * Intervals and paired differences of the world evaluation's target figures (src/eval/world-intervals.ts) on hand-made
+ * Intervals and paired differences of the world evaluation's target figures and block_count_acc
+ * (src/eval/world-intervals.ts) on hand-made
  * per-clip counts whose resampling distribution is known, and the tallies file that carries a run's counts to a later
  * comparison (src/eval/world-tallies.ts), with hostile files.
  */
@@ -10,14 +11,29 @@ import { tmpdir } from 'node:os';
 import * as path from 'node:path';
 import { MAX_TALLIES_BYTES, SettingsMismatchError, baselineRecord, pairWithBaseline, parseWorldTallies, readWorldTallies, settingDifference, unitsByMode, worldTalliesFile, type WorldTallyRecord } from '../../src/eval/world-tallies';
 
-/** A 24-frame clip with `colorOk` prompt-colour frames, `present` agent frames and `followed` of `pairs` action pairs. */
-const clip = (colorOk: number, present = 24, pairs = 0, followed = 0): WorldClipTally => ({ frames: 24, colorOk, roomOk: 24, present, pairs, followed });
+/**
+ * A 24-frame clip with `colorOk` prompt-colour frames, `present` agent frames and `followed` of `pairs` action pairs,
+ * whose prompt names no blocks.
+ */
+const clip = (colorOk: number, present = 24, pairs = 0, followed = 0): WorldClipTally => ({ frames: 24, colorOk, roomOk: 24, blockFrames: 0, blockOk: 0, present, pairs, followed });
+/** A clip whose prompt names blocks, with the blocks counted right in `blockOk` of its frames. */
+const withBlocks = (t: WorldClipTally, blockOk: number): WorldClipTally => ({ ...t, blockFrames: t.frames, blockOk });
 
 describe('worldIntervals', () => {
   it('perfect clips: every interval is [1, 1]; without pairs, the action interval is null', () => {
     const units = Array.from({ length: 8 }, () => [clip(24, 24, 20, 20)]);
-    expect(worldIntervals([units])).toEqual({ prompt_color_acc: [1, 1], action_follow_acc: [1, 1], agent_present_rate: [1, 1] });
+    expect(worldIntervals([units])).toEqual({ prompt_color_acc: [1, 1], action_follow_acc: [1, 1], agent_present_rate: [1, 1], block_count_acc: null });
     expect(worldIntervals([Array.from({ length: 8 }, () => [clip(24)])]).action_follow_acc).toBeNull();
+  });
+
+  it('block_count_acc: bounded like the target figures, over the clips whose prompt names blocks; null where none does', () => {
+    expect(worldIntervals([Array.from({ length: 8 }, () => [withBlocks(clip(24), 24)])]).block_count_acc).toEqual([1, 1]);
+    // 6 prompts × 4 seeds, every other prompt draws the wrong number of blocks in every frame: as prompt_color_acc above
+    const units = Array.from({ length: 6 }, (_, i) => Array.from({ length: 4 }, () => withBlocks(clip(24), i % 2 ? 24 : 0)));
+    expect(worldIntervals([units]).block_count_acc).toEqual([0.167, 0.833]);
+    // prompts without blocks neither help nor hurt (a resample of none of the block prompts is left out)
+    const mixed = [...Array.from({ length: 4 }, () => [withBlocks(clip(24), 24)]), ...Array.from({ length: 4 }, () => [clip(0)])];
+    expect(worldIntervals([mixed]).block_count_acc).toEqual([1, 1]);
   });
 
   it('half the clips fail whole: the interval is about ±0.28 for 12 clips (clip-level), not ±0.08 (frame-level)', () => {
@@ -48,15 +64,18 @@ describe('worldIntervals', () => {
 
 describe('worldDifference', () => {
   // prompts differ a lot (colour frames 0…22 of 24), but the candidate draws 2 more colour frames on every one
-  const baseline = Array.from({ length: 12 }, (_, i) => [clip(2 * i, 12, 10, 5)]);
+  // and block frames 24, 22, …, 2 of 24 counted right
+  const baseline = Array.from({ length: 12 }, (_, i) => [withBlocks(clip(2 * i, 12, 10, 5), 24 - 2 * i)]);
   const paired = (candidate: WorldClipTally[][]): PairedWorldUnit[] => candidate.map((c, i) => ({ candidate: c, baseline: baseline[i] }));
 
   it('the same weights: differences 0 with [0, 0]', () => {
-    // baseline: colour frames 0, 2, …, 22 of 24 each → 132 / 288; present 12 / 24; followed 5 of 10 pairs
+    // baseline: colour frames 0, 2, …, 22 of 24 each → 132 / 288; present 12 / 24; followed 5 of 10 pairs; blocks
+    // counted right in 156 / 288 frames
     expect(worldDifference([paired(baseline)])).toEqual({
       prompt_color_acc: { candidate: 0.458, baseline: 0.458, diff: 0, ci95: [0, 0] },
       action_follow_acc: { candidate: 0.5, baseline: 0.5, diff: 0, ci95: [0, 0] },
       agent_present_rate: { candidate: 0.5, baseline: 0.5, diff: 0, ci95: [0, 0] },
+      block_count_acc: { candidate: 0.542, baseline: 0.542, diff: 0, ci95: [0, 0] },
     });
   });
 
@@ -75,6 +94,26 @@ describe('worldDifference', () => {
     expect(d.action_follow_acc.diff).toBeCloseTo(-(8 * 3 + 4 * 1) / 120, 3);
     expect(d.action_follow_acc.ci95![1]).toBeLessThan(0);
     expect(d.prompt_color_acc.ci95).toEqual([0, 0]);
+    expect(d.block_count_acc.ci95).toEqual([0, 0]);
+  });
+
+  it('block_count_acc is compared too: more blocks counted right is a difference above 0, fewer one below', () => {
+    const better = baseline.map(([t], i) => [{ ...t, blockOk: t.blockOk + (i % 3 ? 2 : 0) }]);
+    const d = worldDifference([paired(better)]);
+    expect(d.block_count_acc.diff).toBeCloseTo((8 * 2) / 288, 3);
+    expect(d.block_count_acc.ci95![0]).toBeGreaterThan(0);
+    expect(d.prompt_color_acc).toEqual({ candidate: 0.458, baseline: 0.458, diff: 0, ci95: [0, 0] });
+    // a candidate that stops drawing the blocks: every block frame fails
+    const none = baseline.map(([t]) => [{ ...t, blockOk: 0 }]);
+    const r = worldDifference([paired(none)]).block_count_acc;
+    expect(r).toMatchObject({ candidate: 0, baseline: 0.542, diff: -0.542 });
+    expect(r.ci95![1]).toBeLessThan(0);
+  });
+
+  it('no clip that names blocks on either side: null block_count_acc difference and interval', () => {
+    const t2v = [{ candidate: [clip(24)], baseline: [clip(20)] }];
+    expect(worldDifference([t2v]).block_count_acc).toEqual({ candidate: null, baseline: null, diff: null, ci95: null });
+    expect(worldDifference([t2v]).prompt_color_acc.diff).toBe(0.167);
   });
 
   it('no action pair on either side: null difference and interval', () => {
@@ -83,7 +122,7 @@ describe('worldDifference', () => {
   });
 
   it('rounds once: 1 of 22 against 0 is 0.045 (0.04545…), not 0.046 from a figure rounded to 4 decimals first', () => {
-    const one = { frames: 22, colorOk: 1, roomOk: 22, present: 22, pairs: 0, followed: 0 };
+    const one = { frames: 22, colorOk: 1, roomOk: 22, blockFrames: 0, blockOk: 0, present: 22, pairs: 0, followed: 0 };
     const d = worldDifference([[{ candidate: [one], baseline: [{ ...one, colorOk: 0 }] }]]);
     expect(d.prompt_color_acc).toEqual({ candidate: 0.045, baseline: 0, diff: 0.045, ci95: [0.045, 0.045] });
   });
@@ -91,9 +130,10 @@ describe('worldDifference', () => {
 
 describe('tallies file', () => {
   const settings = { width: 64, height: 64, fps: 8, flowShift: 3, chunkFrames: 1, sinkFrames: 1, localWindowFrames: 6, stepsPerChunk: 2, firstChunkSteps: 16, task: 'WORLD', matmulDtype: 'float32' };
-  const rec = (o: Partial<WorldTallyRecord> = {}): WorldTallyRecord => ({ mode: 'world', unit: 0, seed: 200, prompt: 'a yellow ball in a dark green room', frames: 24, colorOk: 10, roomOk: 24, present: 12, pairs: 8, followed: 5, settings, ...o });
-  const file = (clips: unknown) => JSON.stringify({ format: 'omnirx-world-tallies', version: 3, clips });
+  const rec = (o: Partial<WorldTallyRecord> = {}): WorldTallyRecord => ({ mode: 'world', unit: 0, seed: 200, prompt: 'a yellow ball in a dark green room', frames: 24, colorOk: 10, roomOk: 24, blockFrames: 24, blockOk: 18, present: 12, pairs: 8, followed: 5, settings, ...o });
+  const file = (clips: unknown) => JSON.stringify({ format: 'omnirx-world-tallies', version: 4, clips });
   const { settings: _settings, ...recNoSettings } = rec();
+  const { blockFrames: _blockFrames, blockOk: _blockOk, ...recNoBlocks } = rec();
 
   it('reads a file this version writes, and groups a prompt\'s seeds into one unit per mode', () => {
     const clips = [rec(), rec({ seed: 1200 }), rec({ unit: 1, seed: 201 }), rec({ mode: 't2v', unit: 0, seed: 100, pairs: 0, followed: 0 })];
@@ -107,8 +147,9 @@ describe('tallies file', () => {
   it.each([
     ['not JSON', '{"format": ', /^base\.json: not JSON/],
     ['another format', JSON.stringify({ format: 'other', version: 1, clips: [rec()] }), /^base\.json: format: /],
-    ['a later version', JSON.stringify({ format: 'omnirx-world-tallies', version: 4, clips: [rec()] }), /^base\.json: version: /],
-    ['a version-2 file (action counts by the earlier blocked-move rule)', JSON.stringify({ format: 'omnirx-world-tallies', version: 2, clips: [rec()] }), /^base\.json: version: 2 counts followed actions by the detector's blocked-move rule before 2026-12-02; re-run/],
+    ['a later version', JSON.stringify({ format: 'omnirx-world-tallies', version: 5, clips: [rec()] }), /^base\.json: version: /],
+    ['a version-3 file (no block counts)', JSON.stringify({ format: 'omnirx-world-tallies', version: 3, clips: [recNoBlocks] }), /^base\.json: version: 3 has no block counts \(block_count_acc, since 2026-12-04\); re-run that evaluation to write version 4$/],
+    ['a version-2 file (action counts by the earlier blocked-move rule)', JSON.stringify({ format: 'omnirx-world-tallies', version: 2, clips: [rec()] }), /^base\.json: version: 2 counts followed actions by the detector's blocked-move rule before 2026-12-02; re-run that evaluation to write version 4$/],
     ['a version-1 file', JSON.stringify({ format: 'omnirx-world-tallies', version: 1, clips: [recNoSettings] }), /^base\.json: version: 1 counts followed actions/],
     ['a record without settings', file([recNoSettings]), /^base\.json: clips\.0\.settings: /],
     ['settings that are not an object', file([rec({ settings: 'euler' as unknown as WorldTallyRecord['settings'] })]), /^base\.json: clips\.0\.settings: /],
@@ -120,13 +161,17 @@ describe('tallies file', () => {
     ['an unknown mode', file([rec({ mode: 'video' as 'world' })]), /^base\.json: clips\.0\.mode: /],
     ['a negative count', file([rec(), rec({ unit: 1, present: -1 })]), /^base\.json: clips\.1\.present: /],
     ['a fractional count', file([rec({ frames: 23.5 })]), /^base\.json: clips\.0\.frames: /],
-    ['a clip of no frames', file([rec({ frames: 0, colorOk: 0, roomOk: 0, present: 0, pairs: 0, followed: 0 })]), /^base\.json: clips\.0\.frames: /],
+    ['a clip of no frames', file([rec({ frames: 0, colorOk: 0, roomOk: 0, blockFrames: 0, blockOk: 0, present: 0, pairs: 0, followed: 0 })]), /^base\.json: clips\.0\.frames: /],
+    ['a version-4 record without block counts', file([recNoBlocks]), /^base\.json: clips\.0\.blockFrames: /],
+    ['a negative block count', file([rec({ blockOk: -1 })]), /^base\.json: clips\.0\.blockOk: /],
     ['a count that is a string', file([rec({ pairs: '8' as unknown as number })]), /^base\.json: clips\.0\.pairs: /],
-    ['a count too large for a number (1e400 parses as Infinity)', `{"format": "omnirx-world-tallies", "version": 3, "clips": [${JSON.stringify(rec()).replace('"frames":24', '"frames":1e400')}]}`, /^base\.json: clips\.0\.frames: /],
+    ['a count too large for a number (1e400 parses as Infinity)', `{"format": "omnirx-world-tallies", "version": 4, "clips": [${JSON.stringify(rec()).replace('"frames":24', '"frames":1e400')}]}`, /^base\.json: clips\.0\.frames: /],
     ['a seed over 32 bits', file([rec({ seed: 2 ** 32 })]), /^base\.json: clips\.0\.seed: /],
     ['more followed than pairs', file([rec({ followed: 9 })]), /^base\.json: clips\.0: counts are inconsistent/],
     ['more pairs than frames with the agent allow', file([rec({ present: 8, pairs: 8, followed: 0 })]), /^base\.json: clips\.0: counts are inconsistent/],
     ['more colour frames than room frames', file([rec({ colorOk: 24, roomOk: 20 })]), /^base\.json: clips\.0: counts are inconsistent/],
+    ['more blocks counted right than block frames', file([rec(), rec({ unit: 1, blockFrames: 12, blockOk: 13 })]), /^base\.json: clips\.1: counts are inconsistent: need .*blockOk ≤ blockFrames ≤ frames/],
+    ['more block frames than frames', file([rec({ blockFrames: 25, blockOk: 0 })]), /^base\.json: clips\.0: counts are inconsistent: need .*blockOk ≤ blockFrames ≤ frames/],
     ['action pairs in a T2V clip', file([rec({ mode: 't2v' })]), /^base\.json: clips\.0\.pairs: a t2v clip has no action pairs/],
     ['a repeated clip', file([rec(), rec({ prompt: 'a red ball in a brown room' })]), /^base\.json: clips\.1: world unit 0 seed 200 repeats clips\.0/],
   ])('refuses %s, naming the field', (_what, text, message) => {
@@ -134,7 +179,7 @@ describe('tallies file', () => {
   });
 
   it('refuses prototype keys, at the top and in a record, and pollutes nothing', () => {
-    const top = `{"__proto__": {"polluted": 1}, "format": "omnirx-world-tallies", "version": 3, "clips": [${JSON.stringify(rec())}]}`;
+    const top = `{"__proto__": {"polluted": 1}, "format": "omnirx-world-tallies", "version": 4, "clips": [${JSON.stringify(rec())}]}`;
     expect(() => parseWorldTallies(top, 'base.json')).toThrow(/^base\.json: \(root\): .*__proto__/);
     const inner = file([rec()]).replace('"clips":[{', '"clips":[{"__proto__":{"polluted":1},');
     const inSettings = file([rec()]).replace('"settings":{', '"settings":{"__proto__":{"polluted":1},');
@@ -148,7 +193,7 @@ describe('tallies file', () => {
 
   it('what eval:world writes reads back the same', () => {
     const clips = [rec(), rec({ mode: 't2v', seed: 100, pairs: 0, followed: 0 })];
-    expect(parseWorldTallies(JSON.stringify(worldTalliesFile(clips)), 'x.json')).toEqual({ format: 'omnirx-world-tallies', version: 3, clips });
+    expect(parseWorldTallies(JSON.stringify(worldTalliesFile(clips)), 'x.json')).toEqual({ format: 'omnirx-world-tallies', version: 4, clips });
   });
 
   it('pairs two sampler settings of the same clips only when asked, and names every setting that differs', () => {

@@ -1,6 +1,6 @@
 """
 Writes the detector's fixture clips test/fixtures/world/clip{i}.png (frames left to right, 64×64 each, no gutters) and
-clips.json (per clip: the scene, action ids, agent centres; plus the palette the TS detector must mirror).
+clips.json (per clip: the scene, action ids, agent centres; plus the geometry and palette the TS detector must mirror).
 
     /usr/bin/python3 tools/train/make_world_fixtures.py     # deterministic: same sources → same files
 """
@@ -31,6 +31,7 @@ def main() -> None:
         "wall": world.WALL,
         "step": world.STEP,
         "agent": world.AGENT,
+        "block": world.BLOCK,
         "room_colors": {k: list(v) for k, v in world.ROOM_COLORS.items()},
         "object_colors": {k: list(v) for k, v in world.OBJECT_COLORS.items()},
         "wall_colors": {k: list(world.wall_color(v)) for k, v in world.ROOM_COLORS.items()},
