@@ -56,6 +56,7 @@ describe('train.py refuses bad flags by name, before training (exit 2, nothing w
     ['teacher-forcing share NaN', ['--teacher-forcing-share', 'nan'], /--teacher-forcing-share must be in \[0, 1\]; got nan/],
     ['teacher-forcing learning rate 0', ['--teacher-forcing-lr', '0'], /--teacher-forcing-lr must be in \(0, 1\) and above float32's smallest normal number 1\.18e-38; got 0\.0/],
     ['teacher-forcing learning rate inf', ['--teacher-forcing-lr', 'inf'], /--teacher-forcing-lr must be in \(0, 1\) and above float32's smallest normal number 1\.18e-38; got inf/],
+    ['an unknown teacher-forcing start', ['--teacher-forcing-start', 'centre'], /--teacher-forcing-start: invalid choice: 'centre' \(choose from '?spawn'?, '?random'?\)/],
     ['error recycling above 1', ['--error-recycling', '1.5'], /--error-recycling must be in \[0, 1\]; got 1\.5/],
     ['error recycling NaN', ['--error-recycling', 'nan'], /--error-recycling must be in \[0, 1\]; got nan/],
     ['negative error recycling', ['--error-recycling=-0.5'], /--error-recycling must be in \[0, 1\]; got -0\.5/],
@@ -140,12 +141,12 @@ describe('a short training run', () => {
       [4, 1],
       [5, 1],
     ]);
-    expect(s.teacher).toMatchObject({ seed: 6, steps: 2, share: 0.9, lr: 0.0002 });
+    expect(s.teacher).toMatchObject({ seed: 6, steps: 2, share: 0.9, lr: 0.0002, start: 'spawn' });
     // each weights file's metadata names every option that changed its tensors, as they were given
     for (const f of SAFETENSORS) {
       expect(parseSafetensors(readFileSync(path.join(first, f)), f).metadata).toEqual({
         format: 'pt', generator: 'omnirx tools/train/train.py', seed: '3', vae_steps: '2', dit_steps: '2', finetune_steps: '1,1',
-        teacher_forcing_steps: '2', teacher_forcing_share: '0.9', teacher_forcing_lr: '0.0002', dit_lr: '0.0005', agent_weight: '10.0',
+        teacher_forcing_steps: '2', teacher_forcing_share: '0.9', teacher_forcing_lr: '0.0002', teacher_forcing_start: 'spawn', dit_lr: '0.0005', agent_weight: '10.0',
         base_agent_weight: '0.0', reuse: '2', precision: 'bfloat16', image_share: '0.5', text_steps: '3', text_encoder: 'frozen',
       });
     }
@@ -191,8 +192,8 @@ describe('a short training run', () => {
     expect(summary(continued)).toMatchObject({ dit: { steps: 0, loss_first: null }, teacher: { seed: 6, steps: 2 } });
     // model.json says what the weights went through: this run, continued from what the --init model's run did
     const description = (dir: string) => (JSON.parse(readFileSync(path.join(dir, 'model.json'), 'utf8')) as { description: string }).description;
-    expect(description(continued)).toMatch(/\(tools\/train\/train\.py, seed 5, 0 VAE \+ 0 DiT \+ 0 fine-tune \+ 2 teacher-forcing steps at share 0\.9\), continued from \(tools\/train\/train\.py, seed 3, 2 VAE \+ 2 DiT \+ 1,1 fine-tune \+ 0 teacher-forcing steps\)\.$/);
-    expect(description(first)).toMatch(/\(tools\/train\/train\.py, seed 3, 2 VAE \+ 2 DiT \+ 1,1 fine-tune \+ 2 teacher-forcing steps at share 0\.9\)\.$/);
+    expect(description(continued)).toMatch(/\(tools\/train\/train\.py, seed 5, 0 VAE \+ 0 DiT \+ 0 fine-tune \+ 2 teacher-forcing steps at share 0\.9 from the spawn point\), continued from \(tools\/train\/train\.py, seed 3, 2 VAE \+ 2 DiT \+ 1,1 fine-tune \+ 0 teacher-forcing steps\)\.$/);
+    expect(description(first)).toMatch(/\(tools\/train\/train\.py, seed 3, 2 VAE \+ 2 DiT \+ 1,1 fine-tune \+ 2 teacher-forcing steps at share 0\.9 from the spawn point\)\.$/);
     for (const f of SAFETENSORS) expect(changed(path.join(continued, f), path.join(first, f))).toEqual([]);
     expect(changed(path.join(continued, 'transformer.safetensors'), path.join(without, 'transformer.safetensors')).length).toBeGreaterThan(0);
   }, 600_000);
@@ -220,7 +221,28 @@ describe('a short training run', () => {
     expect(summary(dirs.recycled)).toMatchObject({ teacher: { seed: 6, steps: 2, share: 1, error_recycling: 1 } });
     expect(String(summary(dirs.recycled).repeat)).toMatch(/ --error-recycling 1\.0 --init /);
     const description = JSON.parse(readFileSync(path.join(dirs.recycled, 'model.json'), 'utf8')).description as string;
-    expect(description).toMatch(/2 teacher-forcing steps at share 1 with error recycling 1\), continued from /);
+    expect(description).toMatch(/2 teacher-forcing steps at share 1 from the spawn point with error recycling 1\), continued from /);
+  }, 300_000);
+
+  it('--teacher-forcing-start random trains the phase on the same batches from random starts: other weights, named in the metadata and description', () => {
+    const phase = ['--init', first, '--seed', '5', '--dit-steps', '0', '--finetune-steps', '0', '--teacher-forcing-steps', '2', '--teacher-forcing-share', '1'];
+    const dirs = { spawn: path.join(scratch(), 'spawn'), random: path.join(scratch(), 'random') };
+    expect(train(['--out', dirs.spawn, ...phase]).status).toBe(0);
+    expect(train(['--out', dirs.random, ...phase, '--teacher-forcing-start', 'random']).status).toBe(0);
+    const log = (dir: string) =>
+      readFileSync(path.join(dir, 'train_log.jsonl'), 'utf8').trim().split('\n').map((l) => JSON.parse(l) as { mode: string; loss: number });
+    // the same batch layouts, but the agent elsewhere in the clips: another loss from the first step, other weights
+    expect(log(dirs.random).map((r) => r.mode)).toEqual(log(dirs.spawn).map((r) => r.mode));
+    expect(log(dirs.random)[0].loss).not.toBe(log(dirs.spawn)[0].loss);
+    expect(changed(path.join(dirs.random, 'transformer.safetensors'), path.join(dirs.spawn, 'transformer.safetensors')).length).toBeGreaterThan(0);
+    const meta = (dir: string) => parseSafetensors(readFileSync(path.join(dir, 'transformer.safetensors')), dir).metadata;
+    expect(meta(dirs.random)).toMatchObject({ teacher_forcing_start: 'random' });
+    expect(meta(dirs.spawn)).toMatchObject({ teacher_forcing_start: 'spawn' });
+    expect(summary(dirs.random)).toMatchObject({ teacher: { start: 'random' } });
+    expect(String(summary(dirs.random).repeat)).toMatch(/ --teacher-forcing-start random /);
+    const description = (dir: string) => JSON.parse(readFileSync(path.join(dir, 'model.json'), 'utf8')).description as string;
+    expect(description(dirs.random)).toMatch(/2 teacher-forcing steps at share 1\), continued from /);
+    expect(description(dirs.spawn)).toMatch(/2 teacher-forcing steps at share 1 from the spawn point\), continued from /);
   }, 300_000);
 
   it('by default (--text-encoder joint) the text encoder trains through the DiT loss as well', () => {
