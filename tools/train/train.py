@@ -169,7 +169,8 @@ TEACHER_START = "spawn"
 point (procedural_world.SPAWN, the room's centre), while the earlier phases draw it at random. Against the same phase
 from random starts, paired at 4 seeds, every figure is within its interval (exactly one agent +0.050 [−0.003, +0.107],
 prompt colour +0.014, block count +0.021, action following −0.017): shipped for the agent, the weakest figure, on
-a point gain not yet established (docs/model-card.md, "Spawn point")."""
+a point gain not yet established, which lies in T2V's later frames (the first frame holds one agent no more often;
+docs/model-card.md, "Spawn point")."""
 RECYCLE_STREAM = 3
 """Key of the error-recycling streams (``--error-recycling``): numpy's [seed, 3] draws which batches and the σ, torch's
 seed + 3 the noise, apart from the phase's own streams."""
