@@ -1,13 +1,14 @@
 /**
  * The procedural world's spawn point (tools/train/procedural_world.py, issue 8), through its CLI as a user makes strips
- * of the data: with --spawn every scene starts the agent at the room's centre, keeps every obstacle off it (and as many
+ * of the data: with --spawn every scene starts the agent at the room's centre (frame 0 shows it moved by the first
+ * action), keeps every obstacle off it (and as many
  * rooms with blocks as without it: a first version of the rule kept blocks an agent width away, which the room's
  * block grid never allows, and emptied every room), and keeps the colours and noun it draws without --spawn; without
  * it the start is drawn, as in the detector's fixtures (test/fixtures/world, which this flag must leave as they are).
  * Runs Debian's Python.
  */
 import { spawnSync } from 'node:child_process';
-import { mkdtempSync, readFileSync } from 'node:fs';
+import { existsSync, mkdtempSync, readFileSync, readdirSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import * as path from 'node:path';
 
@@ -84,5 +85,38 @@ describe('procedural_world.py --spawn', () => {
       expect(c.prompt).toBe(f.prompt);
       expect(c.obstacles).toEqual(f.obstacles);
     }
+  });
+});
+
+describe('procedural_world.py refuses bad flags by name (exit 2, nothing written)', () => {
+  const cases: Array<[string, string[], RegExp]> = [
+    ['no clips', ['--clips', '0'], /--clips must be at least 1; got 0/],
+    ['negative clips', ['--clips=-1'], /--clips must be at least 1; got -1/],
+    ['no frames', ['--frames', '0'], /--frames must be at least 1; got 0/],
+    ['negative frames', ['--frames=-3'], /--frames must be at least 1; got -3/],
+    ['a negative seed', ['--seed=-1'], /--seed must not be negative .*got -1/],
+    ['a non-integer seed', ['--seed', 'abc'], /--seed: invalid int value: 'abc'/],
+  ];
+  it.each(cases)('%s', (_name, args, message) => {
+    const out = path.join(mkdtempSync(path.join(tmpdir(), 'omnirx-world-')), 'strip.png');
+    const r = spawnSync('/usr/bin/python3', [WORLD, '--out', out, ...args], { encoding: 'utf8', timeout: 60_000 });
+    expect(r.stderr).toMatch(message);
+    expect(r.status).toBe(2);
+    expect(existsSync(out)).toBe(false);
+  });
+
+  it('an --out that is a folder, not a .png, or in a folder that does not exist', () => {
+    const dir = mkdtempSync(path.join(tmpdir(), 'omnirx-world-'));
+    const outs: Array<[string, RegExp]> = [
+      [dir, /--out must be the path of a \.png file; got /],
+      [path.join(dir, 'strip.txt'), /--out must be the path of a \.png file; got .*strip\.txt/],
+      [path.join(dir, 'missing', 'strip.png'), /--out: folder .*missing does not exist/],
+    ];
+    for (const [out, message] of outs) {
+      const r = spawnSync('/usr/bin/python3', [WORLD, '--out', out], { encoding: 'utf8', timeout: 60_000 });
+      expect(r.stderr).toMatch(message);
+      expect(r.status).toBe(2);
+    }
+    expect(readdirSync(dir)).toEqual([]);
   });
 });

@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 from dataclasses import dataclass, field
 from typing import Dict, List, Optional, Sequence, Tuple
 
@@ -38,8 +39,9 @@ BLOCK = 10
 """Obstacle side in pixels."""
 SPAWN = (SIZE // 2, SIZE // 2)
 """Spawn point: the agent's start centre (x, y) in scenes sampled with ``spawn`` (the room's centre), as a game starts
-its player at a fixed point: the agent's first position is not drawn, so a model that draws a first frame from the
-prompt has one place to put the agent. ``sample_scene`` keeps obstacles off it."""
+its player at a fixed point: the agent's first position is not drawn, so frame 0 shows it at the spawn point moved by
+the first action (``simulate``: one STEP in its direction, or none), one of five places instead of any free one.
+``sample_scene`` keeps obstacles off it."""
 
 ACTIONS = ("none", "up", "down", "left", "right")
 """Action key names in id order (src/models/wan/actions.ts ACTION_KEYS)."""
@@ -127,8 +129,9 @@ def free(scene: Scene, x: int, y: int) -> bool:
 def sample_scene(rng: np.random.Generator, spawn: bool = False) -> Scene:
     """A random scene: room colour, agent colour/noun, 0–3 obstacles of another colour, and a random free start
     position, or with ``spawn`` the spawn point ``SPAWN`` (an obstacle draw that would overlap the agent there is skipped,
-    as one too close to another obstacle; the draws are otherwise the same, so a scene's colours, noun and the obstacle
-    count asked for do not depend on ``spawn``, though the obstacles that fit do)."""
+    as one too close to another obstacle; the draws before the start are the same, so a scene's colours, noun and the
+    obstacle count asked for do not depend on ``spawn``, though the obstacles that fit do, and so do the draws after the
+    start, which ``spawn`` does not make: a clip's actions)."""
     room = str(rng.choice(list(ROOM_COLORS)))
     colors = list(OBJECT_COLORS)
     agent_color = str(colors.pop(int(rng.integers(len(colors)))))
@@ -252,6 +255,17 @@ def main(argv: Optional[Sequence[str]] = None) -> None:
     ap.add_argument("--seed", type=int, default=0, help="clip i uses seed + i")
     ap.add_argument("--spawn", action="store_true", help="start the agent at the spawn point (the room's centre) instead of a random free position")
     a = ap.parse_args(argv)
+    if a.clips < 1:
+        ap.error(f"--clips must be at least 1; got {a.clips}")
+    if a.frames < 1:
+        ap.error(f"--frames must be at least 1; got {a.frames}")
+    if a.seed < 0:
+        ap.error(f"--seed must not be negative (numpy seeds are non-negative); got {a.seed}")
+    folder = os.path.dirname(os.path.abspath(a.out))
+    if not a.out.lower().endswith(".png") or os.path.isdir(a.out):
+        ap.error(f"--out must be the path of a .png file; got {a.out}")
+    if not os.path.isdir(folder):
+        ap.error(f"--out: folder {folder} does not exist")
     clips = [make_clip(a.seed + i, a.frames, a.spawn) for i in range(a.clips)]
     save_png(a.out, strip(clips))
     for c in clips:

@@ -43,7 +43,8 @@ serves both samplers:
   al. 2025); the target stays the true frame. With ``--teacher-forcing-start spawn`` (the default) every scene of the
   phase, teacher-forcing or not, starts its agent at the world's spawn point (procedural_world.SPAWN, the room's
   centre) instead of a random free position, so a clip's first frame — what a world session's first chunk and a T2V
-  clip draw from the prompt alone — has one place for the agent; the earlier phases keep random starts.
+  clip draw from the prompt alone — shows the agent at the centre moved by the first action (one of five places) rather
+  than anywhere free; the earlier phases keep random starts.
 
 Phases of stage ``dit`` (the shipped model's order, first made in three commands): a base phase with an
 unweighted loss, then agent-weighted fine-tune phases (``--finetune-steps`` / ``--finetune-shares``, default two), each
