@@ -7,8 +7,8 @@ export type TargetFigure = (typeof TARGET_FIGURES)[number];
 
 /**
  * The figures the intervals and paired differences bound: the target figures, plus block_count_acc, which is
- * reported, not a target, and bounded so a comparison of two sets of weights catches one that stops drawing the
- * prompt's blocks.
+ * reported, not a target, and bounded so a comparison of two sets of weights can catch one that stops drawing the
+ * prompt's blocks (the target figures count the room and the agent only).
  */
 export const INTERVAL_FIGURES = [...TARGET_FIGURES, 'block_count_acc'] as const;
 export type IntervalFigure = (typeof INTERVAL_FIGURES)[number];

@@ -129,9 +129,9 @@ def free(scene: Scene, x: int, y: int) -> bool:
 def sample_scene(rng: np.random.Generator, spawn: bool = False) -> Scene:
     """A random scene: room colour, agent colour/noun, 0–3 obstacles of another colour, and a random free start
     position, or with ``spawn`` the spawn point ``SPAWN`` (an obstacle draw that would overlap the agent there is skipped,
-    as one too close to another obstacle; the draws before the start are the same, so a scene's colours, noun and the
-    obstacle count asked for do not depend on ``spawn``, though the obstacles that fit do, and so do the draws after the
-    start, which ``spawn`` does not make: a clip's actions)."""
+    as one too close to another obstacle). The draws before the start are the same, so a scene's colours, noun and the
+    obstacle count asked for do not depend on ``spawn`` (the obstacles that fit do); as no start is drawn, the draws
+    after it (a clip's actions, in make_clip) differ."""
     room = str(rng.choice(list(ROOM_COLORS)))
     colors = list(OBJECT_COLORS)
     agent_color = str(colors.pop(int(rng.integers(len(colors)))))
