@@ -1,6 +1,7 @@
 import { readFileSync, statSync } from 'node:fs';
 import { z } from 'zod';
 import type { WorldClipTally } from './world-eval';
+import { parseWorldPrompt } from './world-palette';
 import type { PairedWorldUnit, WorldEvalUnit } from './world-intervals';
 
 const count = z.number().int().nonnegative().max(1e9);
@@ -15,6 +16,16 @@ export const WorldClipSettingsSchema = z
   .record(z.string().max(64), z.union([z.number(), z.string().max(64), z.boolean()]))
   .refine((r) => Object.keys(r).length <= 32, { message: 'more than 32 settings' });
 export type WorldClipSettings = z.infer<typeof WorldClipSettingsSchema>;
+
+/**
+ * Whether a clip's `blockFrames` is what `tallyWorldClip` counts for its prompt: every frame when the prompt names
+ * blocks, none when it names none. A prompt outside the grammar is not judged here (such a clip cannot pair with a
+ * run's, which never has one).
+ */
+function blockFramesFit(r: { prompt: string; frames: number; blockFrames: number }): boolean {
+  const scene = parseWorldPrompt(r.prompt);
+  return scene === undefined || r.blockFrames === (scene.obstacleCount === undefined ? 0 : r.frames);
+}
 
 /** One scored clip of an evaluation: which prompt (unit) of which mode, at which seed, its counts and its settings. */
 export const WorldTallyRecordSchema = z
@@ -37,7 +48,14 @@ export const WorldTallyRecordSchema = z
   .refine((r) => r.colorOk <= r.roomOk && r.roomOk <= r.frames && r.blockOk <= r.blockFrames && r.blockFrames <= r.frames && r.present <= r.frames && r.pairs <= Math.max(0, r.present - 1) && r.followed <= r.pairs, {
     message: 'counts are inconsistent: need colorOk ≤ roomOk ≤ frames, blockOk ≤ blockFrames ≤ frames, present ≤ frames, pairs ≤ present − 1 (a pair has the agent in both frames), followed ≤ pairs',
   })
-  .refine((r) => r.mode === 'world' || r.pairs === 0, { message: 'a t2v clip has no action pairs', path: ['pairs'] });
+  .refine((r) => r.mode === 'world' || r.pairs === 0, { message: 'a t2v clip has no action pairs', path: ['pairs'] })
+  .refine(blockFramesFit, {
+    path: ['blockFrames'],
+    error: (issue) => {
+      const r = issue.input as { prompt: string; frames: number; blockFrames: number };
+      return `${r.blockFrames} block frames for ${r.frames} frames of "${r.prompt}": a prompt that names blocks has every frame scored on them (blockFrames = frames), one that names none has 0`;
+    },
+  });
 export type WorldTallyRecord = z.infer<typeof WorldTallyRecordSchema>;
 
 /**

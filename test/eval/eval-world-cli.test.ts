@@ -8,6 +8,7 @@ import { mkdtempSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import * as path from 'node:path';
 import { T2V_EVAL_PROMPTS, WORLD_EVAL_SESSIONS } from '../../src/eval/world-clips';
+import { parseWorldPrompt } from '../../src/eval/world-palette';
 import { defaultModelSpec } from '../../src/models/default-spec';
 
 const SCRIPT = path.resolve(__dirname, '..', '..', 'dist', 'bench', 'eval-world.js');
@@ -61,10 +62,11 @@ describe('eval:world command line', () => {
   // a baseline of every clip of the set, whose T2V clips ran at guidance scale `g` and whose world sessions record no settings
   const baselineAt = (g: number) => {
     const t2v = { task: 'T2V', width: 64, height: 64, numFrames: 16, fps: 8, numInferenceSteps: 20, guidanceScale: g, flowShift: 3, sampler: 'euler', matmulDtype: 'float32' };
-    const counts = { colorOk: 0, roomOk: 0, blockFrames: 0, blockOk: 0, present: 0, pairs: 0, followed: 0 };
+    // no frame scores anything; a prompt that names blocks has each of its frames scored on them
+    const counts = (prompt: string, frames: number) => ({ frames, colorOk: 0, roomOk: 0, blockFrames: parseWorldPrompt(prompt)?.obstacleCount === undefined ? 0 : frames, blockOk: 0, present: 0, pairs: 0, followed: 0 });
     return tallies([
-      ...T2V_EVAL_PROMPTS.map((prompt, unit) => ({ mode: 't2v', unit, seed: 100 + unit, prompt, frames: 16, ...counts, settings: t2v })),
-      ...WORLD_EVAL_SESSIONS.map((s, unit) => ({ mode: 'world', unit, seed: s.seed, prompt: s.prompt, frames: s.frames, ...counts, settings: {} })),
+      ...T2V_EVAL_PROMPTS.map((prompt, unit) => ({ mode: 't2v', unit, seed: 100 + unit, prompt, ...counts(prompt, 16), settings: t2v })),
+      ...WORLD_EVAL_SESSIONS.map((s, unit) => ({ mode: 'world', unit, seed: s.seed, prompt: s.prompt, ...counts(s.prompt, s.frames), settings: {} })),
     ]);
   };
 

@@ -130,7 +130,7 @@ describe('worldDifference', () => {
 
 describe('tallies file', () => {
   const settings = { width: 64, height: 64, fps: 8, flowShift: 3, chunkFrames: 1, sinkFrames: 1, localWindowFrames: 6, stepsPerChunk: 2, firstChunkSteps: 16, task: 'WORLD', matmulDtype: 'float32' };
-  const rec = (o: Partial<WorldTallyRecord> = {}): WorldTallyRecord => ({ mode: 'world', unit: 0, seed: 200, prompt: 'a yellow ball in a dark green room', frames: 24, colorOk: 10, roomOk: 24, blockFrames: 24, blockOk: 18, present: 12, pairs: 8, followed: 5, settings, ...o });
+  const rec = (o: Partial<WorldTallyRecord> = {}): WorldTallyRecord => ({ mode: 'world', unit: 0, seed: 200, prompt: 'a yellow ball in a dark green room with two red blocks', frames: 24, colorOk: 10, roomOk: 24, blockFrames: 24, blockOk: 18, present: 12, pairs: 8, followed: 5, settings, ...o });
   const file = (clips: unknown) => JSON.stringify({ format: 'omnirx-world-tallies', version: 4, clips });
   const { settings: _settings, ...recNoSettings } = rec();
   const { blockFrames: _blockFrames, blockOk: _blockOk, ...recNoBlocks } = rec();
@@ -173,7 +173,9 @@ describe('tallies file', () => {
     ['more blocks counted right than block frames', file([rec(), rec({ unit: 1, blockFrames: 12, blockOk: 13 })]), /^base\.json: clips\.1: counts are inconsistent: need .*blockOk ≤ blockFrames ≤ frames/],
     ['more block frames than frames', file([rec({ blockFrames: 25, blockOk: 0 })]), /^base\.json: clips\.0: counts are inconsistent: need .*blockOk ≤ blockFrames ≤ frames/],
     ['action pairs in a T2V clip', file([rec({ mode: 't2v' })]), /^base\.json: clips\.0\.pairs: a t2v clip has no action pairs/],
-    ['a repeated clip', file([rec(), rec({ prompt: 'a red ball in a brown room' })]), /^base\.json: clips\.1: world unit 0 seed 200 repeats clips\.0/],
+    ['a repeated clip', file([rec(), rec({ prompt: 'a red ball in a brown room with a white block' })]), /^base\.json: clips\.1: world unit 0 seed 200 repeats clips\.0/],
+    ['block frames for a prompt that names no blocks', file([rec({ prompt: 'a yellow ball in a dark green room' })]), /^base\.json: clips\.0\.blockFrames: 24 block frames for 24 frames of "a yellow ball in a dark green room": a prompt that names blocks has every frame scored on them \(blockFrames = frames\), one that names none has 0$/],
+    ['fewer block frames than frames for a prompt that names blocks', file([rec({ blockFrames: 20 })]), /^base\.json: clips\.0\.blockFrames: 20 block frames for 24 frames of "a yellow ball in a dark green room with two red blocks"/],
   ])('refuses %s, naming the field', (_what, text, message) => {
     expect(() => parseWorldTallies(text, 'base.json')).toThrow(message);
   });
@@ -241,7 +243,7 @@ describe('tallies file', () => {
 
   it('refuses a baseline of another set, naming the clip', () => {
     expect(() => pairWithBaseline([rec(), rec({ seed: 1200 })], [rec()])).toThrow(/baseline: has no clip world unit 0 seed 1200 \(run it with at least as many --seeds\)/);
-    expect(() => pairWithBaseline([rec()], [rec({ prompt: 'a red ball in a brown room' })])).toThrow(/baseline: clip world unit 0 seed 200 has prompt "a red ball in a brown room", this run "a yellow ball in a dark green room"/);
+    expect(() => pairWithBaseline([rec()], [rec({ prompt: 'a red ball in a brown room' })])).toThrow(/baseline: clip world unit 0 seed 200 has prompt "a red ball in a brown room", this run "a yellow ball in a dark green room with two red blocks"/);
     expect(() => pairWithBaseline([rec()], [rec({ frames: 16 })])).toThrow(/baseline: clip world unit 0 seed 200 has 16 frames, this run 24/);
   });
 
