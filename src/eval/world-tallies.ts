@@ -4,7 +4,8 @@ import type { WorldClipTally } from './world-eval';
 import { parseWorldPrompt } from './world-palette';
 import type { PairedWorldUnit, WorldEvalUnit } from './world-intervals';
 
-const count = z.number().int().nonnegative().max(1e9);
+/** A count: the bound before `.int()`, so a huge value (1e300) is refused by the file's own limit rather than JS's safe-integer one. */
+const count = z.number().nonnegative().max(1e9).int();
 
 /**
  * The sampler settings a clip ran with, as the runtime reported them in its `admitted` event (its `params` without
@@ -32,8 +33,8 @@ export const WorldTallyRecordSchema = z
   .strictObject({
     mode: z.enum(['t2v', 'world']),
     /** Index of the prompt (T2V) or session script (world) in the evaluation's set. */
-    unit: z.number().int().nonnegative().max(1e6),
-    seed: z.number().int().nonnegative().max(0xffffffff),
+    unit: z.number().nonnegative().max(1e6).int(),
+    seed: z.number().nonnegative().max(0xffffffff).int(),
     prompt: z.string().max(1000),
     frames: count.min(1),
     colorOk: count,

@@ -166,6 +166,7 @@ describe('tallies file', () => {
     ['a negative block count', file([rec({ blockOk: -1 })]), /^base\.json: clips\.0\.blockOk: /],
     ['a count that is a string', file([rec({ pairs: '8' as unknown as number })]), /^base\.json: clips\.0\.pairs: /],
     ['a count too large for a number (1e400 parses as Infinity)', `{"format": "omnirx-world-tallies", "version": 4, "clips": [${JSON.stringify(rec()).replace('"frames":24', '"frames":1e400')}]}`, /^base\.json: clips\.0\.frames: /],
+    ['a count of 1e300, by the file\'s bound', file([rec({ pairs: 1e300 })]), /^base\.json: clips\.0\.pairs: Too big: expected number to be <=1000000000$/],
     ['a seed over 32 bits', file([rec({ seed: 2 ** 32 })]), /^base\.json: clips\.0\.seed: /],
     ['more followed than pairs', file([rec({ followed: 9 })]), /^base\.json: clips\.0: counts are inconsistent/],
     ['more pairs than frames with the agent allow', file([rec({ present: 8, pairs: 8, followed: 0 })]), /^base\.json: clips\.0: counts are inconsistent/],
