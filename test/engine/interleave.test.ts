@@ -141,7 +141,10 @@ describe('interleaving at the graph-runner level (one StepScheduler, two pipelin
     expect(order.indexOf('B')).toBeLessThan(order.lastIndexOf('A'));
     expect(order.indexOf('A')).toBeLessThan(order.lastIndexOf('B'));
     expect(runsOf(order)).toBeGreaterThanOrEqual(3);
-    expect(decisions.some((d) => d.reason === 'least-attained-service')).toBe(true);
+    // both at the same priority: each grant is the earliest ready step or the one of the request with less attained
+    // service; which of the two labels a grant gets depends on when each step became ready (wall time), so the
+    // reasons themselves are checked in virtual time (test/engine/scheduler/step-scheduler.test.ts)
+    expect(decisions.every((d) => d.reason === 'fifo' || d.reason === 'least-attained-service')).toBe(true);
 
     // B sampled with its own schedule (shift 3) while A used shift 2.
     const sigmasOf = (evs: OmniEvent[]) => evs.flatMap((e) => (e.type === 'step' ? [e.sigma] : []));
