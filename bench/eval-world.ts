@@ -27,12 +27,18 @@
  * `--guidance-scale G` runs the T2V clips at classifier-free guidance scale G instead of the model's default (world
  * sessions run no guidance).
  *
+ * `--first-frame spawn|off-centre` starts every world session from a frame of the procedural world instead of the
+ * prompt alone (image-to-world, docs/sessions.md): the session's prompt laid out with the blocks it names and the agent
+ * at the spawn point (the room's centre) or at a free place at least 12 px from it (src/eval/world-first-frame.ts;
+ * the same blocks for both at a seed). That given frame is not scored (23 frames a session), and the world clips'
+ * settings record `firstFrame`, so a run of the other start pairs with it only under `--allow-other-settings`.
+ *
  * `--strips DIR` also writes each clip of the first seed as a PNG frame strip (t2v-<i>.png, world-<i>.png) with the
  * prompts and actions in DIR/strips.json, for the model card.
  *
  * Run: npm run build && npm run eval:world [-- --models-dir DIR] [-- --model ID] [-- --seeds K] [-- --tallies-out FILE]
  *   [-- --baseline FILE [-- --allow-other-settings]] [-- --guidance-scale G] [-- --strips DIR]
- *   [-- --matmul-dtype bfloat16] (the DiT's matrix products on bf16 operands)
+ *   [-- --matmul-dtype bfloat16] (the DiT's matrix products on bf16 operands) [-- --first-frame spawn|off-centre]
  */
 import { Command, InvalidArgumentError, Option } from 'commander';
 import { NUMERIC_FLAGS, parseNumericFlag } from '../src/cli/generate';
@@ -45,7 +51,8 @@ import { tallyWorldClip, worldFigures, type WorldEvalClip } from '../src/eval/wo
 import { worldDifference, worldIntervals } from '../src/eval/world-intervals';
 import { SettingsMismatchError, baselineRecord, checkSameClips, pairWithBaseline, readWorldTallies, settingDifference, unitsByMode, worldTalliesFile, type WorldTalliesFile, type WorldTallyRecord } from '../src/eval/world-tallies';
 import { ACTION_KEYS } from '../src/models/wan/actions';
-import { T2V_EVAL_PROMPTS, t2vClip, worldClip, WORLD_EVAL_SESSIONS } from '../src/eval/world-clips';
+import { T2V_EVAL_PROMPTS, t2vClip, worldClip, worldClipFromFrame, WORLD_EVAL_SESSIONS } from '../src/eval/world-clips';
+import type { AgentStart } from '../src/eval/world-first-frame';
 
 const T2V_FRAMES = 16;
 /** Seed offset between the repeats of `--seeds` (the sets' own seeds span 100–115 and 200–215). */
@@ -64,6 +71,8 @@ interface EvalOptions {
   /** T2V clips' guidance scale (default: the model's). */
   guidanceScale?: number;
   matmulDtype?: (typeof MATMUL_DTYPES)[number];
+  /** Where world sessions start: the prompt alone, or a frame of the world with the agent there (image-to-world). */
+  firstFrame: 'prompt' | AgentStart;
 }
 
 /** A numeric flag's parser with the request schema's range (`parseNumericFlag`), for commander. */
@@ -99,6 +108,7 @@ function parseOptions(argv: readonly string[]): EvalOptions {
     .addOption(new Option('--allow-other-settings', 'pair with a --baseline of other sampler settings, to compare two settings of the same weights (the differences are printed)'))
     .addOption(new Option('--strips <dir>', 'also write the clips of the first seed as PNG frame strips, with strips.json').argParser(text('--strips')))
     .addOption(new Option('--matmul-dtype <dtype>', "dtype of the DiT's matrix products").choices(MATMUL_DTYPES))
+    .addOption(new Option('--first-frame <start>', 'world sessions start from the prompt, or from a frame of the world with the agent at the spawn point or at least 12 px from it (not scored)').choices(['prompt', 'spawn', 'off-centre']).default('prompt'))
     .exitOverride((e) => process.exit(e.exitCode === 0 ? 0 : 2));
   const o = cmd.parse(argv, { from: 'user' }).opts<EvalOptions>();
   if (o.allowOtherSettings && !o.baseline) cmd.error('error: --allow-other-settings needs --baseline (it says which baseline settings may differ)');
@@ -125,7 +135,7 @@ interface PlannedClip extends Pick<WorldTallyRecord, 'mode' | 'unit' | 'seed' | 
 }
 
 /** The set: every T2V prompt and world session at `seeds` seeds, in generation order. */
-function plan({ seeds, model, guidanceScale }: Pick<EvalOptions, 'seeds' | 'model' | 'guidanceScale'>): PlannedClip[] {
+function plan({ seeds, model, guidanceScale, firstFrame }: Pick<EvalOptions, 'seeds' | 'model' | 'guidanceScale' | 'firstFrame'>): PlannedClip[] {
   const clips: PlannedClip[] = [];
   for (let k = 0; k < seeds; k++) {
     for (const [i, prompt] of T2V_EVAL_PROMPTS.entries()) {
@@ -134,7 +144,8 @@ function plan({ seeds, model, guidanceScale }: Pick<EvalOptions, 'seeds' | 'mode
     }
     for (const [i, s] of WORLD_EVAL_SESSIONS.entries()) {
       const seed = s.seed + SEED_STRIDE * k;
-      clips.push({ mode: 'world', unit: i, seed, prompt: s.prompt, repeat: k, generate: (e) => worldClip(e, { model, ...s, seed }) });
+      const generate = firstFrame === 'prompt' ? (e: Engine) => worldClip(e, { model, ...s, seed }) : (e: Engine) => worldClipFromFrame(e, { model, ...s, seed }, firstFrame);
+      clips.push({ mode: 'world', unit: i, seed, prompt: s.prompt, repeat: k, generate });
     }
   }
   return clips;

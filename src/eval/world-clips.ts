@@ -5,6 +5,8 @@ import { ACTION_KEYS } from '../models/wan/actions';
 import type { SessionAction } from '../request/session-request';
 import type { WorldEvalClip } from './world-eval';
 import type { WorldClipSettings } from './world-tallies';
+import { layoutWorldScene, renderWorldFrame, type AgentStart } from './world-first-frame';
+import { WORLD_GEOMETRY } from './world-palette';
 
 /** The T2V prompts of `npm run eval:world` (bench/eval-world.ts): 16 prompts of the generator's grammar, seeds 100–115. */
 export const T2V_EVAL_PROMPTS: readonly string[] = [
@@ -89,11 +91,12 @@ export async function t2vClip(engine: Engine, o: { model?: string; prompt: strin
  * One world-session clip: a block-causal chunk-by-chunk rollout (the deployment's session settings) of `frames`
  * frames, driven by directional runs of `run` frames (up, right, down, left, starting `shift` runs into the cycle).
  * Each chunk's action is the one the session reports in its chunk event (`rollout.action`), so `actions[f]` is the
- * action frame f was generated with.
+ * action frame f was generated with. With `image` (RGB24, the session's size) the session is image-to-world: frame 0
+ * is that image, action none (docs/sessions.md), and the rollout continues from it.
  * @throws Error on a session error event, or when the session sent no admitted event.
  */
-export async function worldClip(engine: Engine, o: { model?: string; prompt: string; seed: number; frames: number; run: number; shift: number }): Promise<WorldEvalClip> {
-  const session = await engine.session({ ...(o.model ? { model: o.model } : {}), prompt: o.prompt, seed: o.seed });
+export async function worldClip(engine: Engine, o: { model?: string; prompt: string; seed: number; frames: number; run: number; shift: number; image?: { width: number; height: number; data: Uint8Array<ArrayBuffer> } }): Promise<WorldEvalClip> {
+  const session = await engine.session({ ...(o.model ? { model: o.model } : {}), prompt: o.prompt, seed: o.seed, ...(o.image ? { image: o.image } : {}) });
   const frames: Uint8Array[] = [];
   const actions: number[] = [];
   const admitted: OmniEvent[] = [];
@@ -126,4 +129,18 @@ export async function worldClip(engine: Engine, o: { model?: string; prompt: str
   });
   await session.whenReleased();
   return { prompt: o.prompt, width, height, frames: frames.slice(0, o.frames), actions: actions.slice(0, o.frames), settings: admittedSettings(admitted) };
+}
+
+/**
+ * A world session started from a frame of the world with the session's prompt laid out and the agent at `start`
+ * (`layoutWorldScene`, seeded by the session's seed; image-to-world), as `worldClip` runs it, without that given frame
+ * (`frames` − 1 frames and actions) and with the start in its settings (`firstFrame`), so a comparison of two starts
+ * names it.
+ * @throws Error as `worldClip`, or when the prompt is outside the world grammar
+ */
+export async function worldClipFromFrame(engine: Engine, s: Parameters<typeof worldClip>[1], start: AgentStart): Promise<WorldEvalClip> {
+  const { size } = WORLD_GEOMETRY;
+  const image = { width: size, height: size, data: renderWorldFrame(layoutWorldScene(s.prompt, s.seed, start)) };
+  const clip = await worldClip(engine, { ...s, image });
+  return { ...clip, frames: clip.frames.slice(1), actions: clip.actions?.slice(1), settings: { ...clip.settings, firstFrame: start } };
 }

@@ -32,6 +32,8 @@ describe('eval:world command line', () => {
     [['--seeds'], /option '--seeds <k>' argument missing/],
     [['--matmul-dtype', 'fp8'], /--matmul-dtype <dtype>' argument 'fp8' is invalid. Allowed choices are float32, bfloat16/],
     [['--sessions', '4'], /unknown option '--sessions'/],
+    [['--first-frame', 'corner'], /--first-frame <start>' argument 'corner' is invalid. Allowed choices are prompt, spawn, off-centre/],
+    [['--first-frame'], /option '--first-frame <start>' argument missing/],
     [['--strips', '--seeds', '4'], /--strips is missing its value \("--seeds" looks like a flag\)/],
     [['--strips', '-h'], /--strips is missing its value \("-h" looks like a flag\)/],
     [['--tallies-out', '--seeds'], /--tallies-out is missing its value/],
@@ -89,6 +91,6 @@ describe('eval:world command line', () => {
   it('--help lists every option and exits 0', () => {
     const r = run('--help');
     expect(r.status).toBe(0);
-    for (const flag of ['--models-dir <dir>', '--model <id>', '--seeds <k>', '--guidance-scale <g>', '--tallies-out <file>', '--baseline <file>', '--allow-other-settings', '--strips <dir>', '--matmul-dtype <dtype>']) expect(r.stdout).toContain(flag);
+    for (const flag of ['--models-dir <dir>', '--model <id>', '--seeds <k>', '--guidance-scale <g>', '--tallies-out <file>', '--baseline <file>', '--allow-other-settings', '--strips <dir>', '--matmul-dtype <dtype>', '--first-frame <start>']) expect(r.stdout).toContain(flag);
   });
 });

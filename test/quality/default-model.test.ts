@@ -9,7 +9,7 @@ import { readdirSync, statSync } from 'node:fs';
 import * as path from 'node:path';
 import { Engine } from '../../src/engine/engine';
 import { defaultModelsDir } from '../../src/models/registry';
-import { t2vClip, worldClip, WORLD_EVAL_SESSIONS } from '../../src/eval/world-clips';
+import { t2vClip, worldClip, worldClipFromFrame, WORLD_EVAL_SESSIONS } from '../../src/eval/world-clips';
 import { evaluateWorld } from '../../src/eval/world-eval';
 import { makeModelsDir } from '../helpers/tiny-model';
 
@@ -72,6 +72,17 @@ describe('generations of the shipped default model (fixed seeds, detector-scored
     const r = evaluateWorld(clips);
     expect(r.frames).toBe(32);
     expect(r.room_color_acc).toBeGreaterThanOrEqual(0.9);
+  }, 120_000);
+
+  it('image-to-world from a frame of the world (eval:world --first-frame): the given frame is left out, the start is in the settings, and the rollout keeps the room', async () => {
+    const s = { prompt: 'a red cube in a gray room with a white block', seed: 5, frames: 8, run: 4, shift: 1 };
+    const clips = [await worldClipFromFrame(engine, s, 'spawn'), await worldClipFromFrame(engine, s, 'off-centre')];
+    for (const [c, start] of [[clips[0], 'spawn'], [clips[1], 'off-centre']] as const) {
+      expect(c.frames).toHaveLength(7);
+      expect(c.actions).toEqual([4, 4, 4, 2, 2, 2, 2]); // frames 1–7 (frame 0, the given one, had none): right ×3, down ×4 (ACTION_KEYS ids)
+      expect(c.settings).toMatchObject({ task: 'WORLD', firstFrame: start });
+    }
+    expect(evaluateWorld(clips).room_color_acc).toBeGreaterThanOrEqual(0.9);
   }, 120_000);
 
   it("world sessions of eval:world: the agent has the prompt's colour in at least 45 % of the frames, is seen exactly once in at least 30 %, and where it is seen in consecutive frames it moves as the action says in at least 42 % of at least 60 pairs", async () => {
