@@ -31,7 +31,8 @@
  * prompt alone (image-to-world, docs/sessions.md): the session's prompt laid out with the blocks it names and the agent
  * at the spawn point (the room's centre) or at a free place at least 12 px from it (src/eval/world-first-frame.ts;
  * the same blocks for both at a seed). That given frame is not scored (23 frames a session), and the world clips'
- * settings record `firstFrame`, so a run of the other start pairs with it only under `--allow-other-settings`.
+ * settings record `firstFrame`: a `--baseline` run from the other given frame pairs with it only under
+ * `--allow-other-settings`, and one from the prompt never does (24 frames a session; refused before any clip).
  *
  * `--strips DIR` also writes each clip of the first seed as a PNG frame strip (t2v-<i>.png, world-<i>.png) with the
  * prompts and actions in DIR/strips.json, for the model card.
@@ -166,11 +167,27 @@ function baselineHolds(run: Parameters<typeof checkSameClips>[0], baseline: Para
   }
 }
 
+/**
+ * Whether the baseline's world sessions can pair with this run's by where they start: sessions from the prompt score
+ * 24 frames, sessions from a given frame 23 (that frame is left out), so the two never pair, even with
+ * `--allow-other-settings`; two given-frame starts do (their settings differ in `firstFrame`). If not, prints why and
+ * sets exit status 2, before any clip is generated.
+ */
+function startsPair(firstFrame: EvalOptions['firstFrame'], baseline: readonly WorldTallyRecord[]): boolean {
+  const world = baseline.find((c) => c.mode === 'world');
+  const theirs = world === undefined ? firstFrame : String(world.settings.firstFrame ?? 'prompt');
+  if ((theirs === 'prompt') === (firstFrame === 'prompt')) return true;
+  const says = (start: string) => (start === 'prompt' ? 'from the prompt' : `from a given frame (--first-frame ${start})`);
+  console.error(`error: --baseline: its world sessions started ${says(theirs)}, this run's ${says(firstFrame)}: they score 24 and 23 frames and do not pair; compare runs of the same kind of start`);
+  process.exitCode = 2;
+  return false;
+}
+
 async function main(): Promise<void> {
   const o = parseOptions(process.argv.slice(2));
   const planned = plan(o);
   const sameSettings = !o.allowOtherSettings;
-  if (o.baseline && !baselineHolds(planned, o.baseline.clips, sameSettings)) return; // before any clip is generated
+  if (o.baseline && !(startsPair(o.firstFrame, o.baseline.clips) && baselineHolds(planned, o.baseline.clips, sameSettings))) return; // before any clip is generated
   const engine = await Engine.create({ ...(o.modelsDir ? { modelsDir: o.modelsDir } : {}), ...(o.matmulDtype ? { matmulDtype: o.matmulDtype } : {}) });
   try {
     // each clip is scored as it is generated; frames are kept only for the strips (the first seed)
@@ -196,7 +213,7 @@ async function main(): Promise<void> {
       ci95: worldIntervals(modes.map((m) => units[m])),
       ...(paired ? { vs_baseline: worldDifference(modes.map((m) => paired[m])) } : {}),
     });
-    console.log(JSON.stringify({ ...report(['t2v', 'world']), t2v: report(['t2v']), world: report(['world']) }));
+    console.log(JSON.stringify({ ...report(['t2v', 'world']), t2v: report(['t2v']), world: report(['world']), ...(o.firstFrame !== 'prompt' ? { first_frame: o.firstFrame } : {}) }));
     if (o.talliesOut !== undefined) writeFileSync(o.talliesOut, JSON.stringify(worldTalliesFile(records)));
     if (o.strips !== undefined) writeStrips(o.strips, stripClips);
   } finally {

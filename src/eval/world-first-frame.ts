@@ -43,9 +43,11 @@ export function agentFits(obstacles: readonly Rect[], x: number, y: number): boo
  * then the agent at the spawn point, or ('off-centre') at a free place at least OFF_CENTRE_MIN px from it.
  * Deterministic in (prompt, seed).
  * @param seed unsigned 32-bit integer
- * @throws Error when the prompt is outside the world grammar (`parseWorldPrompt`), naming it
+ * @throws RangeError for a seed that is not an unsigned 32-bit integer; Error when the prompt is outside the world
+ *   grammar (`parseWorldPrompt`), naming it
  */
 export function layoutWorldScene(prompt: string, seed: number, start: AgentStart): WorldLayout {
+  if (!Number.isInteger(seed) || seed < 0 || seed > 0xffffffff) throw new RangeError(`world layout: seed must be an unsigned 32-bit integer; got ${seed}`);
   const scene = parseWorldPrompt(prompt);
   if (scene === undefined) throw new Error(`world layout: prompt outside the world grammar: "${prompt}"`);
   const { size, wall, agent, block } = WORLD_GEOMETRY;

@@ -59,7 +59,8 @@ const COUNT_WORDS: Readonly<Record<string, number>> = { a: 1, an: 1, two: 2, thr
  */
 export function parseWorldPrompt(prompt: string): WorldScene | undefined {
   const m = /^an? (\w+) (\w+) in a ([a-z ]+?) room(?: with (an?|two|three) (\w+) blocks?)?$/.exec(prompt.trim().toLowerCase());
-  if (m === null || !(m[1] in OBJECT_COLORS) || !(m[2] in AGENT_SHAPES) || !(m[3] in ROOM_COLORS)) return undefined;
-  if (m[5] !== undefined && !(m[5] in OBJECT_COLORS)) return undefined;
+  // own keys only: `in` would take "constructor" or "__proto__" for a colour or a noun
+  if (m === null || !Object.hasOwn(OBJECT_COLORS, m[1]) || !Object.hasOwn(AGENT_SHAPES, m[2]) || !Object.hasOwn(ROOM_COLORS, m[3])) return undefined;
+  if (m[5] !== undefined && !Object.hasOwn(OBJECT_COLORS, m[5])) return undefined;
   return { room: m[3], agentColor: m[1], agentShape: AGENT_SHAPES[m[2]], obstacleColor: m[5], obstacleCount: m[4] === undefined ? undefined : COUNT_WORDS[m[4]] };
 }

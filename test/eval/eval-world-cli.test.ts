@@ -72,6 +72,17 @@ describe('eval:world command line', () => {
     ]);
   };
 
+  it.each([
+    [[], { firstFrame: 'spawn' }, /its world sessions started from a given frame \(--first-frame spawn\), this run's from the prompt: they score 24 and 23 frames and do not pair/],
+    [['--first-frame', 'off-centre', '--allow-other-settings'], {}, /its world sessions started from the prompt, this run's from a given frame \(--first-frame off-centre\): they score 24 and 23 frames/],
+  ])('refuses a baseline of the other kind of start (prompt or given frame) before any clip, even with --allow-other-settings: %j', (args, settings, message) => {
+    const world0 = { mode: 'world', unit: 0, seed: 200, prompt: WORLD_EVAL_SESSIONS[0].prompt, frames: 24, colorOk: 1, roomOk: 24, blockFrames: 0, blockOk: 0, present: 9, pairs: 0, followed: 0, settings };
+    const r = run(...args, '--baseline', file(`start-${args.length}.json`, tallies([t2v0, world0])));
+    expect(r.stderr).toMatch(message);
+    expect(r.stdout).toBe('');
+    expect(r.status).toBe(2);
+  });
+
   it('refuses a baseline run with other sampler settings at the first clip of its mode, naming the setting (exit 2, no figures)', () => {
     const ours = defaultModelSpec().defaults.guidanceScale;
     const r = run('--baseline', file('other-guidance.json', baselineAt(ours + 1)));

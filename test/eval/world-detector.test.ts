@@ -70,6 +70,10 @@ describe('world palette', () => {
     expect(parseWorldPrompt('a red ball in a gray room with two purple blocks')).toBeUndefined();
     expect(parseWorldPrompt('a purple ball in a dark blue room')).toBeUndefined();
     expect(parseWorldPrompt('a red ball')).toBeUndefined();
+    // names of Object.prototype are not colours or nouns of the grammar
+    for (const p of ['a red ball in a constructor room', 'a constructor ball in a gray room', 'a red constructor in a gray room', 'a red ball in a gray room with a __proto__ block', 'a tostring ball in a gray room', 'a red hasownproperty in a black room']) {
+      expect(parseWorldPrompt(p)).toBeUndefined();
+    }
   });
 });
 

@@ -91,5 +91,20 @@ describe('layoutWorldScene', () => {
     expect(() => layoutWorldScene('a purple ball in a dark blue room', 0, 'spawn')).toThrow('world layout: prompt outside the world grammar: "a purple ball in a dark blue room"');
     expect(() => layoutWorldScene('', 0, 'off-centre')).toThrow(/outside the world grammar/);
     expect(() => layoutWorldScene('a red ball in a gray room with four cyan blocks', 0, 'spawn')).toThrow(/outside the world grammar/);
+    expect(() => layoutWorldScene('a red ball in a constructor room', 0, 'spawn')).toThrow(/outside the world grammar/);
+  });
+
+  it.each([-1, 1.5, 2 ** 32, NaN, Infinity])('refuses seed %p, which is not an unsigned 32-bit integer', (seed) => {
+    expect(() => layoutWorldScene('a red ball in a gray room', seed, 'spawn')).toThrow(RangeError);
+    expect(() => layoutWorldScene('a red ball in a gray room', seed, 'spawn')).toThrow(`seed must be an unsigned 32-bit integer; got ${seed}`);
+  });
+
+  it('lays out the extreme seeds', () => {
+    for (const seed of [0, 1, 2 ** 32 - 1]) {
+      const layout = layoutWorldScene('a red ball in a gray room with three cyan blocks', seed, 'off-centre');
+      expect(layout.obstacles).toHaveLength(3);
+      expect(agentFits(layout.obstacles, ...layout.agent)).toBe(true);
+      expect(chebyshev(layout.agent)).toBeGreaterThanOrEqual(OFF_CENTRE_MIN);
+    }
   });
 });
