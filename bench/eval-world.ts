@@ -32,7 +32,8 @@
  * at the spawn point (the room's centre) or at a free place at least 12 px from it (src/eval/world-first-frame.ts;
  * the same blocks for both at a seed). That given frame is not scored (23 frames a session), and the world clips'
  * settings record `firstFrame`: a `--baseline` run from the other given frame pairs with it only under
- * `--allow-other-settings`, and one from the prompt never does (24 frames a session; refused before any clip).
+ * `--allow-other-settings`, and one from the prompt never does (24 frames a session; refused before any clip). The
+ * JSON line then also holds `"first_frame"`, the start.
  *
  * `--strips DIR` also writes each clip of the first seed as a PNG frame strip (t2v-<i>.png, world-<i>.png) with the
  * prompts and actions in DIR/strips.json, for the model card.
