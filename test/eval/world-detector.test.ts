@@ -3,48 +3,17 @@
  * `/usr/bin/python3 tools/train/make_world_fixtures.py`) and on noise: it must recover the generator's agent centres
  * and score ~1 on the truth, low on noise, and notice wrong actions and missing or extra blocks.
  */
-import { readFileSync } from 'node:fs';
-import * as path from 'node:path';
 import { PNG } from 'pngjs';
 import { Rng } from '../../src/util/rng';
 import { BLOCK_AREA, detectFrame, moveBlocked } from '../../src/eval/world-detector';
 import { frameStripPng } from '../../src/eval/frame-strip';
 import { evaluateWorld, tallyWorldClip, type WorldEvalClip } from '../../src/eval/world-eval';
 import { OBJECT_COLORS, ROOM_COLORS, WORLD_GEOMETRY, parseWorldPrompt, wallColor } from '../../src/eval/world-palette';
+import { worldFixtureFrames, worldFixtures } from '../helpers/world-fixtures';
 
-const DIR = path.join(__dirname, '..', 'fixtures', 'world');
+const doc = worldFixtures;
 
-interface FixtureClip {
-  prompt: string;
-  room: string;
-  agent_color: string;
-  agent_shape: 'disc' | 'square';
-  obstacle_color: string | null;
-  /** Obstacle rectangles (x0, y0, x1, y1), exclusive, px. */
-  obstacles: Array<[number, number, number, number]>;
-  actions: number[];
-  positions: Array<[number, number]>;
-}
-const doc = JSON.parse(readFileSync(path.join(DIR, 'clips.json'), 'utf8')) as {
-  size: number; wall: number; step: number; agent: number; block: number;
-  room_colors: Record<string, number[]>; object_colors: Record<string, number[]>; wall_colors: Record<string, number[]>;
-  clips: FixtureClip[];
-};
-
-/** Clip i's frames: the PNG strip cut into size×size RGB24 frames. */
-function frames(i: number): Uint8Array[] {
-  const png = PNG.sync.read(readFileSync(path.join(DIR, `clip${i}.png`)));
-  const s = doc.size;
-  const out: Uint8Array[] = [];
-  for (let f = 0; f < png.width / s; f++) {
-    const rgb = new Uint8Array(s * s * 3);
-    for (let y = 0; y < s; y++) for (let x = 0; x < s; x++) for (let c = 0; c < 3; c++) rgb[3 * (y * s + x) + c] = png.data[4 * (y * png.width + f * s + x) + c];
-    out.push(rgb);
-  }
-  return out;
-}
-
-const clips: WorldEvalClip[] = doc.clips.map((c, i) => ({ prompt: c.prompt, width: doc.size, height: doc.size, frames: frames(i), actions: c.actions }));
+const clips: WorldEvalClip[] = doc.clips.map((c, i) => ({ prompt: c.prompt, width: doc.size, height: doc.size, frames: worldFixtureFrames(i), actions: c.actions }));
 
 describe('world palette', () => {
   it('mirrors the generator', () => {

@@ -3,28 +3,13 @@
  * against the generator's own fixture frames (test/fixtures/world, `/usr/bin/python3 tools/train/make_world_fixtures.py`),
  * byte for byte, and the layouts against the generator's rules, as the detector reads them.
  */
-import { readFileSync } from 'node:fs';
-import * as path from 'node:path';
-import { PNG } from 'pngjs';
 import { detectFrame } from '../../src/eval/world-detector';
 import { OFF_CENTRE_MIN, SPAWN, agentBox, agentFits, layoutWorldScene, renderWorldFrame, type Rect } from '../../src/eval/world-first-frame';
 import { WORLD_EVAL_SESSIONS } from '../../src/eval/world-clips';
 import { WORLD_GEOMETRY, parseWorldPrompt } from '../../src/eval/world-palette';
+import { worldFixtureFrames, worldFixtures } from '../helpers/world-fixtures';
 
-const DIR = path.join(__dirname, '..', 'fixtures', 'world');
-const doc = JSON.parse(readFileSync(path.join(DIR, 'clips.json'), 'utf8')) as {
-  size: number;
-  clips: Array<{ prompt: string; obstacles: Rect[]; positions: Array<[number, number]> }>;
-};
-
-/** Frame f of fixture clip i, RGB24 [64, 64, 3], cut from its PNG strip. */
-function fixtureFrame(i: number, f: number): Uint8Array {
-  const png = PNG.sync.read(readFileSync(path.join(DIR, `clip${i}.png`)));
-  const s = doc.size;
-  const rgb = new Uint8Array(s * s * 3);
-  for (let y = 0; y < s; y++) for (let x = 0; x < s; x++) for (let c = 0; c < 3; c++) rgb[3 * (y * s + x) + c] = png.data[4 * (y * png.width + f * s + x) + c];
-  return rgb;
-}
+const doc = worldFixtures;
 
 const overlaps = (a: Rect, b: Rect) => a[0] < b[2] && b[0] < a[2] && a[1] < b[3] && b[1] < a[3];
 const chebyshev = (p: readonly [number, number]) => Math.max(Math.abs(p[0] - SPAWN[0]), Math.abs(p[1] - SPAWN[1]));
@@ -34,8 +19,9 @@ describe('renderWorldFrame', () => {
     let n = 0;
     doc.clips.forEach((c, i) => {
       const scene = parseWorldPrompt(c.prompt)!;
+      const truth = worldFixtureFrames(i);
       c.positions.forEach((p, f) => {
-        expect(Buffer.from(renderWorldFrame({ scene, obstacles: c.obstacles, agent: p })).equals(Buffer.from(fixtureFrame(i, f)))).toBe(true);
+        expect(Buffer.from(renderWorldFrame({ scene, obstacles: c.obstacles, agent: p })).equals(Buffer.from(truth[f]))).toBe(true);
         n++;
       });
     });
