@@ -57,6 +57,7 @@ describe('train.py refuses bad flags by name, before training (exit 2, nothing w
     ['teacher-forcing learning rate 0', ['--teacher-forcing-lr', '0'], /--teacher-forcing-lr must be in \(0, 1\) and above float32's smallest normal number 1\.18e-38; got 0\.0/],
     ['teacher-forcing learning rate inf', ['--teacher-forcing-lr', 'inf'], /--teacher-forcing-lr must be in \(0, 1\) and above float32's smallest normal number 1\.18e-38; got inf/],
     ['an unknown teacher-forcing start', ['--teacher-forcing-start', 'centre'], /--teacher-forcing-start: invalid choice: 'centre' \(choose from '?spawn'?, '?random'?\)/],
+    ['an unknown start', ['--start', 'corner'], /--start: invalid choice: 'corner' \(choose from '?spawn'?, '?random'?\)/],
     ['error recycling above 1', ['--error-recycling', '1.5'], /--error-recycling must be in \[0, 1\]; got 1\.5/],
     ['error recycling NaN', ['--error-recycling', 'nan'], /--error-recycling must be in \[0, 1\]; got nan/],
     ['negative error recycling', ['--error-recycling=-0.5'], /--error-recycling must be in \[0, 1\]; got -0\.5/],
@@ -243,6 +244,28 @@ describe('a short training run', () => {
     const description = (dir: string) => JSON.parse(readFileSync(path.join(dir, 'model.json'), 'utf8')).description as string;
     expect(description(dirs.random)).toMatch(/2 teacher-forcing steps at share 1\), continued from /);
     expect(description(dirs.spawn)).toMatch(/2 teacher-forcing steps at share 1 from the spawn point\), continued from /);
+  }, 300_000);
+
+  it('--start spawn trains the base phase on the same batches from the spawn point: other weights, named in the metadata, summary, repeat line and description', () => {
+    const phase = ['--init', first, '--seed', '5', '--dit-steps', '2', '--finetune-steps', '0', '--teacher-forcing-steps', '0'];
+    const dirs = { random: path.join(scratch(), 'random'), spawn: path.join(scratch(), 'spawn') };
+    expect(train(['--out', dirs.random, ...phase]).status).toBe(0);
+    expect(train(['--out', dirs.spawn, ...phase, '--start', 'spawn']).status).toBe(0);
+    const log = (dir: string) =>
+      readFileSync(path.join(dir, 'train_log.jsonl'), 'utf8').trim().split('\n').map((l) => JSON.parse(l) as { mode: string; loss: number });
+    expect(log(dirs.spawn).map((r) => r.mode)).toEqual(log(dirs.random).map((r) => r.mode));
+    expect(log(dirs.spawn)[0].loss).not.toBe(log(dirs.random)[0].loss);
+    expect(changed(path.join(dirs.spawn, 'transformer.safetensors'), path.join(dirs.random, 'transformer.safetensors')).length).toBeGreaterThan(0);
+    const meta = (dir: string) => parseSafetensors(readFileSync(path.join(dir, 'transformer.safetensors')), dir).metadata;
+    // named only when not the default, so weights made before the flag keep their metadata
+    expect(meta(dirs.spawn)).toMatchObject({ start: 'spawn' });
+    expect(meta(dirs.random)).not.toHaveProperty('start');
+    expect(summary(dirs.spawn)).toMatchObject({ start: 'spawn' });
+    expect(summary(dirs.random)).toMatchObject({ start: 'random' });
+    expect(String(summary(dirs.spawn).repeat)).toMatch(/ --teacher-forcing-start spawn --start spawn --dit-lr /);
+    const description = (dir: string) => JSON.parse(readFileSync(path.join(dir, 'model.json'), 'utf8')).description as string;
+    expect(description(dirs.spawn)).toMatch(/2 DiT \+ 0 fine-tune \+ 0 teacher-forcing steps; base and fine-tune scenes from the spawn point\), continued from /);
+    expect(description(dirs.random)).toMatch(/2 DiT \+ 0 fine-tune \+ 0 teacher-forcing steps\), continued from /);
   }, 300_000);
 
   it('by default (--text-encoder joint) the text encoder trains through the DiT loss as well', () => {

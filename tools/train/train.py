@@ -44,7 +44,7 @@ serves both samplers:
   phase, teacher-forcing or not, starts its agent at the world's spawn point (procedural_world.SPAWN, the room's
   centre) instead of a random free position, so a clip's first frame — what a world session's first chunk and a T2V
   clip draw from the prompt alone — shows the agent at the centre moved by the first action (one of five places) rather
-  than anywhere free; the earlier phases keep random starts.
+  than anywhere free; the earlier phases keep random starts unless ``--start spawn`` (START).
 
 Phases of stage ``dit`` (the shipped model's order, first made in three commands): a base phase with an
 unweighted loss, then agent-weighted fine-tune phases (``--finetune-steps`` / ``--finetune-shares``, default two), each
@@ -172,6 +172,10 @@ from random starts, paired at 4 seeds, every figure is within its interval (exac
 prompt colour +0.014, block count +0.021, action following −0.017): shipped for the agent, the weakest figure, on
 a point gain not yet established, which lies in T2V's later frames (the first frame holds one agent no more often;
 docs/model-card.md, "Spawn point")."""
+START = "random"
+"""Default start of the agent in the base and fine-tune phases' scenes (``--start``): a random free position, so the
+model sees the agent drawn anywhere in a clip's first frame; ``spawn`` starts every scene of those phases at the
+world's spawn point too, as the teacher-forcing phase's (TEACHER_START)."""
 RECYCLE_STREAM = 3
 """Key of the error-recycling streams (``--error-recycling``): numpy's [seed, 3] draws which batches and the σ, torch's
 seed + 3 the noise, apart from the phase's own streams."""
@@ -556,6 +560,7 @@ def main(argv: Optional[List[str]] = None) -> None:
     ap.add_argument("--teacher-forcing-lr", dest="teacher_lr", type=float, default=TEACHER_LR, help="peak learning rate of the teacher-forcing phase (warm-up, then cosine to a tenth)")
     ap.add_argument("--teacher-forcing-share", dest="teacher_share", type=float, default=TEACHER_SHARE, help="fraction of that phase's batches that are teacher-forcing clips (each noisy frame denoised from the clean frames before it)")
     ap.add_argument("--teacher-forcing-start", dest="teacher_start", choices=("spawn", "random"), default=TEACHER_START, help="where that phase's scenes start the agent: at the world's spawn point (the room's centre) or at a random free position, as the other phases")
+    ap.add_argument("--start", choices=("spawn", "random"), default=START, help="where the base and fine-tune phases' scenes start the agent: at the world's spawn point (the room's centre) or at a random free position")
     ap.add_argument("--error-recycling", type=float, default=0.0, help="fraction of the teacher-forcing batches whose history is the model's own one-step prediction of the clean frames (error recycling)")
     ap.add_argument("--dit-lr", type=float, default=DIT_LR, help="peak learning rate of every DiT phase (warm-up, then cosine to a tenth)")
     ap.add_argument("--text-steps", type=int, default=TEXT_STEPS, help="steps of the text-encoder stage on the prompts' scene attributes before the DiT (0: none; skipped with --init)")
@@ -654,13 +659,13 @@ def main(argv: Optional[List[str]] = None) -> None:
         bf16 = a.precision == "bfloat16"
         share_left = sum(share for _, _, share in phases)
         dit_budget = Budget(a.dit_steps, (60 * minutes - (time.time() - t_start)) * (1 - share_left), minimum=5)
-        modules = train_dit(spec, words, enc, modules, a.seed, dit_budget, log, a.base_agent_weight, "dit", a.reuse, bf16, a.image_share, train_text, a.dit_lr)
+        modules = train_dit(spec, words, enc, modules, a.seed, dit_budget, log, a.base_agent_weight, "dit", a.reuse, bf16, a.image_share, train_text, a.dit_lr, spawn=a.start == "spawn")
         ft_budgets: List[Budget] = []
         for k, (name, steps, share) in enumerate(phases, start=1):
             # budget mode: this phase's part of the time still left, in proportion to the shares of the phases left
             ft_budgets.append(Budget(steps, (60 * minutes - (time.time() - t_start)) * share / share_left, minimum=0))
             share_left -= share
-            modules = train_dit(spec, words, enc, modules, a.seed + k, ft_budgets[-1], log, a.agent_weight, name, a.reuse, bf16, a.image_share, train_text, a.dit_lr)
+            modules = train_dit(spec, words, enc, modules, a.seed + k, ft_budgets[-1], log, a.agent_weight, name, a.reuse, bf16, a.image_share, train_text, a.dit_lr, spawn=a.start == "spawn")
         if teacher_steps:
             # from the weights (and the VAE that encodes its clips) as written, in float16: a model written without
             # this phase and continued with --init M --dit-steps 0 --finetune-steps 0 --seed S+len(phases) takes the same
@@ -680,6 +685,7 @@ def main(argv: Optional[List[str]] = None) -> None:
         + (f" at share {a.teacher_share:g}" if teacher_steps else "")
         + (" from the spawn point" if teacher_steps and a.teacher_start == "spawn" else "")
         + (f" with error recycling {a.error_recycling:g}" if teacher_steps and a.error_recycling else "")
+        + ("; base and fine-tune scenes from the spawn point" if a.start == "spawn" else "")
         + ")"
         + (f", continued from {earlier.group(0)}" if earlier else "")
         + "."
@@ -689,7 +695,7 @@ def main(argv: Optional[List[str]] = None) -> None:
     options = {
         "seed": a.seed, "vae-steps": vae_budget.total, "dit-steps": dit_budget.total, "finetune-steps": ft_steps or 0,
         "teacher-forcing-steps": teacher_steps, "teacher-forcing-share": a.teacher_share, "teacher-forcing-lr": a.teacher_lr,
-        "teacher-forcing-start": a.teacher_start, "dit-lr": a.dit_lr,
+        "teacher-forcing-start": a.teacher_start, **({"start": a.start} if a.start != START else {}), "dit-lr": a.dit_lr,
         "agent-weight": a.agent_weight, "base-agent-weight": a.base_agent_weight, "reuse": a.reuse, "precision": a.precision,
         "image-share": a.image_share, "text-steps": text_steps, "text-encoder": a.text_encoder,
     }
@@ -715,6 +721,7 @@ def main(argv: Optional[List[str]] = None) -> None:
         "dit_lr": a.dit_lr,
         "reuse": a.reuse,
         "image_share": a.image_share,
+        "start": a.start,
         "teacher": {"seed": a.seed + len(phases) + 1, "steps": teacher_steps, "share": a.teacher_share, "lr": a.teacher_lr, "start": a.teacher_start, "error_recycling": a.error_recycling, "loss_first": series["teacher"][0][1], "loss_last20": tail("teacher")} if teacher_steps else None,
         "text": {"steps": text_steps, "loss_last20": tail("text") if series["text"] else None, "held_out_acc": dict(zip([n for n, _ in ATTRIBUTES], text_acc)) if text_acc else None, "during_dit": a.text_encoder},
         "dit": {"steps": dit_budget.total, "step_s": dit_budget.step_s, "loss_first": series["dit"][0][1] if series["dit"] else None, "loss_last20": tail("dit") if series["dit"] else None},
