@@ -225,47 +225,45 @@ describe('a short training run', () => {
     expect(description).toMatch(/2 teacher-forcing steps at share 1 from the spawn point with error recycling 1\), continued from /);
   }, 300_000);
 
-  it('--teacher-forcing-start random trains the phase on the same batches from random starts: other weights, named in the metadata and description', () => {
-    const phase = ['--init', first, '--seed', '5', '--dit-steps', '0', '--finetune-steps', '0', '--teacher-forcing-steps', '2', '--teacher-forcing-share', '1'];
-    const dirs = { spawn: path.join(scratch(), 'spawn'), random: path.join(scratch(), 'random') };
-    expect(train(['--out', dirs.spawn, ...phase]).status).toBe(0);
-    expect(train(['--out', dirs.random, ...phase, '--teacher-forcing-start', 'random']).status).toBe(0);
+  /** Runs a short phase (`phase`) into two fresh directories, the second with `flag` added, and checks what an agent
+   * start changes: the same batch layouts, but the agent elsewhere in the clips, so another loss from the first step
+   * and other weights. Returns the two directories, their transformers' metadata and model.json descriptions. */
+  function startsApart(phase: string[], flag: string[]) {
+    const dirs = { plain: path.join(scratch(), 'plain'), flagged: path.join(scratch(), 'flagged') };
+    expect(train(['--out', dirs.plain, ...phase]).status).toBe(0);
+    expect(train(['--out', dirs.flagged, ...phase, ...flag]).status).toBe(0);
     const log = (dir: string) =>
       readFileSync(path.join(dir, 'train_log.jsonl'), 'utf8').trim().split('\n').map((l) => JSON.parse(l) as { mode: string; loss: number });
-    // the same batch layouts, but the agent elsewhere in the clips: another loss from the first step, other weights
-    expect(log(dirs.random).map((r) => r.mode)).toEqual(log(dirs.spawn).map((r) => r.mode));
-    expect(log(dirs.random)[0].loss).not.toBe(log(dirs.spawn)[0].loss);
-    expect(changed(path.join(dirs.random, 'transformer.safetensors'), path.join(dirs.spawn, 'transformer.safetensors')).length).toBeGreaterThan(0);
+    expect(log(dirs.flagged).map((r) => r.mode)).toEqual(log(dirs.plain).map((r) => r.mode));
+    expect(log(dirs.flagged)[0].loss).not.toBe(log(dirs.plain)[0].loss);
+    expect(changed(path.join(dirs.flagged, 'transformer.safetensors'), path.join(dirs.plain, 'transformer.safetensors')).length).toBeGreaterThan(0);
     const meta = (dir: string) => parseSafetensors(readFileSync(path.join(dir, 'transformer.safetensors')), dir).metadata;
-    expect(meta(dirs.random)).toMatchObject({ teacher_forcing_start: 'random' });
-    expect(meta(dirs.spawn)).toMatchObject({ teacher_forcing_start: 'spawn' });
-    expect(summary(dirs.random)).toMatchObject({ teacher: { start: 'random' } });
-    expect(String(summary(dirs.random).repeat)).toMatch(/ --teacher-forcing-start random /);
     const description = (dir: string) => JSON.parse(readFileSync(path.join(dir, 'model.json'), 'utf8')).description as string;
-    expect(description(dirs.random)).toMatch(/2 teacher-forcing steps at share 1\), continued from /);
-    expect(description(dirs.spawn)).toMatch(/2 teacher-forcing steps at share 1 from the spawn point\), continued from /);
+    return { ...dirs, meta, description };
+  }
+
+  it('--teacher-forcing-start random trains the phase on the same batches from random starts: other weights, named in the metadata and description', () => {
+    const phase = ['--init', first, '--seed', '5', '--dit-steps', '0', '--finetune-steps', '0', '--teacher-forcing-steps', '2', '--teacher-forcing-share', '1'];
+    const { plain: spawn, flagged: random, meta, description } = startsApart(phase, ['--teacher-forcing-start', 'random']);
+    expect(meta(random)).toMatchObject({ teacher_forcing_start: 'random' });
+    expect(meta(spawn)).toMatchObject({ teacher_forcing_start: 'spawn' });
+    expect(summary(random)).toMatchObject({ teacher: { start: 'random' } });
+    expect(String(summary(random).repeat)).toMatch(/ --teacher-forcing-start random /);
+    expect(description(random)).toMatch(/2 teacher-forcing steps at share 1\), continued from /);
+    expect(description(spawn)).toMatch(/2 teacher-forcing steps at share 1 from the spawn point\), continued from /);
   }, 300_000);
 
   it('--start spawn trains the base phase on the same batches from the spawn point: other weights, named in the metadata, summary, repeat line and description', () => {
     const phase = ['--init', first, '--seed', '5', '--dit-steps', '2', '--finetune-steps', '0', '--teacher-forcing-steps', '0'];
-    const dirs = { random: path.join(scratch(), 'random'), spawn: path.join(scratch(), 'spawn') };
-    expect(train(['--out', dirs.random, ...phase]).status).toBe(0);
-    expect(train(['--out', dirs.spawn, ...phase, '--start', 'spawn']).status).toBe(0);
-    const log = (dir: string) =>
-      readFileSync(path.join(dir, 'train_log.jsonl'), 'utf8').trim().split('\n').map((l) => JSON.parse(l) as { mode: string; loss: number });
-    expect(log(dirs.spawn).map((r) => r.mode)).toEqual(log(dirs.random).map((r) => r.mode));
-    expect(log(dirs.spawn)[0].loss).not.toBe(log(dirs.random)[0].loss);
-    expect(changed(path.join(dirs.spawn, 'transformer.safetensors'), path.join(dirs.random, 'transformer.safetensors')).length).toBeGreaterThan(0);
-    const meta = (dir: string) => parseSafetensors(readFileSync(path.join(dir, 'transformer.safetensors')), dir).metadata;
+    const { plain: random, flagged: spawn, meta, description } = startsApart(phase, ['--start', 'spawn']);
     // named only when not the default, so weights made before the flag keep their metadata
-    expect(meta(dirs.spawn)).toMatchObject({ start: 'spawn' });
-    expect(meta(dirs.random)).not.toHaveProperty('start');
-    expect(summary(dirs.spawn)).toMatchObject({ start: 'spawn' });
-    expect(summary(dirs.random)).toMatchObject({ start: 'random' });
-    expect(String(summary(dirs.spawn).repeat)).toMatch(/ --teacher-forcing-start spawn --start spawn --dit-lr /);
-    const description = (dir: string) => JSON.parse(readFileSync(path.join(dir, 'model.json'), 'utf8')).description as string;
-    expect(description(dirs.spawn)).toMatch(/2 DiT \+ 0 fine-tune \+ 0 teacher-forcing steps; base and fine-tune scenes from the spawn point\), continued from /);
-    expect(description(dirs.random)).toMatch(/2 DiT \+ 0 fine-tune \+ 0 teacher-forcing steps\), continued from /);
+    expect(meta(spawn)).toMatchObject({ start: 'spawn' });
+    expect(meta(random)).not.toHaveProperty('start');
+    expect(summary(spawn)).toMatchObject({ start: 'spawn' });
+    expect(summary(random)).toMatchObject({ start: 'random' });
+    expect(String(summary(spawn).repeat)).toMatch(/ --teacher-forcing-start spawn --start spawn --dit-lr /);
+    expect(description(spawn)).toMatch(/2 DiT \+ 0 fine-tune \+ 0 teacher-forcing steps; base and fine-tune scenes from the spawn point\), continued from /);
+    expect(description(random)).toMatch(/2 DiT \+ 0 fine-tune \+ 0 teacher-forcing steps\), continued from /);
   }, 300_000);
 
   it('by default (--text-encoder joint) the text encoder trains through the DiT loss as well', () => {
