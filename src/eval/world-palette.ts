@@ -6,7 +6,7 @@
 export type Rgb = readonly [number, number, number];
 
 /** Frame side (px), wall thickness (px), agent step per frame (px), agent size (px), obstacle (block) side (px). */
-export const WORLD_GEOMETRY = { size: 64, wall: 3, step: 3, agent: 8, block: 10 } as const;
+export const WORLD_GEOMETRY = { size: 64, wall: 3, step: 3, agent: 12, block: 10 } as const;
 
 /** Floor colours by prompt words. */
 export const ROOM_COLORS: Readonly<Record<string, Rgb>> = {

@@ -126,14 +126,16 @@ describe('blocked moves', () => {
   });
 
   it('are not made by a halo of wall or other object colours around the agent', () => {
-    // clip 2: a red disc in a brown room, no blocks, at (16, 41) in frame 1, every neighbouring step free
+    // clip 2: a red disc in a brown room, no blocks, at (17, 40) in frame 1, every neighbouring step free; the halo is
+    // the 2-px ring just outside the agent's box
     const scene = parseWorldPrompt(doc.clips[2].prompt)!;
     const rgb = Uint8Array.from(clips[2].frames[1]);
-    const [cx, cy] = doc.clips[2].positions[1];
+    const [cx, cy] = doc.clips[2].positions[1], h = doc.agent / 2;
+    expect([cx, cy]).toEqual([17, 40]);
     const halo = [wallColor(ROOM_COLORS.brown), wallColor(ROOM_COLORS.gray), OBJECT_COLORS.magenta];
-    for (let y = cy - 7; y < cy + 7; y++) for (let x = cx - 7; x < cx + 7; x++) {
+    for (let y = cy - h - 3; y < cy + h + 3; y++) for (let x = cx - h - 3; x < cx + h + 3; x++) {
       const ring = Math.max(Math.abs(x + 0.5 - cx), Math.abs(y + 0.5 - cy));
-      if (ring > 4 && ring < 7) paint(rgb, x, y, halo[(x + y) % 3]);
+      if (ring > h && ring < h + 3) paint(rgb, x, y, halo[(x + y) % 3]);
     }
     const d = detectFrame(rgb, S, S, scene);
     expect(d.present).toBe(true);
@@ -141,26 +143,29 @@ describe('blocked moves', () => {
   });
 
   it("count the prompt's obstacle colour only as a patch, not as stray pixels", () => {
-    // clip 5: a cyan dot in a gray room with an orange block, at (54, 16) in frame 0; the step left is free
+    // clip 5: a cyan dot in a gray room with an orange block, at (52, 17) in frame 0; the step left is free. The strip a
+    // step left adds is x in [cx − h − step, cx − h); a patch must reach a quarter of the disc's area (π·12²/16 ≈ 28 px)
     const scene = parseWorldPrompt(doc.clips[5].prompt)!;
-    const [cx, cy] = doc.clips[5].positions[0];
+    const [cx, cy] = doc.clips[5].positions[0], h = doc.agent / 2;
+    expect([cx, cy]).toEqual([52, 17]);
     const strayed = Uint8Array.from(clips[5].frames[0]);
-    for (const [x, y] of [[cx - 7, cy - 3], [cx - 6, cy + 1], [cx - 7, cy + 3]]) paint(strayed, x, y, OBJECT_COLORS.orange);
+    for (const [x, y] of [[cx - h - 2, cy - 3], [cx - h - 1, cy + 1], [cx - h - 2, cy + 3]]) paint(strayed, x, y, OBJECT_COLORS.orange);
     expect(moveBlocked(detectFrame(strayed, S, S, scene), S, S, scene, 3)).toBe(false);
     const patch = Uint8Array.from(clips[5].frames[0]);
-    for (let y = cy - 2; y < cy + 2; y++) for (let x = cx - 7; x < cx - 3; x++) paint(patch, x, y, OBJECT_COLORS.orange);
+    for (let y = cy - 5; y < cy + 5; y++) for (let x = cx - h - doc.step; x < cx - h; x++) paint(patch, x, y, OBJECT_COLORS.orange);
     expect(moveBlocked(detectFrame(patch, S, S, scene), S, S, scene, 3)).toBe(true);
     expect(moveBlocked(detectFrame(patch, S, S, scene), S, S, scene, 4)).toBe(false);
   });
 
   it('are judged at the leading edge: an agent drawn a pixel into the wall border still moves along the wall', () => {
-    // an 8-px square agent painted at centre (32, 6), its top row on the wall border (y 2): up is blocked, sideways and
+    // a 12-px square agent painted at centre (32, 8), its top row on the wall border (y 2): up is blocked, sideways and
     // down are free
+    expect(doc.agent).toBe(12);
     const scene = parseWorldPrompt('a red square in a brown room')!;
     const rgb = new Uint8Array(S * S * 3).map((_, i) => ROOM_COLORS.brown[i % 3]);
-    for (let y = 2; y < 10; y++) for (let x = 28; x < 36; x++) paint(rgb, x, y, OBJECT_COLORS.red);
+    for (let y = 2; y < 14; y++) for (let x = 26; x < 38; x++) paint(rgb, x, y, OBJECT_COLORS.red);
     const d = detectFrame(rgb, S, S, scene);
-    expect(d.centroid).toEqual([32, 6]);
+    expect(d.centroid).toEqual([32, 8]);
     expect([1, 2, 3, 4].map((a) => moveBlocked(d, S, S, scene, a))).toEqual([true, false, false, false]);
   });
 
@@ -225,9 +230,10 @@ describe('block count', () => {
   });
 
   it('two blocks joined by a bridge of their colour count as one, and fail the count', () => {
-    // clip 0: three red blocks, two of them above each other at x 16–26 (y 12–22 and 32–42); the agent is at (45, 10)
+    // clip 0: three red blocks, two of them side by side at y 12–22 (x 12–22 and 36–46); the agent is at (54, 16)
     const c = doc.clips[0], scene = parseWorldPrompt(c.prompt)!;
-    const bridged = filled(clips[0].frames[0], [20, 22, 22, 32], OBJECT_COLORS.red);
+    expect(c.obstacles).toEqual(expect.arrayContaining([[12, 12, 22, 22], [36, 12, 46, 22]]));
+    const bridged = filled(clips[0].frames[0], [22, 16, 36, 18], OBJECT_COLORS.red);
     expect(detectFrame(bridged, S, S, scene).blockComponents).toBe(c.obstacles.length - 1);
     expect(tallyWorldClip({ ...clips[0], frames: [bridged], actions: [0] })).toMatchObject({ frames: 1, blockFrames: 1, blockOk: 0 });
   });

@@ -15,7 +15,7 @@ import * as path from 'node:path';
 const ROOT = path.resolve(__dirname, '..', '..');
 const WORLD = path.join(ROOT, 'tools', 'train', 'procedural_world.py');
 const FIXTURES = path.join(ROOT, 'test', 'fixtures', 'world', 'clips.json');
-const AGENT = 8; // px, the agent's side
+const AGENT = 12; // px, the agent's side
 const SIZE = 64; // px
 
 interface Row {

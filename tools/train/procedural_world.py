@@ -33,8 +33,8 @@ WALL = 3
 """Wall border thickness in pixels; the floor is [WALL, SIZE − WALL) in both axes."""
 STEP = 3
 """Agent displacement per frame in pixels for a directional action."""
-AGENT = 8
-"""Agent size in pixels (square side, disc diameter)."""
+AGENT = 12
+"""Agent size in pixels (square side, disc diameter); 8 until 2026-12-05 (docs/model-card.md, "Agent size")."""
 BLOCK = 10
 """Obstacle side in pixels."""
 SPAWN = (SIZE // 2, SIZE // 2)

@@ -53,8 +53,8 @@ the batch layouts, noise levels and dropout, while the scenes at a data index st
 agent-weighted teacher-forcing phase (``--teacher-forcing-steps``, the recipe's 1600; data seed S + fine-tune phases + 1)
 from the weights rounded to float16 as they are written (so the same phase run with ``--init`` on a written model and
 ``--seed S + fine-tune phases`` gives the same tensors; model.json and the safetensors metadata name the runs). Agent weighting (``--agent-weight`` λ of the fine-tune, default
-``AGENT_WEIGHT``; ``--base-agent-weight`` of the base phase, default 0): the agent (8×8 px) covers about 4 of the 256
-latent cells of a frame, so an unweighted loss is dominated by the static room and a model can reach a low loss while
+``AGENT_WEIGHT``; ``--base-agent-weight`` of the base phase, default 0): the agent (12×12 px since 2026-12-05, 8×8 before) covers 9–16 (8 px: 4–9) of
+the 256 latent cells of a frame, so an unweighted loss is dominated by the static room and a model can reach a low loss while
 drawing no agent (the first 100-minute run did exactly that). With λ > 0 each latent cell whose 4×4 pixel block meets
 the agent's box grown by 2 px weighs 1 + λ in the frame's mean (the weighted mean, so the loss scale stays
 comparable). Weighting from the first step draws the agent more often but follows actions far worse at equal steps
