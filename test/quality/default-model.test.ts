@@ -49,10 +49,10 @@ describe('generations of the shipped default model (fixed seeds, detector-scored
 
   // The room colour follows the prompt in T2V and in world sessions. The agent figures are below issue 8's 0.9
   // targets for these weights (docs/model-card.md); what is asserted of them is a floor under the 16 world sessions of
-  // `npm run eval:world` (these weights, shipped since 2026-12-04 with the teacher-forcing phase from the spawn point:
-  // prompt colour 0.596, action following 0.541 over 98 frame pairs, agent present 0.354; the phase from random starts:
-  // 0.563, 0.489 over 90, 0.344; at share 1: 0.521, 0.471 over 87, 0.341; the weights before the phase: 0.643, 0.291
-  // over 86, 0.318 — action following counted by the detector's blocked-move rule since 2026-12-02).
+  // `npm run eval:world` (these weights, shipped since 2026-12-05 on the 12-px-agent world: prompt colour 0.708, action
+  // following 0.805 over 174 frame pairs, agent present 0.526; the 8-px weights shipped before them, by the 8-px
+  // detector: 0.596, 0.541 over 98, 0.354 — action following counted by the detector's blocked-move rule since
+  // 2026-12-02). The floors sit about 0.15 under these figures, three times the 8-px recipe's retrain tolerance (±0.05).
   it('T2V: the room has the prompted colour in every frame, for different prompts', async () => {
     const clips = [
       await t2vClip(engine, { prompt: 'a red ball in a dark blue room', seed: 1, frames: 16 }),
@@ -85,14 +85,14 @@ describe('generations of the shipped default model (fixed seeds, detector-scored
     expect(evaluateWorld(clips).room_color_acc).toBeGreaterThanOrEqual(0.9);
   }, 120_000);
 
-  it("world sessions of eval:world: the agent has the prompt's colour in at least 45 % of the frames, is seen exactly once in at least 30 %, and where it is seen in consecutive frames it moves as the action says in at least 42 % of at least 60 pairs", async () => {
+  it("world sessions of eval:world: the agent has the prompt's colour in at least 55 % of the frames, is seen exactly once in at least 40 %, and where it is seen in consecutive frames it moves as the action says in at least 65 % of at least 120 pairs", async () => {
     const clips = [];
     for (const s of WORLD_EVAL_SESSIONS) clips.push(await worldClip(engine, s));
     const r = evaluateWorld(clips);
     expect(r.frames).toBe(384);
-    expect(r.prompt_color_acc).toBeGreaterThanOrEqual(0.45);
-    expect(r.agent_present_rate).toBeGreaterThanOrEqual(0.3);
-    expect(r.action_pairs).toBeGreaterThanOrEqual(60);
-    expect(r.action_follow_acc).toBeGreaterThanOrEqual(0.42);
+    expect(r.prompt_color_acc).toBeGreaterThanOrEqual(0.55);
+    expect(r.agent_present_rate).toBeGreaterThanOrEqual(0.4);
+    expect(r.action_pairs).toBeGreaterThanOrEqual(120);
+    expect(r.action_follow_acc).toBeGreaterThanOrEqual(0.65);
   }, 180_000);
 });
