@@ -71,6 +71,10 @@ describe('train.py refuses bad flags by name, before training (exit 2, nothing w
     ['a subnormal teacher-forcing learning rate', ['--teacher-forcing-lr', '5e-324'], /--teacher-forcing-lr must be in \(0, 1\) and above float32's smallest normal number 1\.18e-38; got 5e-324/],
     ['DiT learning rate -inf (written with =, as argparse reads -inf alone as a flag)', ['--dit-lr=-inf'], /--dit-lr must be in \(0, 1\) and above float32's smallest normal number 1\.18e-38; got -inf/],
     ['DiT learning rate of 1', ['--dit-lr', '1'], /--dit-lr must be in \(0, 1\) and above float32's smallest normal number 1\.18e-38; got 1\.0/],
+    ['text-encoder learning rate 0', ['--text-lr', '0'], /--text-lr must be in \(0, 1\) and above float32's smallest normal number 1\.18e-38; got 0\.0/],
+    ['text-encoder learning rate NaN', ['--text-lr', 'nan'], /--text-lr must be in \(0, 1\) and above float32's smallest normal number 1\.18e-38; got nan/],
+    ['text-encoder learning rate of 2', ['--text-lr', '2'], /--text-lr must be in \(0, 1\) and above float32's smallest normal number 1\.18e-38; got 2\.0/],
+    ['a text-encoder learning rate for a frozen encoder', ['--text-lr', '1e-4', '--text-encoder', 'frozen'], /--text-lr needs --text-encoder joint \(a frozen encoder has no learning rate\)/],
     ['negative text-encoder steps', ['--text-steps=-1'], /--text-steps must not be negative; got -1/],
     ['unknown text-encoder mode', ['--text-encoder', 'trained'], /--text-encoder: invalid choice: 'trained'/],
     ['an --init directory that does not exist', ['--init', '/nonexistent/omnirx'], /--init \/nonexistent\/omnirx: not a model directory this script wrote \(missing model\.json/],
@@ -272,6 +276,32 @@ describe('a short training run', () => {
     expect(r.status).toBe(0);
     expect(changed(path.join(next, 'text_encoder.safetensors'), path.join(first, 'text_encoder.safetensors')).length).toBeGreaterThan(0);
     expect(summary(next)).toMatchObject({ text: { during_dit: 'joint' } });
+  }, 300_000);
+
+  it('--text-lr gives the jointly trained text encoder a peak rate of its own in the base and fine-tune phases; at --dit-lr it writes the same tensors as without it', () => {
+    const phase = ['--init', first, '--seed', '5', '--dit-steps', '2', '--finetune-steps', '1', '--teacher-forcing-steps', '2', '--dit-lr', '0.0005'];
+    const dirs = { plain: path.join(scratch(), 'plain'), same: path.join(scratch(), 'same'), own: path.join(scratch(), 'own') };
+    expect(train(['--out', dirs.plain, ...phase]).status).toBe(0);
+    expect(train(['--out', dirs.same, ...phase, '--text-lr', '0.0005']).status).toBe(0);
+    expect(train(['--out', dirs.own, ...phase, '--text-lr', '0.0001']).status).toBe(0);
+    for (const f of SAFETENSORS) expect(changed(path.join(dirs.same, f), path.join(dirs.plain, f))).toEqual([]);
+    // step k of a phase warms up to lr·(k + 1)/50; the teacher phase trains both at --teacher-forcing-lr (1e-4), unlogged
+    const log = readFileSync(path.join(dirs.own, 'train_log.jsonl'), 'utf8').trim().split('\n').map((l) => JSON.parse(l) as { stage: string; lr: number; text_lr?: number });
+    expect(log.map((r) => [r.stage, r.lr, r.text_lr])).toEqual([
+      ['dit', expect.closeTo(0.0005 / 50, 12), expect.closeTo(0.0001 / 50, 12)],
+      ['dit', expect.closeTo((0.0005 * 2) / 50, 12), expect.closeTo((0.0001 * 2) / 50, 12)],
+      ['finetune', expect.closeTo(0.0005 / 50, 12), expect.closeTo(0.0001 / 50, 12)],
+      ['teacher', expect.closeTo(0.0001 / 50, 12), undefined],
+      ['teacher', expect.closeTo((0.0001 * 2) / 50, 12), undefined],
+    ]);
+    expect(changed(path.join(dirs.own, 'text_encoder.safetensors'), path.join(dirs.plain, 'text_encoder.safetensors')).length).toBeGreaterThan(0);
+    // named only when given, so weights made before the flag keep their metadata
+    const meta = (dir: string) => parseSafetensors(readFileSync(path.join(dir, 'transformer.safetensors')), dir).metadata;
+    expect(meta(dirs.own)).toMatchObject({ dit_lr: '0.0005', text_lr: '0.0001' });
+    expect(meta(dirs.plain)).not.toHaveProperty('text_lr');
+    expect(summary(dirs.own)).toMatchObject({ dit_lr: 0.0005, text_lr: 0.0001 });
+    expect(summary(dirs.plain)).toMatchObject({ text_lr: 0.0005 });
+    expect(String(summary(dirs.own).repeat)).toMatch(/ --text-lr 0\.0001 --init /);
   }, 300_000);
 
   it('--init refuses a copy whose model.json is damaged, naming what is wrong', () => {

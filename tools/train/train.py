@@ -202,9 +202,10 @@ def to_video(frames: np.ndarray) -> torch.Tensor:
 
 
 def optimizer_step(opt: torch.optim.Optimizer, params: List[torch.Tensor], loss: torch.Tensor, lr: float) -> float:
-    """One AdamW step of either stage at learning rate ``lr``: gradients of ``loss``, clipped to global norm 1."""
+    """One AdamW step of either stage at learning rate ``lr`` (times a parameter group's ``lr_scale``, if it has one):
+    gradients of ``loss``, clipped to global norm 1."""
     for g in opt.param_groups:
-        g["lr"] = lr
+        g["lr"] = lr * g.get("lr_scale", 1.0)
     opt.zero_grad(set_to_none=True)
     loss.backward()
     torch.nn.utils.clip_grad_norm_(params, 1.0)
@@ -402,6 +403,7 @@ def train_dit(
     teacher_share: float = 0.0,
     recycle: float = 0.0,
     spawn: bool = False,
+    text_lr: Optional[float] = None,
 ) -> Tuple[ref.T5EncoderModel, aref.ActionCausalWanModel]:
     """Stage dit: DiT + text encoder ``modules`` (trained in place) with flow matching and diffusion forcing (see module
     docstring), a fresh AdamW and learning-rate schedule over the budget's steps, data of ``seed``. Each encoded batch
@@ -413,11 +415,15 @@ def train_dit(
     the schedule (lr_at). ``recycle``: the fraction of teacher-forcing batches whose history is the model's own one-step
     prediction (``recycled_history``), drawn from streams of their own (seeded by ``seed``), so the batches, noise and
     dropout are those of the same phase without it. ``spawn``: every scene starts the agent at the world's spawn point
-    (procedural_world.SPAWN) instead of a random free position."""
+    (procedural_world.SPAWN) instead of a random free position. ``text_lr``: the text encoder's peak learning rate when it
+    is trained (None: ``lr``), on the same warm-up and schedule; AdamW is elementwise, so two groups at one rate step as
+    one group does."""
     t5, dit = modules
     t5.train(train_text), dit.train()
-    params = (list(t5.parameters()) if train_text else []) + list(dit.parameters())
-    opt = torch.optim.AdamW(params, lr=lr, betas=(0.9, 0.99), weight_decay=0.01)
+    text_params = list(t5.parameters()) if train_text else []
+    params = text_params + list(dit.parameters())
+    groups = [{"params": text_params, "lr_scale": (lr if text_lr is None else text_lr) / lr}] if text_params else []
+    opt = torch.optim.AdamW(groups + [{"params": list(dit.parameters())}], lr=lr, betas=(0.9, 0.99), weight_decay=0.01)
     gen = torch.Generator().manual_seed(seed + 2)
     recycle_rng, recycle_gen = np.random.default_rng([seed, RECYCLE_STREAM]), torch.Generator().manual_seed(seed + RECYCLE_STREAM)
     max_len = spec["textEncoder"]["maxLength"]
@@ -450,7 +456,8 @@ def train_dit(
         per_frame = (((v - (eps - b.x0)) ** 2) * cell_w).sum(dim=(1, 3, 4)) / (cell_w.sum(dim=(1, 3, 4)) * v.shape[1])  # [B, F]
         loss = (per_frame * w).sum() / w.sum().clamp_min(1.0)
         lr_now = optimizer_step(opt, params, loss, lr_at(step, budget.total or 10**9, lr))
-        log({"stage": stage, "step": step, "loss": loss.item(), "mode": b.mode, "lr": lr_now, "data_s": round(data_s, 2), "step_s": round(time.time() - t_step, 2), "elapsed_s": round(time.time() - start, 2)})
+        own_text_lr = {"text_lr": opt.param_groups[0]["lr"]} if text_lr is not None and text_params else {}
+        log({"stage": stage, "step": step, "loss": loss.item(), "mode": b.mode, "lr": lr_now, **own_text_lr, "data_s": round(data_s, 2), "step_s": round(time.time() - t_step, 2), "elapsed_s": round(time.time() - start, 2)})
         budget.tick(step, start)
         step += 1
     return t5.eval(), dit.eval()
@@ -568,6 +575,7 @@ def main(argv: Optional[List[str]] = None) -> None:
     ap.add_argument("--start", choices=("spawn", "random"), default=START, help="where the base and fine-tune phases' scenes start the agent: at the world's spawn point (the room's centre) or at a random free position")
     ap.add_argument("--error-recycling", type=float, default=0.0, help="fraction of the teacher-forcing batches whose history is the model's own one-step prediction of the clean frames (error recycling)")
     ap.add_argument("--dit-lr", type=float, default=DIT_LR, help="peak learning rate of every DiT phase (warm-up, then cosine to a tenth)")
+    ap.add_argument("--text-lr", type=float, help="peak learning rate of the jointly trained text encoder in the base and fine-tune phases (default: --dit-lr; the teacher-forcing phase trains both at --teacher-forcing-lr)")
     ap.add_argument("--text-steps", type=int, default=TEXT_STEPS, help="steps of the text-encoder stage on the prompts' scene attributes before the DiT (0: none; skipped with --init)")
     ap.add_argument("--text-encoder", choices=("frozen", "joint"), default=TEXT_ENCODER, help="during the DiT phases: keep the text encoder frozen, or train it jointly through the DiT's loss")
     ap.add_argument("--init", help="model directory to continue from (skips the VAE and text stages)")
@@ -586,6 +594,10 @@ def main(argv: Optional[List[str]] = None) -> None:
     lr_floor = float(np.finfo(np.float32).tiny)
     if not (math.isfinite(a.dit_lr) and lr_floor < a.dit_lr < 1.0):
         ap.error(f"--dit-lr must be in (0, 1) and above float32's smallest normal number {lr_floor:.3g}; got {a.dit_lr}")
+    if a.text_lr is not None and not (math.isfinite(a.text_lr) and lr_floor < a.text_lr < 1.0):
+        ap.error(f"--text-lr must be in (0, 1) and above float32's smallest normal number {lr_floor:.3g}; got {a.text_lr}")
+    if a.text_lr is not None and a.text_encoder != "joint":
+        ap.error("--text-lr needs --text-encoder joint (a frozen encoder has no learning rate)")
     if not (math.isfinite(a.teacher_lr) and lr_floor < a.teacher_lr < 1.0):
         ap.error(f"--teacher-forcing-lr must be in (0, 1) and above float32's smallest normal number {lr_floor:.3g}; got {a.teacher_lr}")
     if a.text_steps < 0:
@@ -664,13 +676,13 @@ def main(argv: Optional[List[str]] = None) -> None:
         bf16 = a.precision == "bfloat16"
         share_left = sum(share for _, _, share in phases)
         dit_budget = Budget(a.dit_steps, (60 * minutes - (time.time() - t_start)) * (1 - share_left), minimum=5)
-        modules = train_dit(spec, words, enc, modules, a.seed, dit_budget, log, a.base_agent_weight, "dit", a.reuse, bf16, a.image_share, train_text, a.dit_lr, spawn=a.start == "spawn")
+        modules = train_dit(spec, words, enc, modules, a.seed, dit_budget, log, a.base_agent_weight, "dit", a.reuse, bf16, a.image_share, train_text, a.dit_lr, spawn=a.start == "spawn", text_lr=a.text_lr)
         ft_budgets: List[Budget] = []
         for k, (name, steps, share) in enumerate(phases, start=1):
             # budget mode: this phase's part of the time still left, in proportion to the shares of the phases left
             ft_budgets.append(Budget(steps, (60 * minutes - (time.time() - t_start)) * share / share_left, minimum=0))
             share_left -= share
-            modules = train_dit(spec, words, enc, modules, a.seed + k, ft_budgets[-1], log, a.agent_weight, name, a.reuse, bf16, a.image_share, train_text, a.dit_lr, spawn=a.start == "spawn")
+            modules = train_dit(spec, words, enc, modules, a.seed + k, ft_budgets[-1], log, a.agent_weight, name, a.reuse, bf16, a.image_share, train_text, a.dit_lr, spawn=a.start == "spawn", text_lr=a.text_lr)
         if teacher_steps:
             # from the weights (and the VAE that encodes its clips) as written, in float16: a model written without
             # this phase and continued with --init M --dit-steps 0 --finetune-steps 0 --seed S+len(phases) takes the same
@@ -706,6 +718,8 @@ def main(argv: Optional[List[str]] = None) -> None:
     }
     if a.error_recycling:  # named only when used: files made without it keep the metadata they were written with
         options["error-recycling"] = a.error_recycling
+    if a.text_lr is not None:  # likewise
+        options["text-lr"] = a.text_lr
     meta = {"format": "pt", "generator": "omnirx tools/train/train.py", **{k.replace("-", "_"): str(v) for k, v in options.items()}}
     write_model(a.out, spec, words, t5, dit, enc, dec, meta)
     plot_losses(os.path.join(a.out, "loss_curve.png"), series)
@@ -724,6 +738,7 @@ def main(argv: Optional[List[str]] = None) -> None:
         "base_agent_weight": a.base_agent_weight,
         "precision": a.precision,
         "dit_lr": a.dit_lr,
+        "text_lr": a.dit_lr if a.text_lr is None else a.text_lr,
         "reuse": a.reuse,
         "image_share": a.image_share,
         "start": a.start,
