@@ -35,12 +35,17 @@
  * `--allow-other-settings`, and one from the prompt never does (24 frames a session; refused before any clip). The
  * JSON line then also holds `"first_frame"`, the start.
  *
+ * `--steps-per-chunk N` runs the world sessions' chunks after the first at N denoise steps instead of the engine's default
+ * (SessionConfig.steps, 2, chosen for 20 fps); the world clips' settings record it (`stepsPerChunk`), so a baseline at
+ * the default pairs with it only under `--allow-other-settings`.
+ *
  * `--strips DIR` also writes each clip of the first seed as a PNG frame strip (t2v-<i>.png, world-<i>.png) with the
  * prompts and actions in DIR/strips.json, for the model card.
  *
  * Run: npm run build && npm run eval:world [-- --models-dir DIR] [-- --model ID] [-- --seeds K] [-- --tallies-out FILE]
  *   [-- --baseline FILE [-- --allow-other-settings]] [-- --guidance-scale G] [-- --strips DIR]
  *   [-- --matmul-dtype bfloat16] (the DiT's matrix products on bf16 operands) [-- --first-frame spawn|off-centre]
+ *   [-- --steps-per-chunk N]
  */
 import { Command, InvalidArgumentError, Option } from 'commander';
 import { NUMERIC_FLAGS, parseNumericFlag } from '../src/cli/generate';
@@ -75,6 +80,8 @@ interface EvalOptions {
   matmulDtype?: (typeof MATMUL_DTYPES)[number];
   /** Where world sessions start: the prompt alone, or a frame of the world with the agent there (image-to-world). */
   firstFrame: 'prompt' | AgentStart;
+  /** World sessions' denoise steps per chunk after the first (default: the engine's, SessionConfig.steps). */
+  stepsPerChunk?: number;
 }
 
 /** A numeric flag's parser with the request schema's range (`parseNumericFlag`), for commander. */
@@ -110,6 +117,7 @@ function parseOptions(argv: readonly string[]): EvalOptions {
     .addOption(new Option('--allow-other-settings', 'pair with a --baseline of other sampler settings, to compare two settings of the same weights (the differences are printed)'))
     .addOption(new Option('--strips <dir>', 'also write the clips of the first seed as PNG frame strips, with strips.json').argParser(text('--strips')))
     .addOption(new Option('--matmul-dtype <dtype>', "dtype of the DiT's matrix products").choices(MATMUL_DTYPES))
+    .addOption(new Option('--steps-per-chunk <n>', "world sessions' denoise steps per chunk after the first (1–50; default: the engine's)").argParser(numeric({ flag: '--steps-per-chunk', integer: true, min: 1, max: 50 })))
     .addOption(new Option('--first-frame <start>', 'world sessions start from the prompt, or from a frame of the world with the agent at the spawn point or at least 12 px from it (not scored)').choices(['prompt', 'spawn', 'off-centre']).default('prompt'))
     .exitOverride((e) => process.exit(e.exitCode === 0 ? 0 : 2));
   const o = cmd.parse(argv, { from: 'user' }).opts<EvalOptions>();
@@ -189,7 +197,11 @@ async function main(): Promise<void> {
   const planned = plan(o);
   const sameSettings = !o.allowOtherSettings;
   if (o.baseline && !(startsPair(o.firstFrame, o.baseline.clips) && baselineHolds(planned, o.baseline.clips, sameSettings))) return; // before any clip is generated
-  const engine = await Engine.create({ ...(o.modelsDir ? { modelsDir: o.modelsDir } : {}), ...(o.matmulDtype ? { matmulDtype: o.matmulDtype } : {}) });
+  const engine = await Engine.create({
+    ...(o.modelsDir ? { modelsDir: o.modelsDir } : {}),
+    ...(o.matmulDtype ? { matmulDtype: o.matmulDtype } : {}),
+    ...(o.stepsPerChunk ? { sessions: { steps: o.stepsPerChunk } } : {}),
+  });
   try {
     // each clip is scored as it is generated; frames are kept only for the strips (the first seed)
     const records: WorldTallyRecord[] = [];

@@ -54,6 +54,10 @@ describe('eval:world command line', () => {
     [['--guidance-scale', '51'], /--guidance-scale must be a number in \[0, 50\]; got "51"/],
     [['--guidance-scale', 'NaN'], /--guidance-scale must be a number in \[0, 50\]; got "NaN"/],
     [['--guidance-scale', '--seeds'], /--guidance-scale must be a number in \[0, 50\]; got "--seeds"/],
+    [['--steps-per-chunk', '0'], /--steps-per-chunk must be an integer in \[1, 50\]; got "0"/],
+    [['--steps-per-chunk', '51'], /--steps-per-chunk must be an integer in \[1, 50\]; got "51"/],
+    [['--steps-per-chunk', '2.5'], /--steps-per-chunk must be an integer in \[1, 50\]; got "2.5"/],
+    [['--steps-per-chunk', '--seeds'], /--steps-per-chunk must be an integer in \[1, 50\]; got "--seeds"/],
   ])('refuses %j by name with exit 2', (args, message) => {
     const r = run(...args);
     expect(r.stderr).toMatch(message);
@@ -102,6 +106,6 @@ describe('eval:world command line', () => {
   it('--help lists every option and exits 0', () => {
     const r = run('--help');
     expect(r.status).toBe(0);
-    for (const flag of ['--models-dir <dir>', '--model <id>', '--seeds <k>', '--guidance-scale <g>', '--tallies-out <file>', '--baseline <file>', '--allow-other-settings', '--strips <dir>', '--matmul-dtype <dtype>', '--first-frame <start>']) expect(r.stdout).toContain(flag);
+    for (const flag of ['--models-dir <dir>', '--model <id>', '--seeds <k>', '--guidance-scale <g>', '--tallies-out <file>', '--baseline <file>', '--allow-other-settings', '--strips <dir>', '--matmul-dtype <dtype>', '--first-frame <start>', '--steps-per-chunk <n>']) expect(r.stdout).toContain(flag);
   });
 });
