@@ -173,6 +173,17 @@ describe('a short training run', () => {
     return now.filter(([name, , , data]) => !data.equals(old.get(name)!)).map(([name]) => name);
   }
 
+  /** Runs the short phase `phase` once per entry of `flags`, each into a fresh directory with that entry's flags added
+   * (every run must succeed); returns the directories by the same keys. */
+  function variants<K extends string>(phase: string[], flags: Record<K, string[]>): Record<K, string> {
+    const dirs = {} as Record<K, string>;
+    for (const key of Object.keys(flags) as K[]) {
+      dirs[key] = path.join(scratch(), key);
+      expect(train(['--out', dirs[key], ...phase, ...flags[key]]).status).toBe(0);
+    }
+    return dirs;
+  }
+
   it('--init continues from it: the VAE and a frozen text encoder are carried over unchanged, the DiT trains on', () => {
     const next = path.join(scratch(), 'next');
     const r = train(['--out', next, '--init', first, '--dit-steps', '1', '--finetune-steps', '0', '--teacher-forcing-steps', '0', '--text-encoder', 'frozen']);
@@ -205,10 +216,7 @@ describe('a short training run', () => {
 
   it('--error-recycling trains the teacher-forcing phase from the model\'s own history; at 0 it is the phase without it, byte for byte', () => {
     const phase = ['--init', first, '--seed', '5', '--dit-steps', '0', '--finetune-steps', '0', '--teacher-forcing-steps', '2', '--teacher-forcing-share', '1'];
-    const dirs = { plain: path.join(scratch(), 'plain'), zero: path.join(scratch(), 'zero'), recycled: path.join(scratch(), 'recycled') };
-    expect(train(['--out', dirs.plain, ...phase]).status).toBe(0);
-    expect(train(['--out', dirs.zero, ...phase, '--error-recycling', '0']).status).toBe(0);
-    expect(train(['--out', dirs.recycled, ...phase, '--error-recycling', '1']).status).toBe(0);
+    const dirs = variants(phase, { plain: [], zero: ['--error-recycling', '0'], recycled: ['--error-recycling', '1'] });
     // at 0 nothing is drawn from the phase's own streams and the files, metadata included, are those of the phase without the flag
     for (const f of SAFETENSORS) expect(readFileSync(path.join(dirs.zero, f)).equals(readFileSync(path.join(dirs.plain, f)))).toBe(true);
     const meta = (dir: string) => parseSafetensors(readFileSync(path.join(dir, 'transformer.safetensors')), dir).metadata;
@@ -280,10 +288,7 @@ describe('a short training run', () => {
 
   it('--text-lr gives the jointly trained text encoder a peak rate of its own in the base and fine-tune phases; at --dit-lr it writes the same tensors as without it', () => {
     const phase = ['--init', first, '--seed', '5', '--dit-steps', '2', '--finetune-steps', '1', '--teacher-forcing-steps', '2', '--dit-lr', '0.0005'];
-    const dirs = { plain: path.join(scratch(), 'plain'), same: path.join(scratch(), 'same'), own: path.join(scratch(), 'own') };
-    expect(train(['--out', dirs.plain, ...phase]).status).toBe(0);
-    expect(train(['--out', dirs.same, ...phase, '--text-lr', '0.0005']).status).toBe(0);
-    expect(train(['--out', dirs.own, ...phase, '--text-lr', '0.0001']).status).toBe(0);
+    const dirs = variants(phase, { plain: [], same: ['--text-lr', '0.0005'], own: ['--text-lr', '0.0001'] });
     for (const f of SAFETENSORS) expect(changed(path.join(dirs.same, f), path.join(dirs.plain, f))).toEqual([]);
     // step k of a phase warms up to lr·(k + 1)/50; the teacher phase trains both at --teacher-forcing-lr (1e-4), unlogged
     const log = readFileSync(path.join(dirs.own, 'train_log.jsonl'), 'utf8').trim().split('\n').map((l) => JSON.parse(l) as { stage: string; lr: number; text_lr?: number });
