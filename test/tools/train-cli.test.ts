@@ -138,7 +138,7 @@ describe('a short training run', () => {
     // every DiT phase warms up to its peak (--dit-lr; the teacher phase's --teacher-forcing-lr) over 50 steps: step k runs at lr·(k + 1)/50
     expect(dit.map((r) => r.lr)).toEqual([0.0005 / 50, (0.0005 * 2) / 50, 0.0005 / 50, 0.0005 / 50, 0.0002 / 50, (0.0002 * 2) / 50].map((x) => expect.closeTo(x, 12)));
     const s = summary(first);
-    expect(s).toMatchObject({ seed: 3, image_share: 0.5, reuse: 2, precision: 'bfloat16', dit_lr: 0.0005, vae: { steps: 2 }, text: { steps: 3, during_dit: 'frozen' }, dit: { steps: 2 } });
+    expect(s).toMatchObject({ seed: 3, image_share: 0.5, reuse: 2, precision: 'bfloat16', dit_lr: 0.0005, text_lr: null, vae: { steps: 2 }, text: { steps: 3, during_dit: 'frozen' }, dit: { steps: 2 } });
     const acc = (s.text as { held_out_acc: Record<string, number> }).held_out_acc;
     expect(Object.keys(acc)).toEqual(['room', 'agent_color', 'agent_shape', 'blocks', 'block_color']);
     for (const v of Object.values(acc)) expect(v >= 0 && v <= 1).toBe(true);

@@ -738,7 +738,7 @@ def main(argv: Optional[List[str]] = None) -> None:
         "base_agent_weight": a.base_agent_weight,
         "precision": a.precision,
         "dit_lr": a.dit_lr,
-        "text_lr": a.dit_lr if a.text_lr is None else a.text_lr,
+        "text_lr": None if a.text_encoder != "joint" else a.dit_lr if a.text_lr is None else a.text_lr,  # None: frozen
         "reuse": a.reuse,
         "image_share": a.image_share,
         "start": a.start,
