@@ -9,7 +9,10 @@
  * "frames", "ci95"} (+ the same per mode under "t2v"/"world"; `action_pairs` is the sample size of action_follow_acc;
  * block_count_acc, over the frames of clips whose prompt names blocks, whether as many blocks are drawn as it names,
  * is reported, not a target figure, and null without such a clip; `ci95` the 95 % interval of each target figure and
- * of block_count_acc, src/eval/world-intervals.ts).
+ * of block_count_acc, src/eval/world-intervals.ts). Each of the three sections also holds the same figures over the
+ * clips whose prompt names no blocks and over those whose prompt names blocks (`prompts_without_blocks`,
+ * `prompts_with_blocks`; src/eval/world-tallies.ts `splitByBlocks`), each with its `ci95` and, with `--baseline`, its
+ * `vs_baseline`.
  *
  * `--seeds K` (default 1) runs every T2V prompt and world session at K seeds (the set's seed + 1000·k, k < K): K times
  * the frames and narrower intervals. K = 1 is the 640-frame set of the model card.
@@ -56,7 +59,7 @@ import { Engine } from '../src/engine/engine';
 import { frameStripPng } from '../src/eval/frame-strip';
 import { tallyWorldClip, worldFigures, type WorldEvalClip } from '../src/eval/world-eval';
 import { worldDifference, worldIntervals } from '../src/eval/world-intervals';
-import { SettingsMismatchError, baselineRecord, checkSameClips, pairWithBaseline, readWorldTallies, settingDifference, unitsByMode, worldTalliesFile, type WorldTalliesFile, type WorldTallyRecord } from '../src/eval/world-tallies';
+import { SettingsMismatchError, baselineRecord, checkSameClips, pairWithBaseline, readWorldTallies, settingDifference, splitByBlocks, unitsByMode, worldTalliesFile, type WorldTalliesFile, type WorldTallyRecord } from '../src/eval/world-tallies';
 import { ACTION_KEYS } from '../src/models/wan/actions';
 import { T2V_EVAL_PROMPTS, t2vClip, worldClip, worldClipFromFrame, WORLD_EVAL_SESSIONS } from '../src/eval/world-clips';
 import type { AgentStart } from '../src/eval/world-first-frame';
@@ -219,14 +222,20 @@ async function main(): Promise<void> {
       records.push(record);
       if (o.strips !== undefined && p.repeat === 0) stripClips.push([p.mode, clip]);
     }
-    const units = unitsByMode(records);
-    const paired = o.baseline && pairWithBaseline(records, o.baseline.clips, sameSettings);
-    const report = (modes: ReadonlyArray<'t2v' | 'world'>) => ({
-      ...worldFigures(modes.flatMap((m) => units[m].flat())),
-      ci95: worldIntervals(modes.map((m) => units[m])),
-      ...(paired ? { vs_baseline: worldDifference(modes.map((m) => paired[m])) } : {}),
-    });
-    console.log(JSON.stringify({ ...report(['t2v', 'world']), t2v: report(['t2v']), world: report(['world']), ...(o.firstFrame !== 'prompt' ? { first_frame: o.firstFrame } : {}) }));
+    // the figures of some clips over the given modes; undefined when none of them is of those modes
+    const report = (clips: readonly WorldTallyRecord[], modes: ReadonlyArray<'t2v' | 'world'>) => {
+      const units = unitsByMode(clips);
+      if (!modes.some((m) => units[m].length > 0)) return undefined;
+      const paired = o.baseline && pairWithBaseline(clips, o.baseline.clips, sameSettings);
+      return {
+        ...worldFigures(modes.flatMap((m) => units[m].flat())),
+        ci95: worldIntervals(modes.map((m) => units[m])),
+        ...(paired ? { vs_baseline: worldDifference(modes.map((m) => paired[m])) } : {}),
+      };
+    };
+    const { withoutBlocks, withBlocks } = splitByBlocks(records);
+    const section = (modes: ReadonlyArray<'t2v' | 'world'>) => ({ ...report(records, modes), prompts_without_blocks: report(withoutBlocks, modes), prompts_with_blocks: report(withBlocks, modes) });
+    console.log(JSON.stringify({ ...section(['t2v', 'world']), t2v: section(['t2v']), world: section(['world']), ...(o.firstFrame !== 'prompt' ? { first_frame: o.firstFrame } : {}) }));
     if (o.talliesOut !== undefined) writeFileSync(o.talliesOut, JSON.stringify(worldTalliesFile(records)));
     if (o.strips !== undefined) writeStrips(o.strips, stripClips);
   } finally {

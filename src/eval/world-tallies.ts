@@ -156,6 +156,16 @@ function groupUnits<U>(records: readonly WorldTallyRecord[], pick: (rs: WorldTal
   return { t2v: [...groups.t2v.values()].map(pick), world: [...groups.world.values()].map(pick) };
 }
 
+/**
+ * The records split by whether their prompt names blocks ("… with two yellow blocks"), i.e. whether the clip was scored
+ * on blocks (`blockFrames` > 0: `tallyWorldClip` scores every frame of such a prompt, none of another, and the schema
+ * holds records to it), each part in the records' order. `eval:world` reports its figures on each part, as T2V loses
+ * the agent mostly in prompts that name blocks (docs/model-card.md, "Where the figures are lost").
+ */
+export function splitByBlocks(records: readonly WorldTallyRecord[]): { withoutBlocks: WorldTallyRecord[]; withBlocks: WorldTallyRecord[] } {
+  return { withoutBlocks: records.filter((r) => r.blockFrames === 0), withBlocks: records.filter((r) => r.blockFrames > 0) };
+}
+
 /** The records grouped into units (one prompt at every seed), per mode: the strata of `worldIntervals`. */
 export function unitsByMode(records: readonly WorldTallyRecord[]): Record<'t2v' | 'world', WorldEvalUnit[]> {
   return groupUnits(records, (rs) => rs.map(tallyOf));

@@ -4,12 +4,12 @@
  * per-clip counts whose resampling distribution is known, and the tallies file that carries a run's counts to a later
  * comparison (src/eval/world-tallies.ts), with hostile files.
  */
-import type { WorldClipTally } from '../../src/eval/world-eval';
+import { worldFigures, type WorldClipTally } from '../../src/eval/world-eval';
 import { worldDifference, worldIntervals, type PairedWorldUnit } from '../../src/eval/world-intervals';
 import { mkdtempSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import * as path from 'node:path';
-import { MAX_TALLIES_BYTES, SettingsMismatchError, baselineRecord, pairWithBaseline, parseWorldTallies, readWorldTallies, settingDifference, unitsByMode, worldTalliesFile, type WorldTallyRecord } from '../../src/eval/world-tallies';
+import { MAX_TALLIES_BYTES, SettingsMismatchError, baselineRecord, pairWithBaseline, parseWorldTallies, readWorldTallies, settingDifference, splitByBlocks, unitsByMode, worldTalliesFile, type WorldTallyRecord } from '../../src/eval/world-tallies';
 
 /**
  * A 24-frame clip with `colorOk` prompt-colour frames, `present` agent frames and `followed` of `pairs` action pairs,
@@ -142,6 +142,18 @@ describe('tallies file', () => {
     const units = unitsByMode(parsed.clips);
     expect(units.world.map((u) => u.length)).toEqual([2, 1]);
     expect(units.t2v.map((u) => u.length)).toEqual([1]);
+  });
+
+  it('splits records by whether their prompt names blocks, each part in order, so its figures can be read apart', () => {
+    const plain = (o: Partial<WorldTallyRecord>) => rec({ prompt: 'a yellow ball in a dark green room', blockFrames: 0, blockOk: 0, ...o });
+    const clips = [rec(), plain({ unit: 1 }), rec({ seed: 1200, blockOk: 0 }), plain({ mode: 't2v', unit: 2, seed: 102, pairs: 0, followed: 0 }), plain({ unit: 1, seed: 1201 })];
+    const { withoutBlocks, withBlocks } = splitByBlocks(parseWorldTallies(file(clips), 'base.json').clips);
+    expect(withBlocks).toEqual([clips[0], clips[2]]);
+    expect(withoutBlocks).toEqual([clips[1], clips[3], clips[4]]);
+    // block_count_acc of the part with blocks: 18 of 48 frames; the part without has none to count
+    expect(worldFigures(unitsByMode(withBlocks).world.flat()).block_count_acc).toBeCloseTo(18 / 48, 12);
+    expect(worldFigures(unitsByMode(withoutBlocks).world.flat()).block_count_acc).toBeNull();
+    expect(splitByBlocks([])).toEqual({ withoutBlocks: [], withBlocks: [] });
   });
 
   it.each([
