@@ -160,7 +160,7 @@ function groupUnits<U>(records: readonly WorldTallyRecord[], pick: (rs: WorldTal
  * The records split by whether their prompt names blocks ("… with two yellow blocks"), i.e. whether the clip was scored
  * on blocks (`blockFrames` > 0: `tallyWorldClip` scores every frame of such a prompt, none of another, and the schema
  * holds records to it), each part in the records' order. `eval:world` reports its figures on each part, as T2V loses
- * the agent mostly in prompts that name blocks (docs/model-card.md, "Where the figures are lost").
+ * the agent mostly in prompts that name blocks (docs/model-card.md, "Prompts that name blocks").
  */
 export function splitByBlocks(records: readonly WorldTallyRecord[]): { withoutBlocks: WorldTallyRecord[]; withBlocks: WorldTallyRecord[] } {
   return { withoutBlocks: records.filter((r) => r.blockFrames === 0), withBlocks: records.filter((r) => r.blockFrames > 0) };
