@@ -71,7 +71,10 @@ describe('text_pretrain.py', () => {
         'from training_forward import ref\n' +
         'torch.set_num_threads(2); torch.manual_seed(0)\n' +
         't5 = ref.T5EncoderModel(default_model.default_spec()["textEncoder"])\n' +
-        'acc = tp.pretrain_text_encoder(t5, default_model.default_words(), 32, 60, 0, lambda r: None)\n' +
+        'heads = tp.attribute_heads(t5.shared.weight.shape[1], 0)\n' +
+        'acc = tp.pretrain_text_encoder(t5, heads, default_model.default_words(), 32, 60, 0, lambda r: None)\n' +
+        '# the same heads on the same held-out prompts read what the stage returned\n' +
+        'assert tp.held_out_accuracy(t5, heads, default_model.default_words(), 32, 0) == acc\n' +
         'print(json.dumps({"acc": acc, "training": t5.training}))',
     );
     expect(out.training).toBe(false);

@@ -76,6 +76,10 @@ describe('train.py refuses bad flags by name, before training (exit 2, nothing w
     ['text-encoder learning rate of 2', ['--text-lr', '2'], /--text-lr must be in \(0, 1\) and above float32's smallest normal number 1\.18e-38; got 2\.0/],
     ['a text-encoder learning rate for a frozen encoder', ['--text-lr', '1e-4', '--text-encoder', 'frozen'], /--text-lr needs --text-encoder joint \(a frozen encoder has no learning rate\)/],
     ['negative text-encoder steps', ['--text-steps=-1'], /--text-steps must not be negative; got -1/],
+    ['a negative attribute-loss weight', ['--text-aux-weight=-0.5'], /--text-aux-weight must be a finite number ≥ 0; got -0\.5/],
+    ['an attribute-loss weight of NaN', ['--text-aux-weight', 'nan'], /--text-aux-weight must be a finite number ≥ 0; got nan/],
+    ['an attribute-loss weight of inf', ['--text-aux-weight', 'inf'], /--text-aux-weight must be a finite number ≥ 0; got inf/],
+    ['an attribute-loss weight for a frozen encoder', ['--text-aux-weight', '0.1', '--text-encoder', 'frozen'], /--text-aux-weight needs --text-encoder joint \(a frozen encoder learns nothing from it\)/],
     ['unknown text-encoder mode', ['--text-encoder', 'trained'], /--text-encoder: invalid choice: 'trained'/],
     ['an --init directory that does not exist', ['--init', '/nonexistent/omnirx'], /--init \/nonexistent\/omnirx: not a model directory this script wrote \(missing model\.json/],
   ];
@@ -307,6 +311,32 @@ describe('a short training run', () => {
     expect(summary(dirs.own)).toMatchObject({ dit_lr: 0.0005, text_lr: 0.0001 });
     expect(summary(dirs.plain)).toMatchObject({ text_lr: 0.0005 });
     expect(String(summary(dirs.own).repeat)).toMatch(/ --text-lr 0\.0001 --init /);
+  }, 300_000);
+
+  it('--text-aux-weight keeps the attribute loss beside the DiT loss: the same batches and first DiT loss, an attribute loss logged each step, other text-encoder tensors, named where the run is recorded', () => {
+    const phase = ['--init', first, '--seed', '5', '--dit-steps', '2', '--finetune-steps', '1', '--teacher-forcing-steps', '1'];
+    const dirs = variants(phase, { plain: [], aux: ['--text-aux-weight', '0.5'] });
+    type Rec = { stage: string; loss: number; mode: string; attr_loss?: number };
+    const log = (dir: string) => readFileSync(path.join(dir, 'train_log.jsonl'), 'utf8').trim().split('\n').map((l) => JSON.parse(l) as Rec);
+    const [plain, aux] = [log(dirs.plain), log(dirs.aux)];
+    expect(aux.map((r) => [r.stage, r.mode])).toEqual(plain.map((r) => [r.stage, r.mode]));
+    // before any update the DiT loss is the same: the attribute batches come from a stream of their own
+    expect(aux[0].loss).toBe(plain[0].loss);
+    expect(plain.every((r) => r.attr_loss === undefined)).toBe(true);
+    // fresh heads (no text stage with --init) over 5 attributes: about the mean of ln(class count), 1.6
+    expect(aux.map((r) => r.attr_loss)).toEqual(aux.map(() => expect.any(Number)));
+    expect(aux[0].attr_loss).toBeGreaterThan(0.8);
+    expect(aux[0].attr_loss).toBeLessThan(3);
+    expect(changed(path.join(dirs.aux, 'text_encoder.safetensors'), path.join(dirs.plain, 'text_encoder.safetensors')).length).toBeGreaterThan(0);
+    const meta = (dir: string) => parseSafetensors(readFileSync(path.join(dir, 'transformer.safetensors')), dir).metadata;
+    expect(meta(dirs.aux)).toMatchObject({ text_aux_weight: '0.5' });
+    expect(meta(dirs.plain)).not.toHaveProperty('text_aux_weight');
+    expect(String(summary(dirs.aux).repeat)).toMatch(/ --text-aux-weight 0\.5 --init /);
+    const text = (dir: string) => summary(dir).text as { aux_weight: number; held_out_acc_after_dit: Record<string, number> | null };
+    expect(text(dirs.plain)).toMatchObject({ aux_weight: 0, held_out_acc_after_dit: null });
+    expect(text(dirs.aux).aux_weight).toBe(0.5);
+    expect(Object.keys(text(dirs.aux).held_out_acc_after_dit ?? {})).toEqual(['room', 'agent_color', 'agent_shape', 'blocks', 'block_color']);
+    for (const v of Object.values(text(dirs.aux).held_out_acc_after_dit ?? {})) expect(v).toBeGreaterThanOrEqual(0);
   }, 300_000);
 
   it('--init refuses a copy whose model.json is damaged, naming what is wrong', () => {

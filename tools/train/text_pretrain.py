@@ -12,7 +12,10 @@ decide the agent fade from the text states.
 
 Objective: the mean of a prompt's valid final states [dModel] predicts its five attributes through one linear head per
 attribute (cross-entropy averaged over the attributes), so the states carry the whole scene, agent and blocks apart.
-The heads are discarded. (Asking every token to predict all five learned far slower: 0.69 agent colour per token
+The heads are discarded after the DiT, unless ``--text-aux-weight λ`` keeps the objective beside the DiT's loss in the
+phases that train the encoder jointly (λ times the attribute loss of a fresh batch of BATCH prompts per DiT step,
+the heads trained on with the encoder), so the encoder cannot give up the binding the DiT's loss lets it lose: the
+auxiliary-loss route named in docs/model-card.md, "Text encoder". (Asking every token to predict all five learned far slower: 0.69 agent colour per token
 after 300 steps, against 0.96 pooled after 400.) Prompts come from the grammar of
 procedural_world (``Scene.prompt``), with the attribute distribution of ``sample_scene`` (obstacle placement aside).
 """
@@ -67,20 +70,38 @@ def attribute_loss(logits: Sequence[torch.Tensor], labels: torch.Tensor) -> Tupl
     return torch.stack(losses).mean(), accs
 
 
-def pretrain_text_encoder(t5: ref.T5EncoderModel, words: Sequence[str], max_len: int, steps: int, seed: int, log) -> List[float]:
-    """Trains ``t5`` in place for ``steps`` AdamW steps (batch BATCH prompts, lr LR, 20-step warm-up, no decay) on the
-    attribute objective (module docstring); logs stage "text" with the loss and the batch's mean accuracy per step.
-    Returns the per-attribute accuracy on 512 held-out prompts (ATTRIBUTES' order); the encoder is left in eval mode."""
+def attribute_batch_loss(t5: ref.T5EncoderModel, heads: Sequence[torch.nn.Linear], rng: np.random.Generator, words: Sequence[str], max_len: int) -> Tuple[torch.Tensor, List[float]]:
+    """attribute_loss of BATCH fresh prompts drawn from ``rng`` (sample_prompts): the scalar loss (with its graph) and
+    the batch's accuracy per attribute."""
+    prompts, labels = sample_prompts(rng, BATCH)
+    return attribute_loss(attribute_logits(t5, heads, prompts, words, max_len), torch.from_numpy(labels))
+
+
+def attribute_heads(d: int, seed: int) -> List[torch.nn.Linear]:
+    """One linear head [d → classes] per attribute of ATTRIBUTES, initialised after seeding torch with seed + SEED_TEXT."""
     torch.manual_seed(seed + SEED_TEXT)
-    d = t5.shared.weight.shape[1]
-    heads = [torch.nn.Linear(d, k) for _, k in ATTRIBUTES]
+    return [torch.nn.Linear(d, k) for _, k in ATTRIBUTES]
+
+
+def held_out_accuracy(t5: ref.T5EncoderModel, heads: Sequence[torch.nn.Linear], words: Sequence[str], max_len: int, seed: int) -> List[float]:
+    """Per-attribute accuracy (ATTRIBUTES' order, rounded to 4 places) of ``heads`` over ``t5``'s mean states on 512
+    held-out prompts, the same prompts for a seed; no gradient, the modules' modes unchanged."""
+    prompts, labels = sample_prompts(np.random.default_rng([seed, SEED_TEXT, 1]), 512)
+    with torch.no_grad():
+        _, accs = attribute_loss(attribute_logits(t5, heads, prompts, words, max_len), torch.from_numpy(labels))
+    return [round(a, 4) for a in accs]
+
+
+def pretrain_text_encoder(t5: ref.T5EncoderModel, heads: Sequence[torch.nn.Linear], words: Sequence[str], max_len: int, steps: int, seed: int, log) -> List[float]:
+    """Trains ``t5`` and ``heads`` (attribute_heads) in place for ``steps`` AdamW steps (batch BATCH prompts, lr LR,
+    20-step warm-up, no decay) on the attribute objective (module docstring); logs stage "text" with the loss and the
+    batch's mean accuracy per step. Returns held_out_accuracy; the encoder is left in eval mode."""
     params = list(t5.parameters()) + [p for h in heads for p in h.parameters()]
     opt = torch.optim.AdamW(params, lr=LR, betas=(0.9, 0.99), weight_decay=0.0)
     rng = np.random.default_rng([seed, SEED_TEXT])
     t5.train()
     for step in range(steps):
-        prompts, labels = sample_prompts(rng, BATCH)
-        loss, accs = attribute_loss(attribute_logits(t5, heads, prompts, words, max_len), torch.from_numpy(labels))
+        loss, accs = attribute_batch_loss(t5, heads, rng, words, max_len)
         for g in opt.param_groups:
             g["lr"] = LR * min(1.0, (step + 1) / 20)
         opt.zero_grad(set_to_none=True)
@@ -88,7 +109,4 @@ def pretrain_text_encoder(t5: ref.T5EncoderModel, words: Sequence[str], max_len:
         opt.step()
         log({"stage": "text", "step": step, "loss": loss.item(), "acc": round(float(np.mean(accs)), 4)})
     t5.eval()
-    prompts, labels = sample_prompts(np.random.default_rng([seed, SEED_TEXT, 1]), 512)
-    with torch.no_grad():
-        _, accs = attribute_loss(attribute_logits(t5, heads, prompts, words, max_len), torch.from_numpy(labels))
-    return [round(a, 4) for a in accs]
+    return held_out_accuracy(t5, heads, words, max_len, seed)

@@ -112,7 +112,7 @@ import default_model  # noqa: E402
 import procedural_world as world  # noqa: E402
 import training_forward as tf  # noqa: E402
 from loss_plot import plot_losses  # noqa: E402
-from text_pretrain import ATTRIBUTES, pretrain_text_encoder  # noqa: E402
+from text_pretrain import ATTRIBUTES, SEED_TEXT, attribute_batch_loss, attribute_heads, held_out_accuracy, pretrain_text_encoder  # noqa: E402
 from training_forward import aref, cref, ref  # noqa: E402
 
 VAE_BATCH, VAE_LR, VAE_BETA = 8, 1e-3, 1e-4
@@ -404,6 +404,8 @@ def train_dit(
     recycle: float = 0.0,
     spawn: bool = False,
     text_lr: Optional[float] = None,
+    text_heads: Sequence[torch.nn.Module] = (),
+    text_aux_weight: float = 0.0,
 ) -> Tuple[ref.T5EncoderModel, aref.ActionCausalWanModel]:
     """Stage dit: DiT + text encoder ``modules`` (trained in place) with flow matching and diffusion forcing (see module
     docstring), a fresh AdamW and learning-rate schedule over the budget's steps, data of ``seed``. Each encoded batch
@@ -417,15 +419,21 @@ def train_dit(
     dropout are those of the same phase without it. ``spawn``: every scene starts the agent at the world's spawn point
     (procedural_world.SPAWN) instead of a random free position. ``text_lr``: the text encoder's peak learning rate when it
     is trained (None: ``lr``), on the same warm-up and schedule; AdamW is elementwise, so two groups at one rate step as
-    one group does."""
+    one group does. ``text_aux_weight`` λ > 0 (with ``train_text``): each step's loss adds λ times the attribute loss
+    of BATCH fresh grammar prompts through ``text_heads`` (text_pretrain.attribute_batch_loss; the heads join the text
+    encoder's group), drawn from a stream of their own, so the phase's batches, noise and dropout are those without it;
+    logged as ``attr_loss`` beside the DiT's ``loss``."""
     t5, dit = modules
     t5.train(train_text), dit.train()
-    text_params = list(t5.parameters()) if train_text else []
+    aux = train_text and text_aux_weight > 0
+    heads_params = [p for h in text_heads for p in h.parameters()] if aux else []
+    text_params = list(t5.parameters()) + heads_params if train_text else []
     params = text_params + list(dit.parameters())
     groups = [{"params": text_params, "lr_scale": (lr if text_lr is None else text_lr) / lr}] if text_params else []
     opt = torch.optim.AdamW(groups + [{"params": list(dit.parameters())}], lr=lr, betas=(0.9, 0.99), weight_decay=0.01)
     gen = torch.Generator().manual_seed(seed + 2)
     recycle_rng, recycle_gen = np.random.default_rng([seed, RECYCLE_STREAM]), torch.Generator().manual_seed(seed + RECYCLE_STREAM)
+    aux_rng = np.random.default_rng([seed, SEED_TEXT, 2])
     max_len = spec["textEncoder"]["maxLength"]
     start, step, clips = time.time(), 0, None
     while not budget.done(step):
@@ -455,9 +463,11 @@ def train_dit(
         cell_w = 1.0 + agent_weight * b.agent[:, None]  # [B, 1, F, h, w]
         per_frame = (((v - (eps - b.x0)) ** 2) * cell_w).sum(dim=(1, 3, 4)) / (cell_w.sum(dim=(1, 3, 4)) * v.shape[1])  # [B, F]
         loss = (per_frame * w).sum() / w.sum().clamp_min(1.0)
-        lr_now = optimizer_step(opt, params, loss, lr_at(step, budget.total or 10**9, lr))
+        attr_loss = attribute_batch_loss(t5, text_heads, aux_rng, words, max_len)[0] if aux else None
+        lr_now = optimizer_step(opt, params, loss if attr_loss is None else loss + text_aux_weight * attr_loss, lr_at(step, budget.total or 10**9, lr))
         own_text_lr = {"text_lr": opt.param_groups[0]["lr"]} if text_lr is not None and text_params else {}
-        log({"stage": stage, "step": step, "loss": loss.item(), "mode": b.mode, "lr": lr_now, **own_text_lr, "data_s": round(data_s, 2), "step_s": round(time.time() - t_step, 2), "elapsed_s": round(time.time() - start, 2)})
+        attr = {"attr_loss": attr_loss.item()} if attr_loss is not None else {}
+        log({"stage": stage, "step": step, "loss": loss.item(), **attr, "mode": b.mode, "lr": lr_now, **own_text_lr, "data_s": round(data_s, 2), "step_s": round(time.time() - t_step, 2), "elapsed_s": round(time.time() - start, 2)})
         budget.tick(step, start)
         step += 1
     return t5.eval(), dit.eval()
@@ -578,6 +588,7 @@ def main(argv: Optional[List[str]] = None) -> None:
     ap.add_argument("--text-lr", type=float, help="peak learning rate of the jointly trained text encoder in the base and fine-tune phases (default: --dit-lr; the teacher-forcing phase trains both at --teacher-forcing-lr)")
     ap.add_argument("--text-steps", type=int, default=TEXT_STEPS, help="steps of the text-encoder stage on the prompts' scene attributes before the DiT (0: none; skipped with --init)")
     ap.add_argument("--text-encoder", choices=("frozen", "joint"), default=TEXT_ENCODER, help="during the DiT phases: keep the text encoder frozen, or train it jointly through the DiT's loss")
+    ap.add_argument("--text-aux-weight", type=float, default=0.0, help="weight λ of the text stage's attribute loss kept beside the DiT's loss in the phases that train the text encoder jointly (0: none; the heads come from the text stage, or fresh without one)")
     ap.add_argument("--init", help="model directory to continue from (skips the VAE and text stages)")
     a = ap.parse_args(argv)
     if not 0.0 <= a.image_share < 1.0:
@@ -600,6 +611,10 @@ def main(argv: Optional[List[str]] = None) -> None:
         ap.error("--text-lr needs --text-encoder joint (a frozen encoder has no learning rate)")
     if not (math.isfinite(a.teacher_lr) and lr_floor < a.teacher_lr < 1.0):
         ap.error(f"--teacher-forcing-lr must be in (0, 1) and above float32's smallest normal number {lr_floor:.3g}; got {a.teacher_lr}")
+    if not (math.isfinite(a.text_aux_weight) and a.text_aux_weight >= 0):
+        ap.error(f"--text-aux-weight must be a finite number ≥ 0; got {a.text_aux_weight}")
+    if a.text_aux_weight and a.text_encoder != "joint":
+        ap.error("--text-aux-weight needs --text-encoder joint (a frozen encoder learns nothing from it)")
     if a.text_steps < 0:
         ap.error(f"--text-steps must not be negative; got {a.text_steps}")
     if a.vae_steps is not None and a.vae_steps < 0:
@@ -666,23 +681,27 @@ def main(argv: Optional[List[str]] = None) -> None:
         enc.cfg = dec.cfg = spec["vae"]
         t_vae = time.time() - t_start
         modules = new_dit(spec, a.seed)
-        text_steps, text_acc = 0 if a.init is not None else a.text_steps, None
+        text_steps, text_acc, heads = 0 if a.init is not None else a.text_steps, None, []
+        max_len = spec["textEncoder"]["maxLength"]
+        if text_steps or a.text_aux_weight:
+            heads = attribute_heads(spec["textEncoder"]["dModel"], a.seed)
         if a.init is not None:
             ref.load_module(modules[0], os.path.join(a.init, "text_encoder.safetensors"))
             ref.load_module(modules[1], os.path.join(a.init, "transformer.safetensors"))
         elif text_steps:
-            text_acc = pretrain_text_encoder(modules[0], words, spec["textEncoder"]["maxLength"], text_steps, a.seed, log)
+            text_acc = pretrain_text_encoder(modules[0], heads, words, max_len, text_steps, a.seed, log)
+        aux = {"text_heads": heads, "text_aux_weight": a.text_aux_weight}
         train_text = a.text_encoder == "joint"
         bf16 = a.precision == "bfloat16"
         share_left = sum(share for _, _, share in phases)
         dit_budget = Budget(a.dit_steps, (60 * minutes - (time.time() - t_start)) * (1 - share_left), minimum=5)
-        modules = train_dit(spec, words, enc, modules, a.seed, dit_budget, log, a.base_agent_weight, "dit", a.reuse, bf16, a.image_share, train_text, a.dit_lr, spawn=a.start == "spawn", text_lr=a.text_lr)
+        modules = train_dit(spec, words, enc, modules, a.seed, dit_budget, log, a.base_agent_weight, "dit", a.reuse, bf16, a.image_share, train_text, a.dit_lr, spawn=a.start == "spawn", text_lr=a.text_lr, **aux)
         ft_budgets: List[Budget] = []
         for k, (name, steps, share) in enumerate(phases, start=1):
             # budget mode: this phase's part of the time still left, in proportion to the shares of the phases left
             ft_budgets.append(Budget(steps, (60 * minutes - (time.time() - t_start)) * share / share_left, minimum=0))
             share_left -= share
-            modules = train_dit(spec, words, enc, modules, a.seed + k, ft_budgets[-1], log, a.agent_weight, name, a.reuse, bf16, a.image_share, train_text, a.dit_lr, spawn=a.start == "spawn", text_lr=a.text_lr)
+            modules = train_dit(spec, words, enc, modules, a.seed + k, ft_budgets[-1], log, a.agent_weight, name, a.reuse, bf16, a.image_share, train_text, a.dit_lr, spawn=a.start == "spawn", text_lr=a.text_lr, **aux)
         if teacher_steps:
             # from the weights (and the VAE that encodes its clips) as written, in float16: a model written without
             # this phase and continued with --init M --dit-steps 0 --finetune-steps 0 --seed S+len(phases) takes the same
@@ -691,7 +710,7 @@ def main(argv: Optional[List[str]] = None) -> None:
                 for v in module.state_dict().values():
                     v.copy_(v.half().float())
             k = len(phases) + 1
-            modules = train_dit(spec, words, enc, modules, a.seed + k, Budget(teacher_steps, 0.0, minimum=0), log, a.agent_weight, "teacher", a.reuse, bf16, a.image_share, train_text, a.teacher_lr, a.teacher_share, a.error_recycling, a.teacher_start == "spawn")
+            modules = train_dit(spec, words, enc, modules, a.seed + k, Budget(teacher_steps, 0.0, minimum=0), log, a.agent_weight, "teacher", a.reuse, bf16, a.image_share, train_text, a.teacher_lr, a.teacher_share, a.error_recycling, a.teacher_start == "spawn", **aux)
         t5, dit = modules
     ft_steps = ",".join(str(b.total) for b in ft_budgets)
     spec["weights"] = "trained"
@@ -720,6 +739,8 @@ def main(argv: Optional[List[str]] = None) -> None:
         options["error-recycling"] = a.error_recycling
     if a.text_lr is not None:  # likewise
         options["text-lr"] = a.text_lr
+    if a.text_aux_weight:  # likewise
+        options["text-aux-weight"] = a.text_aux_weight
     meta = {"format": "pt", "generator": "omnirx tools/train/train.py", **{k.replace("-", "_"): str(v) for k, v in options.items()}}
     write_model(a.out, spec, words, t5, dit, enc, dec, meta)
     plot_losses(os.path.join(a.out, "loss_curve.png"), series)
@@ -743,7 +764,9 @@ def main(argv: Optional[List[str]] = None) -> None:
         "image_share": a.image_share,
         "start": a.start,
         "teacher": {"seed": a.seed + len(phases) + 1, "steps": teacher_steps, "share": a.teacher_share, "lr": a.teacher_lr, "start": a.teacher_start, "error_recycling": a.error_recycling, "loss_first": series["teacher"][0][1], "loss_last20": tail("teacher")} if teacher_steps else None,
-        "text": {"steps": text_steps, "loss_last20": tail("text") if series["text"] else None, "held_out_acc": dict(zip([n for n, _ in ATTRIBUTES], text_acc)) if text_acc else None, "during_dit": a.text_encoder},
+        "text": {"steps": text_steps, "loss_last20": tail("text") if series["text"] else None, "held_out_acc": dict(zip([n for n, _ in ATTRIBUTES], text_acc)) if text_acc else None, "during_dit": a.text_encoder, "aux_weight": a.text_aux_weight,
+                 # the heads' held-out accuracy on the encoder as written: how much of the binding the DiT phases kept
+                 "held_out_acc_after_dit": dict(zip([n for n, _ in ATTRIBUTES], held_out_accuracy(t5, heads, words, max_len, a.seed))) if a.text_aux_weight else None},
         "dit": {"steps": dit_budget.total, "step_s": dit_budget.step_s, "loss_first": series["dit"][0][1] if series["dit"] else None, "loss_last20": tail("dit") if series["dit"] else None},
         "finetune": [
             {"stage": name, "seed": a.seed + k, "steps": b.total, "step_s": b.step_s, "loss_first": series[name][0][1], "loss_last20": tail(name)}
