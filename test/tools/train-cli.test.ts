@@ -2,12 +2,12 @@
  * The training command, tools/train/train.py (issue 8), as a user runs it with Debian's PyTorch: its flags refuse bad
  * values by name before any training starts, a short run writes a model directory the runtime loads, the `repeat`
  * line of train_summary.json reproduces that run byte for byte, and `--init` continues from a directory it wrote while
- * refusing one it did not, and the teacher-forcing phase run on a written model gives the weights of one command that ends
- * with it. Runs are a few steps of the default architecture (about 20 s each); the recipe itself is
+ * refusing one it did not, the teacher-forcing phase run on a written model gives the weights of one command that ends
+ * with it, and a run killed inside a phase and continued with `--resume` gives the weights of the run never stopped. Runs are a few steps of the default architecture (about 20 s each); the recipe itself is
  * measured in docs/model-card.md, not here.
  */
-import { spawnSync, SpawnSyncReturns } from 'node:child_process';
-import { copyFileSync, mkdtempSync, readFileSync, readdirSync, writeFileSync } from 'node:fs';
+import { spawn, spawnSync, SpawnSyncReturns } from 'node:child_process';
+import { copyFileSync, existsSync, mkdtempSync, readFileSync, readdirSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import * as path from 'node:path';
 import { parseSafetensors } from '../../src/models/weights/safetensors';
@@ -82,6 +82,9 @@ describe('train.py refuses bad flags by name, before training (exit 2, nothing w
     ['an attribute-loss weight for a frozen encoder', ['--text-aux-weight', '0.1', '--text-encoder', 'frozen'], /--text-aux-weight needs --text-encoder joint \(a frozen encoder learns nothing from it\)/],
     ['unknown text-encoder mode', ['--text-encoder', 'trained'], /--text-encoder: invalid choice: 'trained'/],
     ['an --init directory that does not exist', ['--init', '/nonexistent/omnirx'], /--init \/nonexistent\/omnirx: not a model directory this script wrote \(missing model\.json/],
+    ['a negative checkpoint interval', ['--checkpoint-minutes=-1'], /--checkpoint-minutes must be a finite number ≥ 0; got -1\.0/],
+    ['a checkpoint interval of NaN', ['--checkpoint-minutes', 'nan'], /--checkpoint-minutes must be a finite number ≥ 0; got nan/],
+    ['--resume where no run has written a checkpoint', ['--resume'], /--resume: no checkpoint to resume: .*model\/checkpoint\.pt does not exist/],
   ];
   it.each(cases)('%s', (_name, args, message) => {
     const out = path.join(scratch(), 'model');
@@ -338,6 +341,62 @@ describe('a short training run', () => {
     expect(Object.keys(text(dirs.aux).held_out_acc_after_dit ?? {})).toEqual(['room', 'agent_color', 'agent_shape', 'blocks', 'block_color']);
     for (const v of Object.values(text(dirs.aux).held_out_acc_after_dit ?? {})) expect(v).toBeGreaterThanOrEqual(0);
   }, 300_000);
+
+  /** Starts train.py into `out` and SIGKILLs it once its log holds a record matching `marker`; resolves when it is gone.
+   * Rejects if the run ends on its own first (the test would then not have stopped it). */
+  function killWhenLogged(out: string, args: string[], marker: RegExp): Promise<void> {
+    return new Promise((resolve, reject) => {
+      const child = spawn(PYTHON, [TRAIN, '--out', out, ...args], { cwd: ROOT, stdio: 'ignore' });
+      const log = path.join(out, 'train_log.jsonl');
+      const poll = setInterval(() => {
+        if (existsSync(log) && marker.test(readFileSync(log, 'utf8'))) child.kill('SIGKILL');
+      }, 20);
+      child.on('exit', (code, signal) => {
+        clearInterval(poll);
+        if (signal === 'SIGKILL') resolve();
+        else reject(new Error(`train.py ended by itself (exit ${code}) before the log showed ${marker}`));
+      });
+    });
+  }
+
+  it('a run killed inside a DiT phase and continued with --resume writes the weights and log of the run never stopped; --resume refuses other flags and a damaged checkpoint', async () => {
+    // 6 base-phase steps at --reuse 2: with --checkpoint-minutes 0 a checkpoint at every even step, so a kill after step 3 leaves one inside the phase
+    const run = ['--seed', '3', '--vae-steps', '2', '--text-steps', '3', '--dit-steps', '6', '--finetune-steps', '3,1', '--teacher-forcing-steps', '2', '--reuse', '2', '--text-aux-weight', '0.2', '--teacher-forcing-share', '0.9', '--error-recycling', '0.5'];
+    const whole = path.join(scratch(), 'whole');
+    expect(train(['--out', whole, ...run]).status).toBe(0);
+    expect(readdirSync(whole)).not.toContain('checkpoint.pt'); // a finished run removes it
+    const stopped = path.join(scratch(), 'stopped');
+    await killWhenLogged(stopped, [...run, '--checkpoint-minutes', '0'], /"stage": "dit", "step": 3,/);
+    expect(readdirSync(stopped)).toContain('checkpoint.pt');
+    expect(readdirSync(stopped)).not.toContain('model.json');
+
+    // refused before anything is run: other flags, a damaged file (the checkpoint stays as it was)
+    const other = train(['--out', stopped, ...run, '--seed', '4', '--resume']);
+    expect(other.status).toBe(2);
+    expect(other.stderr).toMatch(/--resume: --seed: the checkpoint's run had --seed 3, this command 4/);
+    const damaged = scratch();
+    copyFileSync(path.join(stopped, 'train_log.jsonl'), path.join(damaged, 'train_log.jsonl'));
+    writeFileSync(path.join(damaged, 'checkpoint.pt'), readFileSync(path.join(stopped, 'checkpoint.pt')).subarray(0, 4096));
+    const bad = train(['--out', damaged, ...run, '--resume']);
+    expect(bad.status).toBe(2);
+    expect(bad.stderr).toMatch(/--resume: .*checkpoint\.pt: not a readable checkpoint: damaged, or not written by this script/);
+    expect(bad.stderr).not.toMatch(/weights_only/);
+
+    const resumed = train(['--out', stopped, ...run, '--resume']);
+    expect(resumed.stderr).not.toMatch(/Traceback/);
+    expect(resumed.status).toBe(0);
+    // it went on from inside the base phase, at a step that starts a fresh batch
+    expect(resumed.stdout).toMatch(/resuming .*checkpoint\.pt: vae, text done; dit from step [24]\n/);
+    for (const f of SAFETENSORS) expect(readFileSync(path.join(stopped, f)).equals(readFileSync(path.join(whole, f)))).toBe(true);
+    // the log holds every step once, with the losses of the run never stopped
+    const steps = (dir: string) =>
+      readFileSync(path.join(dir, 'train_log.jsonl'), 'utf8').trim().split('\n').map((l) => {
+        const r = JSON.parse(l) as { stage: string; step: number; loss: number; attr_loss?: number };
+        return [r.stage, r.step, r.loss, r.attr_loss];
+      });
+    expect(steps(stopped)).toEqual(steps(whole));
+    expect(readdirSync(stopped)).not.toContain('checkpoint.pt');
+  }, 600_000);
 
   it('--init refuses a copy whose model.json is damaged, naming what is wrong', () => {
     const cases: Array<[(spec: Record<string, any>) => unknown, RegExp]> = [

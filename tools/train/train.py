@@ -82,6 +82,11 @@ the arithmetic of the script before bf16, except that a batch's clips are encode
 ``--init DIR`` continues from a model directory this script wrote (all four modules and the VAE statistics; the VAE
 and text stages are skipped), through the same phases.
 
+``--resume`` continues a stopped run in ``--out`` from its ``checkpoint.pt`` (checkpoint.py): written at the end of
+every stage and phase and every ``--checkpoint-minutes`` (default 10) inside a DiT phase, it holds the weights, the
+optimizer, the step and every random stream, so the resumed run writes the bytes of the run never stopped. The command
+must repeat the run's flags (a different one is refused by name); a finished run removes the file.
+
 Usage (repository root, Debian's PyTorch):
 
     nice -n 10 /usr/bin/python3 tools/train/train.py --out models/omnirx-default-trained       # the recipe (~2 h)
@@ -89,7 +94,9 @@ Usage (repository root, Debian's PyTorch):
 
 Writes into --out: model.json ("weights": "trained"), tokenizer.json, text_encoder/transformer/vae.safetensors,
 train_log.jsonl (one JSON object per step, stage "vae", "text", "dit", "finetune", "finetune2" or "teacher"; DiT steps also give data_s,
-the batch's generation + VAE encoding), loss_curve.png and train_summary.json.
+the batch's generation + VAE encoding), loss_curve.png and train_summary.json (its ``wall_s`` counts, for a resumed
+run, the time of the work kept: the stopped run's up to its checkpoint and the resumed run's); checkpoint.pt while it
+runs.
 """
 
 from __future__ import annotations
@@ -111,6 +118,7 @@ sys.path.insert(0, HERE)
 import default_model  # noqa: E402
 import procedural_world as world  # noqa: E402
 import training_forward as tf  # noqa: E402
+from checkpoint import CheckpointError, RunCheckpoint  # noqa: E402
 from loss_plot import plot_losses  # noqa: E402
 from text_pretrain import ATTRIBUTES, SEED_TEXT, attribute_batch_loss, attribute_heads, held_out_accuracy, pretrain_text_encoder  # noqa: E402
 from training_forward import aref, cref, ref  # noqa: E402
@@ -181,6 +189,9 @@ prompt's colours less often (0.531, −0.100 [−0.160, −0.037]), both establi
 frozen`` (100 minutes) it kept the colours within their interval (−0.046) and the action following (+0.167) but drew
 the prompt's blocks far less often (block count 0.061, −0.132 [−0.220, −0.031]). So the default stays random
 (docs/model-card.md, "Spawn point")."""
+CHECKPOINT_MINUTES = 10.0
+"""Default minutes between checkpoints inside a DiT phase (``--checkpoint-minutes``): a stopped recipe run loses at
+most that much (about 800 DiT steps) besides the stage it was in if that was the VAE's or the text encoder's."""
 RECYCLE_STREAM = 3
 """Key of the error-recycling streams (``--error-recycling``): numpy's [seed, 3] draws which batches and the σ, torch's
 seed + 3 the noise, apart from the phase's own streams."""
@@ -406,6 +417,7 @@ def train_dit(
     text_lr: Optional[float] = None,
     text_heads: Sequence[torch.nn.Module] = (),
     text_aux_weight: float = 0.0,
+    ckpt: Optional[RunCheckpoint] = None,
 ) -> Tuple[ref.T5EncoderModel, aref.ActionCausalWanModel]:
     """Stage dit: DiT + text encoder ``modules`` (trained in place) with flow matching and diffusion forcing (see module
     docstring), a fresh AdamW and learning-rate schedule over the budget's steps, data of ``seed``. Each encoded batch
@@ -422,7 +434,10 @@ def train_dit(
     one group does. ``text_aux_weight`` λ > 0 (with ``train_text``): each step's loss adds λ times the attribute loss
     of BATCH fresh grammar prompts through ``text_heads`` (text_pretrain.attribute_batch_loss; the heads join the text
     encoder's group), drawn from a stream of their own, so the phase's batches, noise and dropout are those without it;
-    logged as ``attr_loss`` beside the DiT's ``loss``."""
+    logged as ``attr_loss`` beside the DiT's ``loss``. ``ckpt``: the run's checkpoint (checkpoint.py): the phase goes
+    on from the state it holds for ``stage``, if any, and writes one whenever it is due at a step that starts a fresh
+    data index (the step's batch is then a function of the step alone); the schedule's total must be known by then,
+    so in budget mode none is written before the probe has fixed it."""
     t5, dit = modules
     t5.train(train_text), dit.train()
     aux = train_text and text_aux_weight > 0
@@ -436,7 +451,24 @@ def train_dit(
     aux_rng = np.random.default_rng([seed, SEED_TEXT, 2])
     max_len = spec["textEncoder"]["maxLength"]
     start, step, clips = time.time(), 0, None
+    resumed = ckpt.progress(stage) if ckpt is not None else None
+    if resumed is not None:
+        st = resumed["state"]
+        step, budget.total, budget.step_s, start = st["step"], st["total"], st["step_s"], time.time() - st["elapsed_s"]
+        budget.t0 = None if st["t0_ago"] is None else time.time() - st["t0_ago"]
+        try:
+            opt.load_state_dict(resumed["opt"])
+            gen.set_state(resumed["gens"]["gen"])
+            recycle_gen.set_state(resumed["gens"]["recycle_gen"])
+            aux_rng.bit_generator.state, recycle_rng.bit_generator.state = st["aux_rng"], st["recycle_rng"]
+        except (KeyError, TypeError, ValueError, RuntimeError) as e:
+            raise CheckpointError(f"{ckpt.path}: the state of phase {stage} does not fit it ({type(e).__name__}: {e})") from None
     while not budget.done(step):
+        if ckpt is not None and step > 0 and step % reuse == 0 and budget.total is not None and ckpt.due():
+            state = {"step": step, "total": budget.total, "step_s": budget.step_s, "elapsed_s": time.time() - start,
+                     "t0_ago": None if budget.t0 is None else time.time() - budget.t0,
+                     "aux_rng": aux_rng.bit_generator.state, "recycle_rng": recycle_rng.bit_generator.state}
+            ckpt.save_progress(stage, state, opt, {"gen": gen, "recycle_gen": recycle_gen})
         t_step = time.time()
         index, use = divmod(step, reuse)
         if use == 0:
@@ -590,6 +622,8 @@ def main(argv: Optional[List[str]] = None) -> None:
     ap.add_argument("--text-encoder", choices=("frozen", "joint"), default=TEXT_ENCODER, help="during the DiT phases: keep the text encoder frozen, or train it jointly through the DiT's loss")
     ap.add_argument("--text-aux-weight", type=float, default=0.0, help="weight λ of the text stage's attribute loss kept beside the DiT's loss in the phases that train the text encoder jointly (0: none; the heads come from the text stage, or fresh without one)")
     ap.add_argument("--init", help="model directory to continue from (skips the VAE and text stages)")
+    ap.add_argument("--resume", action="store_true", help="continue the run in --out from its checkpoint.pt (the same flags): the weights are those of the run never stopped")
+    ap.add_argument("--checkpoint-minutes", type=float, default=CHECKPOINT_MINUTES, help="minutes between the checkpoints written inside a DiT phase (each stage and phase also writes one at its end; 0: at every step that starts a fresh batch)")
     a = ap.parse_args(argv)
     if not 0.0 <= a.image_share < 1.0:
         ap.error(f"--image-share must be in [0, 1); got {a.image_share}")
@@ -617,6 +651,8 @@ def main(argv: Optional[List[str]] = None) -> None:
         ap.error("--text-aux-weight needs --text-encoder joint (a frozen encoder learns nothing from it)")
     if a.text_steps < 0:
         ap.error(f"--text-steps must not be negative; got {a.text_steps}")
+    if not (math.isfinite(a.checkpoint_minutes) and a.checkpoint_minutes >= 0):
+        ap.error(f"--checkpoint-minutes must be a finite number ≥ 0; got {a.checkpoint_minutes}")
     if a.vae_steps is not None and a.vae_steps < 0:
         ap.error(f"--vae-steps must not be negative; got {a.vae_steps}")
     if a.dit_steps is not None and a.dit_steps < (0 if a.init is not None else 1):
@@ -643,15 +679,35 @@ def main(argv: Optional[List[str]] = None) -> None:
     teacher_steps = a.teacher_steps or 0
     if a.error_recycling and not teacher_steps:
         ap.error(f"--error-recycling {a.error_recycling} needs a teacher-forcing phase; --teacher-forcing-steps is 0")
+    # every option that changes the tensors is a flag a resumed run must repeat; where it writes, and how often, is not
+    run_flags = {k: v for k, v in vars(a).items() if k not in ("out", "resume", "checkpoint_minutes")}
+    flag_names = {act.dest: act.option_strings[0] for act in ap._actions if act.option_strings}
+    try:
+        ck = RunCheckpoint(a.out, run_flags, 60 * a.checkpoint_minutes, a.resume, flag_names)
+    except CheckpointError as e:
+        ap.error(f"--resume: {e}")
+    log_path = os.path.join(a.out, "train_log.jsonl")
+    if ck.resuming and (not os.path.isfile(log_path) or os.path.getsize(log_path) < ck.log_bytes):
+        ap.error(f"--resume: {log_path} is shorter than the {ck.log_bytes} bytes the checkpoint logged (or missing): not the log of that run")
     torch.set_num_threads(a.threads)
     np.random.seed(a.seed)
     os.makedirs(a.out, exist_ok=True)
-    t_start = time.time()
+    t_start = ck.started()
     checks = tf.check_against_reference()
     spec, words = default_model.default_spec(), default_model.default_words()
-    log_path = os.path.join(a.out, "train_log.jsonl")
     series: Dict[str, List[Tuple[int, float]]] = {"vae": [], "text": [], "dit": [], **{name: [] for name, _, _ in phases}, "teacher": []}
-    with open(log_path, "w") as logf:
+    if ck.resuming:  # the log as the checkpoint saw it: later steps are run again
+        print(f"resuming {ck.path}: {ck.describe()}", flush=True)
+        with open(log_path, "r+") as f:
+            f.truncate(ck.log_bytes)
+            for n, line in enumerate(f.read().splitlines(), start=1):
+                try:
+                    rec = json.loads(line)
+                    series[rec["stage"]].append((rec["step"], rec["loss"]))
+                except (json.JSONDecodeError, KeyError, TypeError):
+                    ap.error(f"--resume: {log_path} line {n} is not a step record of this run: {line[:80]!r}")
+    with open(log_path, "a" if ck.resuming else "w") as logf:
+        ck.attach_log(logf)
 
         def log(rec: dict) -> None:
             logf.write(json.dumps(rec) + "\n")
@@ -660,18 +716,32 @@ def main(argv: Optional[List[str]] = None) -> None:
             if rec["step"] % 25 == 0:
                 print(json.dumps(rec), flush=True)
 
+        def budget_meta(b: Budget) -> dict:
+            return {"total": b.total, "step_s": b.step_s}
+
+        def budget_of(meta: dict) -> Budget:
+            b = Budget(meta["total"], 0.0, minimum=0)
+            b.step_s = meta["step_s"]
+            return b
+
         earlier: Optional[re.Match] = None
-        if a.init is None:
+        if a.init is not None:
+            with open(os.path.join(a.init, "model.json")) as f:
+                init_spec = json.load(f)
+            # what the weights went through before: the parenthesis this script wrote into the --init model's description
+            earlier = re.search(r"\(tools/train/train\.py, .*\)", str(init_spec.get("description", "")))
+        done = ck.begin("vae", needs=("spec", "budget", "wall_s"))
+        if done is not None:  # the checkpoint's VAE and statistics (its weights come back in ck.skipped)
+            spec["vae"], vae_budget, t_vae = done["spec"], budget_of(done["budget"]), done["wall_s"]
+            enc, dec = cref.WanVaeEncoder(spec["vae"]), ref.WanVaeDecoder(spec["vae"])
+            enc, dec = enc.eval(), dec.eval()
+        elif a.init is None:
             vae_budget = Budget(a.vae_steps, 60 * minutes * VAE_SHARE, minimum=5)
             enc, dec = train_vae(spec["vae"], a.seed, vae_budget, log)
             spec["vae"]["latentsMean"], spec["vae"]["latentsStd"] = latent_stats(enc)
         else:
             vae_budget = Budget(0, 0.0, minimum=0)
-            with open(os.path.join(a.init, "model.json")) as f:
-                init_spec = json.load(f)
             spec["vae"] = init_spec["vae"]
-            # what the weights went through before: the parenthesis this script wrote into the --init model's description
-            earlier = re.search(r"\(tools/train/train\.py, .*\)", str(init_spec.get("description", "")))
             enc, dec = cref.WanVaeEncoder(spec["vae"]), ref.WanVaeDecoder(spec["vae"])
             vae_file = os.path.join(a.init, "vae.safetensors")
             for mod in (enc, dec):
@@ -679,36 +749,63 @@ def main(argv: Optional[List[str]] = None) -> None:
                 mod.load_state_dict({k: v for k, v in ref.load_state_dict(vae_file).items() if k in own}, strict=True)
             enc, dec = enc.eval(), dec.eval()
         enc.cfg = dec.cfg = spec["vae"]
-        t_vae = time.time() - t_start
+        ck.track(enc=enc, dec=dec)
+        if done is None:
+            t_vae = time.time() - t_start
+            ck.finish("vae", {"spec": spec["vae"], "budget": budget_meta(vae_budget), "wall_s": t_vae})
+        else:
+            ck.skipped("vae")
         modules = new_dit(spec, a.seed)
         text_steps, text_acc, heads = 0 if a.init is not None else a.text_steps, None, []
         max_len = spec["textEncoder"]["maxLength"]
         if text_steps or a.text_aux_weight:
             heads = attribute_heads(spec["textEncoder"]["dModel"], a.seed)
-        if a.init is not None:
-            ref.load_module(modules[0], os.path.join(a.init, "text_encoder.safetensors"))
-            ref.load_module(modules[1], os.path.join(a.init, "transformer.safetensors"))
-        elif text_steps:
-            text_acc = pretrain_text_encoder(modules[0], heads, words, max_len, text_steps, a.seed, log)
-        aux = {"text_heads": heads, "text_aux_weight": a.text_aux_weight}
+        ck.track(t5=modules[0], dit=modules[1], **{f"heads.{k}": h for k, h in enumerate(heads)})
+        done = ck.begin("text", needs=("held_out_acc",))
+        if done is not None:
+            text_acc = done["held_out_acc"]
+            ck.skipped("text")
+        else:
+            if a.init is not None:
+                ref.load_module(modules[0], os.path.join(a.init, "text_encoder.safetensors"))
+                ref.load_module(modules[1], os.path.join(a.init, "transformer.safetensors"))
+            elif text_steps:
+                text_acc = pretrain_text_encoder(modules[0], heads, words, max_len, text_steps, a.seed, log)
+            ck.finish("text", {"held_out_acc": text_acc})
+        aux = {"text_heads": heads, "text_aux_weight": a.text_aux_weight, "ckpt": ck}
         train_text = a.text_encoder == "joint"
         bf16 = a.precision == "bfloat16"
         share_left = sum(share for _, _, share in phases)
-        dit_budget = Budget(a.dit_steps, (60 * minutes - (time.time() - t_start)) * (1 - share_left), minimum=5)
-        modules = train_dit(spec, words, enc, modules, a.seed, dit_budget, log, a.base_agent_weight, "dit", a.reuse, bf16, a.image_share, train_text, a.dit_lr, spawn=a.start == "spawn", text_lr=a.text_lr, **aux)
+        done = ck.begin("dit", needs=("budget",))
+        if done is not None:
+            dit_budget = budget_of(done["budget"])
+            ck.skipped("dit")
+        else:
+            dit_budget = Budget(a.dit_steps, (60 * minutes - (time.time() - t_start)) * (1 - share_left), minimum=5)
+            modules = train_dit(spec, words, enc, modules, a.seed, dit_budget, log, a.base_agent_weight, "dit", a.reuse, bf16, a.image_share, train_text, a.dit_lr, spawn=a.start == "spawn", text_lr=a.text_lr, **aux)
+            ck.finish("dit", {"budget": budget_meta(dit_budget)})
         ft_budgets: List[Budget] = []
         for k, (name, steps, share) in enumerate(phases, start=1):
+            done = ck.begin(name, needs=("budget",))
+            if done is not None:
+                ft_budgets.append(budget_of(done["budget"]))
+                share_left -= share
+                ck.skipped(name)
+                continue
             # budget mode: this phase's part of the time still left, in proportion to the shares of the phases left
             ft_budgets.append(Budget(steps, (60 * minutes - (time.time() - t_start)) * share / share_left, minimum=0))
             share_left -= share
             modules = train_dit(spec, words, enc, modules, a.seed + k, ft_budgets[-1], log, a.agent_weight, name, a.reuse, bf16, a.image_share, train_text, a.dit_lr, spawn=a.start == "spawn", text_lr=a.text_lr, **aux)
-        if teacher_steps:
+            ck.finish(name, {"budget": budget_meta(ft_budgets[-1])})
+        if teacher_steps and ck.begin("teacher") is None:
             # from the weights (and the VAE that encodes its clips) as written, in float16: a model written without
             # this phase and continued with --init M --dit-steps 0 --finetune-steps 0 --seed S+len(phases) takes the same
-            # phase (data seed S + len(phases) + 1) from the same weights: the same tensors
-            for module in (*modules, enc, dec):
-                for v in module.state_dict().values():
-                    v.copy_(v.half().float())
+            # phase (data seed S + len(phases) + 1) from the same weights: the same tensors (a phase resumed from a
+            # checkpoint inside it was rounded before it)
+            if ck.progress("teacher") is None:
+                for module in (*modules, enc, dec):
+                    for v in module.state_dict().values():
+                        v.copy_(v.half().float())
             k = len(phases) + 1
             modules = train_dit(spec, words, enc, modules, a.seed + k, Budget(teacher_steps, 0.0, minimum=0), log, a.agent_weight, "teacher", a.reuse, bf16, a.image_share, train_text, a.teacher_lr, a.teacher_share, a.error_recycling, a.teacher_start == "spawn", **aux)
         t5, dit = modules
@@ -743,6 +840,7 @@ def main(argv: Optional[List[str]] = None) -> None:
         options["text-aux-weight"] = a.text_aux_weight
     meta = {"format": "pt", "generator": "omnirx tools/train/train.py", **{k.replace("-", "_"): str(v) for k, v in options.items()}}
     write_model(a.out, spec, words, t5, dit, enc, dec, meta)
+    ck.remove()
     plot_losses(os.path.join(a.out, "loss_curve.png"), series)
 
     def tail(name: str) -> float:
@@ -783,4 +881,8 @@ def main(argv: Optional[List[str]] = None) -> None:
 
 
 if __name__ == "__main__":
-    main()
+    try:
+        main()
+    except CheckpointError as e:  # found while restoring (weights or optimizer state that do not fit): a bad input, not a crash
+        print(f"train.py: error: --resume: {e}", file=sys.stderr)
+        sys.exit(2)
