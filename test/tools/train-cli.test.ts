@@ -359,9 +359,19 @@ describe('a short training run', () => {
     });
   }
 
-  it('a run killed inside a DiT phase and continued with --resume writes the weights and log of the run never stopped; --resume refuses other flags and a damaged checkpoint', async () => {
-    // 6 base-phase steps at --reuse 2: with --checkpoint-minutes 0 a checkpoint at every even step, so a kill after step 3 leaves one inside the phase
-    const run = ['--seed', '3', '--vae-steps', '2', '--text-steps', '3', '--dit-steps', '6', '--finetune-steps', '3,1', '--teacher-forcing-steps', '2', '--reuse', '2', '--text-aux-weight', '0.2', '--teacher-forcing-share', '0.9', '--error-recycling', '0.5'];
+  /** Rewrites the checkpoint in `dir` with one hand edit (Python over the loaded dict `r` and its parsed meta `m`). */
+  function editCheckpoint(dir: string, edit: string): void {
+    const file = path.join(dir, 'checkpoint.pt');
+    const code = `import json, sys, torch\nr = torch.load(sys.argv[1], weights_only=True)\nm = json.loads(r['meta'])\n${edit}\nr['meta'] = json.dumps(m)\ntorch.save(r, sys.argv[1])`;
+    const p = spawnSync(PYTHON, ['-c', code, file], { encoding: 'utf8' });
+    if (p.status !== 0) throw new Error(p.stderr);
+  }
+
+  it('a run killed inside the base phase, resumed, killed inside the teacher-forcing phase and resumed again writes the weights and log of the run never stopped; --resume refuses other flags and damaged or edited checkpoints, leaving the log as it was', async () => {
+    // 6 base-phase and 6 teacher-forcing steps at --reuse 2: with --checkpoint-minutes 0 a checkpoint at every even
+    // step, so a kill after step 3 of either leaves one inside it (the teacher phase's from float16-rounded weights,
+    // with error recycling drawing from its own streams)
+    const run = ['--seed', '3', '--vae-steps', '2', '--text-steps', '3', '--dit-steps', '6', '--finetune-steps', '3,1', '--teacher-forcing-steps', '6', '--reuse', '2', '--text-aux-weight', '0.2', '--teacher-forcing-share', '0.9', '--error-recycling', '0.5'];
     const whole = path.join(scratch(), 'whole');
     expect(train(['--out', whole, ...run]).status).toBe(0);
     expect(readdirSync(whole)).not.toContain('checkpoint.pt'); // a finished run removes it
@@ -369,8 +379,10 @@ describe('a short training run', () => {
     await killWhenLogged(stopped, [...run, '--checkpoint-minutes', '0'], /"stage": "dit", "step": 3,/);
     expect(readdirSync(stopped)).toContain('checkpoint.pt');
     expect(readdirSync(stopped)).not.toContain('model.json');
+    const log = () => readFileSync(path.join(stopped, 'train_log.jsonl'));
+    const logAtKill = log();
 
-    // refused before anything is run: other flags, a damaged file (the checkpoint stays as it was)
+    // refused before anything is run, the log untouched: other flags, a damaged file, hand edits
     const other = train(['--out', stopped, ...run, '--seed', '4', '--resume']);
     expect(other.status).toBe(2);
     expect(other.stderr).toMatch(/--resume: --seed: the checkpoint's run had --seed 3, this command 4/);
@@ -381,12 +393,32 @@ describe('a short training run', () => {
     expect(bad.status).toBe(2);
     expect(bad.stderr).toMatch(/--resume: .*checkpoint\.pt: not a readable checkpoint: damaged, or not written by this script/);
     expect(bad.stderr).not.toMatch(/weights_only/);
+    const edits: Array<[string, RegExp]> = [
+      ["for k in [k for k in r if k.startswith('module.dit.')]: del r[k]", /no weights for dit \(module\.dit\.\*\), which the run had made by then/],
+      ["m['current']['stage'] = 'finetune9'", /meta\.current\.stage 'finetune9' is not the stage this run does after 'text'/],
+      ["m['stages']['vae']['budget'] = {}", /meta\.stages\.vae\.budget must be \{total: integer ≥ 0, step_s: number ≥ 0 or null\}/],
+      ["m['stages']['vae']['spec']['zDim'] = 8", /meta\.stages\.vae\.spec\.zDim is 8, the default architecture has 16/],
+      ["r['opt.0.exp_avg'] = torch.zeros(7)", /the state of phase dit does not fit it \(ValueError: AdamW exp_avg of shape \(7,\) for a parameter of shape/],
+      ["m['current']['state']['elapsed_s'] = float('nan')", /meta\.current\.state\.elapsed_s must be a finite number ≥ 0/],
+    ];
+    for (const [edit, message] of edits) {
+      const copy = scratch();
+      for (const f of readdirSync(stopped)) copyFileSync(path.join(stopped, f), path.join(copy, f));
+      editCheckpoint(copy, edit);
+      const r = train(['--out', copy, ...run, '--resume']);
+      expect(r.stderr).toMatch(message);
+      expect(r.stderr).not.toMatch(/Traceback/);
+      expect(r.status).toBe(2);
+      expect(readFileSync(path.join(copy, 'train_log.jsonl')).equals(logAtKill)).toBe(true);
+    }
+    expect(log().equals(logAtKill)).toBe(true);
 
+    // resumed inside the base phase, at a step that starts a fresh batch, and stopped again inside the teacher phase
+    await killWhenLogged(stopped, [...run, '--checkpoint-minutes', '0', '--resume'], /"stage": "teacher", "step": 3,/);
     const resumed = train(['--out', stopped, ...run, '--resume']);
     expect(resumed.stderr).not.toMatch(/Traceback/);
     expect(resumed.status).toBe(0);
-    // it went on from inside the base phase, at a step that starts a fresh batch
-    expect(resumed.stdout).toMatch(/resuming .*checkpoint\.pt: vae, text done; dit from step [24]\n/);
+    expect(resumed.stdout).toMatch(/resuming .*checkpoint\.pt: vae, text, dit, finetune, finetune2 done; teacher from step [24]\n/);
     for (const f of SAFETENSORS) expect(readFileSync(path.join(stopped, f)).equals(readFileSync(path.join(whole, f)))).toBe(true);
     // the log holds every step once, with the losses of the run never stopped
     const steps = (dir: string) =>
@@ -395,8 +427,24 @@ describe('a short training run', () => {
         return [r.stage, r.step, r.loss, r.attr_loss];
       });
     expect(steps(stopped)).toEqual(steps(whole));
+    // the summary's losses come from the whole log (the stopped runs' part replayed)
+    const losses = (dir: string) => ['dit', 'teacher'].map((k) => summary(dir)[k] as { steps: number; loss_first: number; loss_last20: number });
+    expect(losses(stopped)).toEqual(losses(whole));
     expect(readdirSync(stopped)).not.toContain('checkpoint.pt');
-  }, 600_000);
+  }, 900_000);
+
+  it('a new run without --resume in the directory of a stopped one removes its checkpoint at the start', async () => {
+    const dir = path.join(scratch(), 'again');
+    await killWhenLogged(dir, ['--vae-steps', '2', '--text-steps', '0', '--dit-steps', '40', '--finetune-steps', '0', '--teacher-forcing-steps', '0', '--checkpoint-minutes', '0'], /"stage": "dit", "step": 3,/);
+    expect(readdirSync(dir)).toContain('checkpoint.pt');
+    // another run started there removes it at once, before its VAE stage ends (so --resume cannot take it for its own)
+    // (the stopped run logged VAE steps 0 and 1 only: step 5 is this run's)
+    await killWhenLogged(dir, ['--vae-steps', '40', '--text-steps', '0', '--dit-steps', '2', '--finetune-steps', '0', '--teacher-forcing-steps', '0'], /"stage": "vae", "step": 5,/);
+    expect(readdirSync(dir)).not.toContain('checkpoint.pt');
+    const r = train(['--out', dir, '--vae-steps', '40', '--text-steps', '0', '--dit-steps', '2', '--finetune-steps', '0', '--teacher-forcing-steps', '0', '--resume']);
+    expect(r.status).toBe(2);
+    expect(r.stderr).toMatch(/--resume: no checkpoint to resume/);
+  }, 300_000);
 
   it('--init refuses a copy whose model.json is damaged, naming what is wrong', () => {
     const cases: Array<[(spec: Record<string, any>) => unknown, RegExp]> = [

@@ -1,24 +1,29 @@
 """
 Resumable runs of tools/train/train.py (``--resume``): the run's state written to ``OUT/checkpoint.pt`` at the end of
-every stage and phase and, inside a DiT phase, every ``--checkpoint-minutes`` (default 10), so a run stopped by a
-signal, a crash or the end of a time slot continues from its last checkpoint and writes the same bytes as the run
-that was never stopped.
+every stage and phase but the last and, inside a DiT phase, every ``--checkpoint-minutes`` (default 10), so a run
+stopped by a signal, a crash or the end of a time slot continues from its last checkpoint. With fixed step counts (the
+recipe's, or given by flag) the resumed run writes the same bytes as the run never stopped; in budget mode
+(``--budget-minutes``, ``--smoke``) the counts fixed so far are kept and later phases take their share of the time
+left, as any budget run's do.
 
 What makes that exact: the stages before the checkpoint are skipped and their results (weights, latent statistics,
 step counts) come from the file; the phase in progress gets back its modules (float32, as trained), its AdamW state,
 its step, its learning-rate schedule's total and every random stream it draws from (torch's global generator, the
 phase's noise generator and error-recycling generator, numpy's attribute-prompt and error-recycling streams). Its data
 needs nothing: a DiT batch is a function of (seed, data index, use), so a phase is checkpointed only where the next
-step starts a fresh data index (step a multiple of ``--reuse``). The log (``train_log.jsonl``) is cut back to the
-byte offset it had at the checkpoint, so it holds each step once. Stages ``vae`` and ``text`` are checkpointed at
-their end only (the VAE stage is about a tenth of the recipe's time, the text stage, when run, about 2 minutes).
+step starts a fresh data index (step a multiple of ``--reuse``). The log (``train_log.jsonl``) is cut back, at the
+resumed run's first record, to the length it had at the checkpoint, so it holds each step once. Stages ``vae`` and
+``text`` are checkpointed at their end only: a stop inside the VAE stage (``VAE_SHARE`` of a budget run, about 15 %
+of the recipe's time) reruns it.
 
 File layout: one ``torch.save`` of a flat ``{name: tensor}`` dict plus ``"meta"``, a JSON string (format, version,
-the run's flags, completed stages, the phase in progress, log offset, wall time), so ``torch.load(weights_only=True)``
+the run's flags, completed stages, the phase in progress, log length, wall time), so ``torch.load(weights_only=True)``
 reads it without running pickled code. Tensor names: ``module.<enc|dec|t5|dit|heads.K>.<parameter>``,
 ``opt.<index>.<key>`` (AdamW state per parameter index), ``rng.torch``, ``rng.gen`` and ``rng.recycle_gen`` (torch
-generator states). Written to a temporary file and renamed over the old one, so a kill while writing leaves the last
-complete checkpoint. A finished run removes it.
+generator states). The log is synced to disk first, then the checkpoint is written to a temporary file, synced and
+renamed over the old one, so a kill or an OS crash while writing leaves the last complete checkpoint and a log at
+least as long as it says. A finished run removes it; a new run (without ``--resume``) in the same directory removes a
+stopped run's at its start. A resumed run must use the code the run started with: only the flags are compared.
 """
 
 from __future__ import annotations
@@ -27,7 +32,7 @@ import json
 import math
 import os
 import time
-from typing import IO, Any, Dict, Mapping, Optional, Sequence
+from typing import IO, Any, Dict, Mapping, Optional
 
 import torch
 
@@ -104,6 +109,7 @@ class RunCheckpoint:
         self.log_bytes = 0  # length of train_log.jsonl at that checkpoint
         self.modules: Dict[str, torch.nn.Module] = {}
         self._log: Optional[IO[str]] = None
+        self._cut_pending = False
         self._t_start = time.time()
         self._tensors: Optional[Dict[str, torch.Tensor]] = None
         self._current: Optional[Dict[str, Any]] = None
@@ -124,8 +130,8 @@ class RunCheckpoint:
             raise CheckpointError(f"{self.path}: not a checkpoint of tools/train/train.py (no meta)")
         try:
             meta = json.loads(raw["meta"])
-        except json.JSONDecodeError as e:
-            raise CheckpointError(f"{self.path}: meta is not JSON ({e})") from None
+        except (json.JSONDecodeError, RecursionError) as e:
+            raise CheckpointError(f"{self.path}: meta is not JSON ({type(e).__name__})") from None
         if not isinstance(meta, dict) or meta.get("format") != FORMAT:
             raise CheckpointError(f"{self.path}: format is {meta.get('format') if isinstance(meta, dict) else None!r}, not {FORMAT!r}")
         if meta.get("version") != VERSION:
@@ -138,8 +144,8 @@ class RunCheckpoint:
                 name = flag_names.get(key, key)
                 raise CheckpointError(f"{name}: the checkpoint's run had {name} {theirs.get(key)!r}, this command {self.flags.get(key)!r}; --resume continues a run with the flags it started with")
         tensors = {k: v for k, v in raw.items() if k != "meta"}
-        if "rng.torch" not in tensors or not all(isinstance(v, torch.Tensor) for v in tensors.values()):
-            raise CheckpointError(f"{self.path}: its entries other than meta must be tensors, rng.torch among them")
+        if "rng.torch" not in tensors or not all(isinstance(k, str) and isinstance(v, torch.Tensor) for k, v in tensors.items()):
+            raise CheckpointError(f"{self.path}: its entries other than meta must be tensors named by strings, rng.torch among them")
         problem = _meta_problem(meta, tensors)
         if problem:
             raise CheckpointError(f"{self.path}: {problem}")
@@ -154,6 +160,11 @@ class RunCheckpoint:
         """Whether this run continues from a checkpoint."""
         return self._tensors is not None
 
+    @property
+    def current(self) -> Optional[Dict[str, Any]]:
+        """The phase the checkpoint was taken in (``stage``, ``state``, ``param_groups``), or None (taken at a stage's end)."""
+        return self._current
+
     def describe(self) -> str:
         """Where a resumed run goes on from, e.g. "vae, text done; dit from step 800"."""
         done = ", ".join(self.stages) + " done"
@@ -165,25 +176,32 @@ class RunCheckpoint:
         return self._t_start
 
     def attach_log(self, log: IO[str]) -> None:
-        """The run's open train_log.jsonl, whose length each checkpoint records."""
+        """The run's train_log.jsonl, open for appending, whose length each checkpoint records. On a resumed run it is
+        cut back to the checkpoint's length at the first ``before_log``, so a refusal found while restoring leaves it as
+        it was."""
         self._log = log
+        self._cut_pending = self.resuming
+
+    def before_log(self) -> None:
+        """Call before writing a record to the log (cuts a resumed run's log back once, see ``attach_log``)."""
+        if self._cut_pending and self._log is not None:
+            self._log.truncate(self.log_bytes)
+            self._log.seek(0, os.SEEK_END)
+            self._cut_pending = False
 
     def track(self, **modules: torch.nn.Module) -> None:
         """Registers modules (by name: enc, dec, t5, dit, heads.K) whose weights every checkpoint holds."""
         self.modules.update(modules)
 
-    def begin(self, stage: str, needs: Sequence[str] = ()) -> Optional[Dict[str, Any]]:
+    def begin(self, stage: str) -> Optional[Dict[str, Any]]:
         """
         Before ``stage``: the meta ``finish`` recorded for it when the checkpoint completed it (skip the stage, then call
         ``skipped``), else None (run it). For the phase the checkpoint was taken in, it first loads the checkpoint's
         weights into the tracked modules and torch's global generator state (``progress`` has the rest).
 
-        :raises CheckpointError: when the recorded meta lacks one of the keys ``needs`` names
+        :raises CheckpointError: when the checkpoint lacks weights for a tracked module or they do not fit it
         """
         if stage in self.stages:
-            missing = [k for k in needs if k not in self.stages[stage]]
-            if missing:
-                raise CheckpointError(f"{self.path}: meta.stages.{stage} has no {missing[0]}")
             return self.stages[stage]
         if self._current is not None and self._current["stage"] == stage:
             self._restore()
@@ -191,8 +209,8 @@ class RunCheckpoint:
 
     def skipped(self, stage: str) -> None:
         """After the caller rebuilt what a completed ``stage`` made (modules tracked): when the checkpoint was taken at
-        this stage's end, loads its weights into the tracked modules (those made later keep theirs) and torch's global
-        generator state, so the run goes on from exactly there."""
+        this stage's end, loads its weights into the tracked modules (all made by then; later ones are not tracked yet) and
+        torch's global generator state, so the run goes on from exactly there."""
         if self._current is None and self.stages and stage == list(self.stages)[-1]:
             self._restore()
 
@@ -201,13 +219,17 @@ class RunCheckpoint:
         for name, module in self.modules.items():
             prefix = f"module.{name}."
             own = {k[len(prefix):]: v for k, v in self._tensors.items() if k.startswith(prefix)}
-            if own:
-                try:
-                    module.load_state_dict(own, strict=True)
-                except RuntimeError as e:
-                    detail = [ln.strip() for ln in str(e).splitlines()[1:] if ln.strip()][:1] or [str(e)]
-                    raise CheckpointError(f"{self.path}: module.{name} does not fit this script's {name}: {detail[0][:300]}") from None
-        torch.set_rng_state(self._tensors["rng.torch"])
+            if not own:
+                raise CheckpointError(f"{self.path}: no weights for {name} (module.{name}.*), which the run had made by then")
+            try:
+                module.load_state_dict(own, strict=True)
+            except RuntimeError as e:
+                detail = [ln.strip() for ln in str(e).splitlines()[1:] if ln.strip()][:1] or [str(e)]
+                raise CheckpointError(f"{self.path}: module.{name} does not fit this script's {name}: {detail[0][:300]}") from None
+        try:
+            torch.set_rng_state(self._tensors["rng.torch"])
+        except (RuntimeError, TypeError) as e:
+            raise CheckpointError(f"{self.path}: rng.torch is not a torch generator state ({type(e).__name__})") from None
         self._restored = True
 
     def progress(self, stage: str) -> Optional[Dict[str, Any]]:
@@ -217,11 +239,14 @@ class RunCheckpoint:
             return None
         t = self._tensors or {}
         per_param: Dict[int, Dict[str, torch.Tensor]] = {}
-        for k, v in t.items():
-            if k.startswith("opt."):
-                _, index, key = k.split(".", 2)
-                per_param.setdefault(int(index), {})[key] = v
-        groups = [{**g, "betas": tuple(g["betas"])} for g in self._current["param_groups"]]
+        try:
+            for k, v in t.items():
+                if k.startswith("opt."):
+                    _, index, key = k.split(".", 2)
+                    per_param.setdefault(int(index), {})[key] = v
+            groups = [{**g, "betas": tuple(g["betas"])} for g in self._current["param_groups"]]
+        except (ValueError, TypeError, KeyError) as e:
+            raise CheckpointError(f"{self.path}: the optimizer state is malformed (opt.<index>.<key> tensors, param_groups with betas): {type(e).__name__}: {e}") from None
         gens = {k[len("rng."):]: v for k, v in t.items() if k.startswith("rng.") and k != "rng.torch"}
         return {"state": self._current["state"], "opt": {"state": per_param, "param_groups": groups}, "gens": gens}
 
@@ -243,11 +268,14 @@ class RunCheckpoint:
         self._write({"stage": stage, "state": state, "param_groups": sd["param_groups"]}, tensors)
 
     def _write(self, current: Optional[Dict[str, Any]], extra: Dict[str, torch.Tensor]) -> None:
-        if self._log is not None:
+        log_bytes = 0
+        if self._log is not None:  # on disk before the checkpoint that counts it (an OS crash keeps both or the older)
             self._log.flush()
+            os.fsync(self._log.fileno())
+            log_bytes = self.log_bytes if self._cut_pending else self._log.tell()
         meta = {
             "format": FORMAT, "version": VERSION, "flags": self.flags, "stages": self.stages, "current": current,
-            "log_bytes": self._log.tell() if self._log is not None else 0, "wall_s": time.time() - self._t_start,
+            "log_bytes": log_bytes, "wall_s": time.time() - self._t_start,
         }
         data: Dict[str, Any] = {"meta": json.dumps(meta)}
         for name, module in self.modules.items():
@@ -255,8 +283,16 @@ class RunCheckpoint:
         data["rng.torch"] = torch.get_rng_state()
         data.update(extra)
         tmp = self.path + ".tmp"
-        torch.save(data, tmp)
+        with open(tmp, "wb") as f:
+            torch.save(data, f)
+            f.flush()
+            os.fsync(f.fileno())
         os.replace(tmp, self.path)
+        directory = os.open(os.path.dirname(self.path) or ".", os.O_RDONLY)
+        try:
+            os.fsync(directory)  # the rename itself
+        finally:
+            os.close(directory)
         self._last_save = time.time()
 
     def remove(self) -> None:

@@ -83,9 +83,10 @@ the arithmetic of the script before bf16, except that a batch's clips are encode
 and text stages are skipped), through the same phases.
 
 ``--resume`` continues a stopped run in ``--out`` from its ``checkpoint.pt`` (checkpoint.py): written at the end of
-every stage and phase and every ``--checkpoint-minutes`` (default 10) inside a DiT phase, it holds the weights, the
-optimizer, the step and every random stream, so the resumed run writes the bytes of the run never stopped. The command
-must repeat the run's flags (a different one is refused by name); a finished run removes the file.
+every stage and phase but the last and every ``--checkpoint-minutes`` (default 10) inside a DiT phase, it holds the
+weights, the optimizer, the step and every random stream, so with fixed step counts the resumed run writes the bytes
+of the run never stopped. The command must repeat the run's flags (a different one is refused by name); a finished run
+removes the file.
 
 Usage (repository root, Debian's PyTorch):
 
@@ -108,7 +109,7 @@ import os
 import re
 import sys
 import time
-from typing import Dict, List, Optional, Sequence, Tuple
+from typing import Any, Dict, List, Optional, Sequence, Tuple
 
 import numpy as np
 import torch
@@ -452,17 +453,22 @@ def train_dit(
     max_len = spec["textEncoder"]["maxLength"]
     start, step, clips = time.time(), 0, None
     resumed = ckpt.progress(stage) if ckpt is not None else None
-    if resumed is not None:
+    if resumed is not None:  # its fields were checked with the checkpoint (resume_problem)
         st = resumed["state"]
         step, budget.total, budget.step_s, start = st["step"], st["total"], st["step_s"], time.time() - st["elapsed_s"]
         budget.t0 = None if st["t0_ago"] is None else time.time() - st["t0_ago"]
         try:
             opt.load_state_dict(resumed["opt"])
+            for group in opt.param_groups:  # load_state_dict takes a tensor of any shape: a wrong one fails only at opt.step
+                for p in group["params"]:
+                    for key, v in opt.state.get(p, {}).items():
+                        if key != "step" and v.shape != p.shape:
+                            raise ValueError(f"AdamW {key} of shape {tuple(v.shape)} for a parameter of shape {tuple(p.shape)}")
             gen.set_state(resumed["gens"]["gen"])
             recycle_gen.set_state(resumed["gens"]["recycle_gen"])
             aux_rng.bit_generator.state, recycle_rng.bit_generator.state = st["aux_rng"], st["recycle_rng"]
         except (KeyError, TypeError, ValueError, RuntimeError) as e:
-            raise CheckpointError(f"{ckpt.path}: the state of phase {stage} does not fit it ({type(e).__name__}: {e})") from None
+            raise CheckpointError(f"{ckpt.path}: the state of phase {stage} does not fit it ({type(e).__name__}: {str(e)[:300]})") from None
     while not budget.done(step):
         if ckpt is not None and step > 0 and step % reuse == 0 and budget.total is not None and ckpt.due():
             state = {"step": step, "total": budget.total, "step_s": budget.step_s, "elapsed_s": time.time() - start,
@@ -578,19 +584,69 @@ def check_init(directory: str, spec: dict) -> Optional[str]:
     if not isinstance(found, dict):
         return "model.json is not a JSON object"
     for part in ("textEncoder", "transformer", "vae"):
-        got = found.get(part)
-        if not isinstance(got, dict):
+        if not isinstance(found.get(part), dict):
             return f"model.json has no {part} object"
-        for key, want in spec[part].items():
-            if key in ("latentsMean", "latentsStd"):
-                continue  # trained statistics, not architecture
-            if got.get(key) != want:
-                return f"model.json {part}.{key} is {got.get(key)!r}, the default architecture has {want!r}"
-    for key in ("latentsMean", "latentsStd"):
-        xs = found["vae"].get(key)
-        ok = isinstance(xs, list) and len(xs) == spec["vae"]["zDim"] and all(isinstance(x, (int, float)) and not isinstance(x, bool) and math.isfinite(x) for x in xs)
-        if not ok or (key == "latentsStd" and min(xs) <= 0):
-            return f"model.json vae.{key} must be {spec['vae']['zDim']} finite numbers" + (" > 0" if key == "latentsStd" else "")
+        problem = part_problem(found[part], spec, part, f"model.json {part}")
+        if problem:
+            return problem
+    return None
+
+
+def part_problem(got: object, spec: dict, part: str, where: str) -> Optional[str]:
+    """Why ``got``, a model.json's ``part`` ("textEncoder", "transformer" or "vae") found at ``where``, is not of
+    ``spec``'s architecture (the key is named), or for "vae" why its ``latentsMean``/``latentsStd`` are not zDim finite
+    numbers (std > 0); None when it is."""
+    if not isinstance(got, dict):
+        return f"{where} is not an object"
+    for key, want in spec[part].items():
+        if key in ("latentsMean", "latentsStd"):
+            continue  # trained statistics, not architecture
+        if got.get(key) != want:
+            return f"{where}.{key} is {got.get(key)!r}, the default architecture has {want!r}"
+    if part == "vae":
+        for key in ("latentsMean", "latentsStd"):
+            xs = got.get(key)
+            ok = isinstance(xs, list) and len(xs) == spec["vae"]["zDim"] and all(isinstance(x, (int, float)) and not isinstance(x, bool) and math.isfinite(x) for x in xs)
+            if not ok or (key == "latentsStd" and min(xs) <= 0):
+                return f"{where}.{key} must be {spec['vae']['zDim']} finite numbers" + (" > 0" if key == "latentsStd" else "")
+    return None
+
+
+def resume_problem(stages: Dict[str, Any], current: Optional[Dict[str, Any]], plan: Sequence[str], spec: dict) -> Optional[str]:
+    """Why a checkpoint's completed ``stages`` and phase in progress ``current`` (checkpoint.RunCheckpoint, whose
+    layout it has checked) do not fit a run of stages ``plan`` or lack what the run reads back from them (named by
+    field), or None."""
+    def number(x: Any, optional: bool = False) -> bool:
+        return (optional and x is None) or (isinstance(x, (int, float)) and not isinstance(x, bool) and math.isfinite(x) and x >= 0)
+
+    names = list(stages)
+    if names != list(plan[: len(names)]):
+        return f"meta.stages {names} is not the start of this run's stages {list(plan)}"
+    if current is not None and (len(names) >= len(plan) or current["stage"] != plan[len(names)]):
+        return f"meta.current.stage {current['stage']!r} is not the stage this run does after {names[-1]!r}"
+    for name, meta in stages.items():
+        if name == "text":
+            acc = meta.get("held_out_acc")
+            if not (acc is None or (isinstance(acc, list) and len(acc) == len(ATTRIBUTES) and all(number(x) and x <= 1 for x in acc))):
+                return f"meta.stages.text.held_out_acc must be null or {len(ATTRIBUTES)} accuracies in [0, 1]"
+            continue
+        b = meta.get("budget")
+        if not (isinstance(b, dict) and isinstance(b.get("total"), int) and not isinstance(b["total"], bool) and b["total"] >= 0 and number(b.get("step_s"), optional=True)):
+            return f"meta.stages.{name}.budget must be {{total: integer ≥ 0, step_s: number ≥ 0 or null}}"
+        if name == "vae":
+            if not number(meta.get("wall_s")):
+                return "meta.stages.vae.wall_s must be a finite number ≥ 0"
+            problem = part_problem(meta.get("spec"), spec, "vae", "meta.stages.vae.spec")
+            if problem:
+                return problem
+    if current is not None:
+        st = current["state"]
+        for key, optional in (("step_s", True), ("elapsed_s", False), ("t0_ago", True)):
+            if not number(st.get(key), optional):
+                return f"meta.current.state.{key} must be a finite number ≥ 0" + (" or null" if optional else "")
+        for key in ("aux_rng", "recycle_rng"):
+            if not isinstance(st.get(key), dict):
+                return f"meta.current.state.{key} must be a numpy bit-generator state (an object)"
     return None
 
 
@@ -686,9 +742,15 @@ def main(argv: Optional[List[str]] = None) -> None:
         ck = RunCheckpoint(a.out, run_flags, 60 * a.checkpoint_minutes, a.resume, flag_names)
     except CheckpointError as e:
         ap.error(f"--resume: {e}")
+    plan = ["vae", "text", "dit", *(name for name, _, _ in phases), *(["teacher"] if teacher_steps else [])]
+    problem = resume_problem(ck.stages, ck.current, plan, default_model.default_spec()) if ck.resuming else None
+    if problem:
+        ap.error(f"--resume: {ck.path}: {problem}")
     log_path = os.path.join(a.out, "train_log.jsonl")
     if ck.resuming and (not os.path.isfile(log_path) or os.path.getsize(log_path) < ck.log_bytes):
         ap.error(f"--resume: {log_path} is shorter than the {ck.log_bytes} bytes the checkpoint logged (or missing): not the log of that run")
+    if not a.resume:
+        ck.remove()  # a stopped run's checkpoint in --out is not this run's: --resume must not find it
     torch.set_num_threads(a.threads)
     np.random.seed(a.seed)
     os.makedirs(a.out, exist_ok=True)
@@ -696,20 +758,25 @@ def main(argv: Optional[List[str]] = None) -> None:
     checks = tf.check_against_reference()
     spec, words = default_model.default_spec(), default_model.default_words()
     series: Dict[str, List[Tuple[int, float]]] = {"vae": [], "text": [], "dit": [], **{name: [] for name, _, _ in phases}, "teacher": []}
-    if ck.resuming:  # the log as the checkpoint saw it: later steps are run again
+    if ck.resuming:  # the log as the checkpoint saw it (the file is cut back at the first new record: ck.before_log)
         print(f"resuming {ck.path}: {ck.describe()}", flush=True)
-        with open(log_path, "r+") as f:
-            f.truncate(ck.log_bytes)
-            for n, line in enumerate(f.read().splitlines(), start=1):
-                try:
-                    rec = json.loads(line)
-                    series[rec["stage"]].append((rec["step"], rec["loss"]))
-                except (json.JSONDecodeError, KeyError, TypeError):
-                    ap.error(f"--resume: {log_path} line {n} is not a step record of this run: {line[:80]!r}")
+        with open(log_path, "rb") as f:
+            kept = f.read(ck.log_bytes)
+        try:
+            lines = kept.decode("utf-8").splitlines()
+        except UnicodeDecodeError as e:
+            ap.error(f"--resume: {log_path} is not UTF-8 text (byte {e.start})")
+        for n, line in enumerate(lines, start=1):
+            try:
+                rec = json.loads(line)
+                series[rec["stage"]].append((rec["step"], rec["loss"]))
+            except (json.JSONDecodeError, KeyError, TypeError, RecursionError):
+                ap.error(f"--resume: {log_path} line {n} is not a step record of this run: {line[:80]!r}")
     with open(log_path, "a" if ck.resuming else "w") as logf:
         ck.attach_log(logf)
 
         def log(rec: dict) -> None:
+            ck.before_log()
             logf.write(json.dumps(rec) + "\n")
             logf.flush()
             series[rec["stage"]].append((rec["step"], rec["loss"]))
@@ -730,7 +797,7 @@ def main(argv: Optional[List[str]] = None) -> None:
                 init_spec = json.load(f)
             # what the weights went through before: the parenthesis this script wrote into the --init model's description
             earlier = re.search(r"\(tools/train/train\.py, .*\)", str(init_spec.get("description", "")))
-        done = ck.begin("vae", needs=("spec", "budget", "wall_s"))
+        done = ck.begin("vae")
         if done is not None:  # the checkpoint's VAE and statistics (its weights come back in ck.skipped)
             spec["vae"], vae_budget, t_vae = done["spec"], budget_of(done["budget"]), done["wall_s"]
             enc, dec = cref.WanVaeEncoder(spec["vae"]), ref.WanVaeDecoder(spec["vae"])
@@ -761,7 +828,7 @@ def main(argv: Optional[List[str]] = None) -> None:
         if text_steps or a.text_aux_weight:
             heads = attribute_heads(spec["textEncoder"]["dModel"], a.seed)
         ck.track(t5=modules[0], dit=modules[1], **{f"heads.{k}": h for k, h in enumerate(heads)})
-        done = ck.begin("text", needs=("held_out_acc",))
+        done = ck.begin("text")
         if done is not None:
             text_acc = done["held_out_acc"]
             ck.skipped("text")
@@ -776,7 +843,7 @@ def main(argv: Optional[List[str]] = None) -> None:
         train_text = a.text_encoder == "joint"
         bf16 = a.precision == "bfloat16"
         share_left = sum(share for _, _, share in phases)
-        done = ck.begin("dit", needs=("budget",))
+        done = ck.begin("dit")
         if done is not None:
             dit_budget = budget_of(done["budget"])
             ck.skipped("dit")
@@ -786,7 +853,7 @@ def main(argv: Optional[List[str]] = None) -> None:
             ck.finish("dit", {"budget": budget_meta(dit_budget)})
         ft_budgets: List[Budget] = []
         for k, (name, steps, share) in enumerate(phases, start=1):
-            done = ck.begin(name, needs=("budget",))
+            done = ck.begin(name)
             if done is not None:
                 ft_budgets.append(budget_of(done["budget"]))
                 share_left -= share
@@ -840,7 +907,6 @@ def main(argv: Optional[List[str]] = None) -> None:
         options["text-aux-weight"] = a.text_aux_weight
     meta = {"format": "pt", "generator": "omnirx tools/train/train.py", **{k.replace("-", "_"): str(v) for k, v in options.items()}}
     write_model(a.out, spec, words, t5, dit, enc, dec, meta)
-    ck.remove()
     plot_losses(os.path.join(a.out, "loss_curve.png"), series)
 
     def tail(name: str) -> float:
@@ -877,6 +943,7 @@ def main(argv: Optional[List[str]] = None) -> None:
     }
     with open(os.path.join(a.out, "train_summary.json"), "w") as f:
         json.dump(summary, f, indent=2)
+    ck.remove()  # the run is written: nothing left to resume
     print(json.dumps(summary))
 
 
