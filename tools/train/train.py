@@ -297,7 +297,7 @@ def latent_stats(enc: cref.WanVaeEncoder, clips: int = 32) -> Tuple[List[float],
 class DitClips:
     """
     The encoded clips of one data index (``reuse`` consecutive DiT steps share them): normalised latents x₀
-    [B, 16, F, 16, 16], agent cells [B, F, 16, 16], action keys [B, F] int64 and prompts, for a causal (B, F =
+    [B, 16, F, 16, 16], agent cells and block cells [B, F, 16, 16], action keys [B, F] int64 and prompts, for a causal (B, F =
     CAUSAL_BATCH, CAUSAL_FRAMES), bidirectional (BIDIR_BATCH, BIDIR_FRAMES), with p = ``image_share`` image
     (IMAGE_BATCH, 1) or with p = ``teacher_share`` teacher-forcing (TEACHER_BATCH, CAUSAL_FRAMES; the sink gap as
     causal) layout at RoPE frame positions ``positions``. ``rng`` (seeded by (seed, index)) has drawn the
@@ -324,12 +324,13 @@ class DitClips:
         # several times slower per clip at batch 1; the latents differ from per-clip calls by < 1e-5, summation order)
         self.latents = enc(to_video(np.stack([c.frames[self.positions] for c in self.clips])))
         self.masks = torch.from_numpy(np.stack([agent_cells(c.positions[self.positions]) for c in self.clips]))
+        self.blocks = torch.from_numpy(np.stack([np.repeat(block_cells(c.scene.obstacles)[None], frames, 0) for c in self.clips]))
 
 
 class DitBatch:
     """
     One DiT step's batch from shared clips: x₀ [B, 16, F, 16, 16], σ [B, F], keys [B, F] int64 (all 0 with p =
-    P_DROP_ACTION), B prompts ("" with p = P_DROP_TEXT), agent cells, the attention mode and the F RoPE positions.
+    P_DROP_ACTION), B prompts ("" with p = P_DROP_TEXT), agent and block cells, the attention mode and the F RoPE positions.
     Use ``use`` 0 of the clips draws from their own stream; later uses from one seeded by (seed, index, use).
     """
 
@@ -352,7 +353,7 @@ class DitBatch:
         self.x0 = clips.latents
         self.keys = torch.from_numpy(np.stack(keys)).long()
         self.sigma = torch.from_numpy(np.stack(sig))
-        self.agent = clips.masks
+        self.agent, self.blocks = clips.masks, clips.blocks
 
 
 def recycled_history(
@@ -391,6 +392,16 @@ def agent_cells(centres: np.ndarray, grid: int = 16, stride: int = 4, margin: in
     return out
 
 
+def block_cells(rects: Sequence[Tuple[int, int, int, int]], grid: int = 16, stride: int = 4) -> np.ndarray:
+    """[grid, grid] float32: 1 where a latent cell's stride×stride pixel block meets one of the obstacle rectangles
+    (x0, y0, x1, y1) in pixels, exclusive (procedural_world.Scene.obstacles); else 0. Obstacles are static, so one mask
+    serves every frame of a clip."""
+    out = np.zeros((grid, grid), np.float32)
+    for x0, y0, x1, y1 in rects:
+        out[y0 // stride : min(grid, (y1 - 1) // stride + 1), x0 // stride : min(grid, (x1 - 1) // stride + 1)] = 1.0
+    return out
+
+
 def new_dit(spec: dict, seed: int) -> Tuple[ref.T5EncoderModel, aref.ActionCausalWanModel]:
     """Freshly initialised text encoder and action DiT of the spec (torch seeded with seed + 1)."""
     torch.manual_seed(seed + 1)
@@ -419,6 +430,7 @@ def train_dit(
     text_heads: Sequence[torch.nn.Module] = (),
     text_aux_weight: float = 0.0,
     ckpt: Optional[RunCheckpoint] = None,
+    block_weight: float = 0.0,
 ) -> Tuple[ref.T5EncoderModel, aref.ActionCausalWanModel]:
     """Stage dit: DiT + text encoder ``modules`` (trained in place) with flow matching and diffusion forcing (see module
     docstring), a fresh AdamW and learning-rate schedule over the budget's steps, data of ``seed``. Each encoded batch
@@ -435,7 +447,9 @@ def train_dit(
     one group does. ``text_aux_weight`` λ > 0 (with ``train_text``): each step's loss adds λ times the attribute loss
     of BATCH fresh grammar prompts through ``text_heads`` (text_pretrain.attribute_batch_loss; the heads join the text
     encoder's group), drawn from a stream of their own, so the phase's batches, noise and dropout are those without it;
-    logged as ``attr_loss`` beside the DiT's ``loss``. ``ckpt``: the run's checkpoint (checkpoint.py): the phase goes
+    logged as ``attr_loss`` beside the DiT's ``loss``. ``block_weight``: the loss weight of a latent cell the blocks
+    cover is 1 + block_weight (added to the agent's 1 + agent_weight where both meet), so the blocks, 2–7 % of a
+    frame, weigh in the loss as the agent does in the fine-tunes. ``ckpt``: the run's checkpoint (checkpoint.py): the phase goes
     on from the state it holds for ``stage``, if any, and writes one whenever it is due at a step that starts a fresh
     data index (the step's batch is then a function of the step alone); the schedule's total must be known by then,
     so in budget mode none is written before the probe has fixed it."""
@@ -499,6 +513,8 @@ def train_dit(
         v = v.float()
         w = (b.sigma > 0).float()
         cell_w = 1.0 + agent_weight * b.agent[:, None]  # [B, 1, F, h, w]
+        if block_weight:  # 0 leaves the weights (and the run) exactly as without it
+            cell_w = cell_w + block_weight * b.blocks[:, None]
         per_frame = (((v - (eps - b.x0)) ** 2) * cell_w).sum(dim=(1, 3, 4)) / (cell_w.sum(dim=(1, 3, 4)) * v.shape[1])  # [B, F]
         loss = (per_frame * w).sum() / w.sum().clamp_min(1.0)
         attr_loss = attribute_batch_loss(t5, text_heads, aux_rng, words, max_len)[0] if aux else None
@@ -663,6 +679,7 @@ def main(argv: Optional[List[str]] = None) -> None:
     ap.add_argument("--finetune-shares", type=shares, default=FINETUNE_SHARES, help="fractions of the DiT time given to the fine-tune phases, comma-separated (budget mode)")
     ap.add_argument("--agent-weight", type=float, default=AGENT_WEIGHT, help="extra loss weight λ of the latent cells around the agent in the fine-tune phases")
     ap.add_argument("--base-agent-weight", type=float, default=0.0, help="λ of the base DiT phase")
+    ap.add_argument("--block-weight", type=float, default=0.0, help="extra loss weight of the latent cells the blocks (obstacles) cover, in every DiT phase (0: none)")
     ap.add_argument("--reuse", type=int, default=REUSE, help="DiT steps that share one encoded batch of clips")
     ap.add_argument("--precision", choices=("bfloat16", "float32"), default="bfloat16", help="DiT forward under bf16 autocast, or float32 throughout")
     ap.add_argument("--image-share", type=float, default=0.0, help="fraction of DiT batches that are single frames of IMAGE_BATCH scenes (joint image-video training)")
@@ -701,6 +718,8 @@ def main(argv: Optional[List[str]] = None) -> None:
         ap.error("--text-lr needs --text-encoder joint (a frozen encoder has no learning rate)")
     if not (math.isfinite(a.teacher_lr) and lr_floor < a.teacher_lr < 1.0):
         ap.error(f"--teacher-forcing-lr must be in (0, 1) and above float32's smallest normal number {lr_floor:.3g}; got {a.teacher_lr}")
+    if not (math.isfinite(a.block_weight) and a.block_weight >= 0):
+        ap.error(f"--block-weight must be a finite number ≥ 0; got {a.block_weight}")
     if not (math.isfinite(a.text_aux_weight) and a.text_aux_weight >= 0):
         ap.error(f"--text-aux-weight must be a finite number ≥ 0; got {a.text_aux_weight}")
     if a.text_aux_weight and a.text_encoder != "joint":
@@ -839,7 +858,7 @@ def main(argv: Optional[List[str]] = None) -> None:
             elif text_steps:
                 text_acc = pretrain_text_encoder(modules[0], heads, words, max_len, text_steps, a.seed, log)
             ck.finish("text", {"held_out_acc": text_acc})
-        aux = {"text_heads": heads, "text_aux_weight": a.text_aux_weight, "ckpt": ck}
+        aux = {"text_heads": heads, "text_aux_weight": a.text_aux_weight, "ckpt": ck, "block_weight": a.block_weight}
         train_text = a.text_encoder == "joint"
         bf16 = a.precision == "bfloat16"
         share_left = sum(share for _, _, share in phases)
@@ -905,6 +924,8 @@ def main(argv: Optional[List[str]] = None) -> None:
         options["text-lr"] = a.text_lr
     if a.text_aux_weight:  # likewise
         options["text-aux-weight"] = a.text_aux_weight
+    if a.block_weight:  # likewise
+        options["block-weight"] = a.block_weight
     meta = {"format": "pt", "generator": "omnirx tools/train/train.py", **{k.replace("-", "_"): str(v) for k, v in options.items()}}
     write_model(a.out, spec, words, t5, dit, enc, dec, meta)
     plot_losses(os.path.join(a.out, "loss_curve.png"), series)
@@ -921,6 +942,7 @@ def main(argv: Optional[List[str]] = None) -> None:
         "init": a.init,
         "agent_weight": a.agent_weight,
         "base_agent_weight": a.base_agent_weight,
+        "block_weight": a.block_weight,
         "precision": a.precision,
         "dit_lr": a.dit_lr,
         "text_lr": None if a.text_encoder != "joint" else a.dit_lr if a.text_lr is None else a.text_lr,  # None: frozen
