@@ -3,18 +3,7 @@
  * which latent cells a block covers, checked on hand-computed rectangles of the procedural world, and that every clip of
  * a DiT batch carries its scene's cells in every frame. Runs Debian's PyTorch.
  */
-import { spawnSync } from 'node:child_process';
-import * as path from 'node:path';
-
-const ROOT = path.resolve(__dirname, '..', '..');
-const PYTHON = '/usr/bin/python3';
-
-/** Runs `code` with tools/train on the path and returns its stdout parsed as JSON. */
-function python(code: string): any {
-  const r = spawnSync(PYTHON, ['-c', `import sys; sys.path.insert(0, 'tools/train')\n${code}`], { cwd: ROOT, encoding: 'utf8', timeout: 120_000 });
-  if (r.status !== 0) throw new Error(`python failed (${r.status}): ${r.stderr}`);
-  return JSON.parse(r.stdout);
-}
+import { trainPython as python } from '../helpers/train-python';
 
 /** The (row, column) pairs set in a [16, 16] mask. */
 function cells(mask: number[][]): Array<[number, number]> {

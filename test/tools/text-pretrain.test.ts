@@ -6,16 +6,10 @@
  */
 import { spawnSync } from 'node:child_process';
 import * as path from 'node:path';
+import { trainPython as python } from '../helpers/train-python';
 
 const ROOT = path.resolve(__dirname, '..', '..');
 const PYTHON = '/usr/bin/python3';
-
-/** Runs `code` with tools/train on the path and returns its stdout parsed as JSON. */
-function python(code: string): any {
-  const r = spawnSync(PYTHON, ['-c', `import sys; sys.path.insert(0, 'tools/train')\n${code}`], { cwd: ROOT, encoding: 'utf8', timeout: 120_000 });
-  if (r.status !== 0) throw new Error(`python failed (${r.status}): ${r.stderr}`);
-  return JSON.parse(r.stdout);
-}
 
 // the grammar's words (tools/train/procedural_world.py), in the class order of ATTRIBUTES
 const ROOMS = ['dark blue', 'dark green', 'gray', 'black', 'brown'];
