@@ -7,6 +7,7 @@
  * measured in docs/model-card.md, not here.
  */
 import { spawn, spawnSync, SpawnSyncReturns } from 'node:child_process';
+import { createHash } from 'node:crypto';
 import { copyFileSync, existsSync, mkdtempSync, readFileSync, readdirSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import * as path from 'node:path';
@@ -401,6 +402,12 @@ describe('a short training run', () => {
     await killWhenLogged(stopped, [...run, '--checkpoint-minutes', '0'], /"stage": "dit", "step": 3,/);
     expect(readdirSync(stopped)).toContain('checkpoint.pt');
     expect(readdirSync(stopped)).not.toContain('model.json');
+    // the checkpoint names the code that wrote it: the digests of the files the run loaded, the spec it parsed among them
+    const meta = spawnSync(PYTHON, ['-c', "import sys, torch; print(torch.load(sys.argv[1], weights_only=True)['meta'])", path.join(stopped, 'checkpoint.pt')], { encoding: 'utf8' });
+    const code = JSON.parse(meta.stdout).code as Record<string, string>;
+    for (const file of ['tools/train/train.py', 'tools/train/procedural_world.py', 'tools/reference/omnirx_reference.py', 'src/models/default-spec.ts']) {
+      expect(code[file]).toBe(createHash('sha256').update(readFileSync(path.join(ROOT, file))).digest('hex'));
+    }
     const log = () => readFileSync(path.join(stopped, 'train_log.jsonl'));
     const logAtKill = log();
 
@@ -422,6 +429,11 @@ describe('a short training run', () => {
       ["m['stages']['vae']['spec']['zDim'] = 8", /meta\.stages\.vae\.spec\.zDim is 8, the default architecture has 16/],
       ["r['opt.0.exp_avg'] = torch.zeros(7)", /the state of phase dit does not fit it \(ValueError: AdamW exp_avg of shape \(7,\) for a parameter of shape/],
       ["m['current']['state']['elapsed_s'] = float('nan')", /meta\.current\.state\.elapsed_s must be a finite number ≥ 0/],
+      // the code that wrote it: a source file changed, one no longer loaded, one not loaded then, no record at all
+      ["m['code']['tools/train/procedural_world.py'] = '0' * 64", /tools\/train\/procedural_world\.py has changed since the checkpoint was written \(SHA-256 000000000000… then, [0-9a-f]{12}… now\); --resume continues a run with the code it started with/],
+      ["m['code']['tools/train/gone.py'] = '0' * 64", /tools\/train\/gone\.py, which the checkpoint's run loaded, is not loaded by this one/],
+      ["del m['code']['tools/reference/omnirx_reference.py']", /tools\/reference\/omnirx_reference\.py is loaded by this run but was not by the checkpoint's/],
+      ["del m['code']", /checkpoint\.pt: meta\.code is missing/],
     ];
     for (const [edit, message] of edits) {
       const copy = scratch();

@@ -23,25 +23,45 @@ reads it without running pickled code. Tensor names: ``module.<enc|dec|t5|dit|he
 generator states). The log is synced to disk first, then the checkpoint is written to a temporary file, synced and
 renamed over the old one, so a kill or an OS crash while writing leaves the last complete checkpoint and a log at
 least as long as it says. A finished run removes it; a new run (without ``--resume``) in the same directory removes a
-stopped run's at its start. A resumed run must use the code the run started with: only the flags are compared.
+stopped run's at its start. A resumed run must use the code the run started with: the meta records the SHA-256 of every
+source file of the repository the run had loaded (``code_digests``: the training scripts, the reference model and the
+spec they read), and ``--resume`` refuses a checkpoint whose files differ, naming the first, as it refuses other flags.
 """
 
 from __future__ import annotations
 
+import hashlib
 import json
 import math
 import os
 import time
-from typing import IO, Any, Dict, Mapping, Optional
+from typing import IO, Any, Dict, Iterable, Mapping, Optional
 
 import torch
 
-FORMAT, VERSION = "omnirx-train-checkpoint", 1
+FORMAT, VERSION = "omnirx-train-checkpoint", 2  # 2: meta.code
 FILE = "checkpoint.pt"
 
 
 class CheckpointError(ValueError):
-    """A checkpoint that cannot be resumed: missing, damaged, of another format or of a run with other flags."""
+    """A checkpoint that cannot be resumed: missing, damaged, of another format or of a run with other flags or code."""
+
+
+def code_digests(root: str, paths: Iterable[str]) -> Dict[str, str]:
+    """``{path relative to root: SHA-256 hex digest}`` of the files ``paths`` that lie under ``root`` (others skipped),
+    sorted by path: what a checkpoint records of the code that wrote it.
+
+    :raises OSError: when one of those files cannot be read
+    """
+    root = os.path.realpath(root)
+    out: Dict[str, str] = {}
+    for p in paths:
+        real = os.path.realpath(p)
+        if os.path.commonpath([root, real]) != root:
+            continue
+        with open(real, "rb") as f:
+            out[os.path.relpath(real, root).replace(os.sep, "/")] = hashlib.sha256(f.read()).hexdigest()
+    return dict(sorted(out.items()))
 
 
 def _json_flags(flags: Mapping[str, Any]) -> Dict[str, Any]:
@@ -86,7 +106,8 @@ def _meta_problem(meta: Dict[str, Any], tensors: Mapping[str, torch.Tensor]) -> 
 class RunCheckpoint:
     """
     The checkpoint of one run in directory ``out``. ``flags``: every option that changes the run's tensors (the parsed
-    arguments without ``--out``, ``--resume`` and ``--checkpoint-minutes``); ``every_s``: seconds between checkpoints
+    arguments without ``--out``, ``--resume`` and ``--checkpoint-minutes``); ``code``: the digests of the run's source
+    files (``code_digests``); ``every_s``: seconds between checkpoints
     inside a DiT phase (0: at every step that starts a fresh data index). With ``resume`` the file is read and checked
     now; ``flag_names`` maps an argument's name to its flag for messages.
 
@@ -97,12 +118,13 @@ class RunCheckpoint:
     or the start of the phase it was taken in, which asks ``progress(stage)`` for its step, optimizer and streams).
 
     :raises CheckpointError: with ``resume``, for a missing or unreadable file (naming it), one of another format or
-        version, or one whose run had other flags (naming the first that differs)
+        version, or one whose run had other flags or other code (naming the first flag or file that differs)
     """
 
-    def __init__(self, out: str, flags: Mapping[str, Any], every_s: float, resume: bool, flag_names: Mapping[str, str]):
+    def __init__(self, out: str, flags: Mapping[str, Any], code: Mapping[str, str], every_s: float, resume: bool, flag_names: Mapping[str, str]):
         self.path = os.path.join(out, FILE)
         self.flags = _json_flags(flags)
+        self.code = dict(code)
         self.every_s = every_s
         self.stages: Dict[str, Dict[str, Any]] = {}
         self.wall_before = 0.0  # seconds the run had taken up to the checkpoint it resumes from
@@ -143,6 +165,16 @@ class RunCheckpoint:
             if theirs.get(key) != self.flags.get(key):
                 name = flag_names.get(key, key)
                 raise CheckpointError(f"{name}: the checkpoint's run had {name} {theirs.get(key)!r}, this command {self.flags.get(key)!r}; --resume continues a run with the flags it started with")
+        code = meta.get("code")
+        if not isinstance(code, dict):
+            raise CheckpointError(f"{self.path}: meta.code is missing")
+        for path in sorted(set(code) | set(self.code)):
+            then, now = code.get(path), self.code.get(path)
+            if then != now:
+                what = (f"{path}, which the checkpoint's run loaded, is not loaded by this one" if now is None
+                        else f"{path} is loaded by this run but was not by the checkpoint's" if then is None
+                        else f"{path} has changed since the checkpoint was written (SHA-256 {str(then)[:12]}… then, {now[:12]}… now)")
+                raise CheckpointError(f"{what}; --resume continues a run with the code it started with (its weights are then those of the run never stopped)")
         tensors = {k: v for k, v in raw.items() if k != "meta"}
         if "rng.torch" not in tensors or not all(isinstance(k, str) and isinstance(v, torch.Tensor) for k, v in tensors.items()):
             raise CheckpointError(f"{self.path}: its entries other than meta must be tensors named by strings, rng.torch among them")
@@ -274,7 +306,7 @@ class RunCheckpoint:
             os.fsync(self._log.fileno())
             log_bytes = self.log_bytes if self._cut_pending else self._log.tell()
         meta = {
-            "format": FORMAT, "version": VERSION, "flags": self.flags, "stages": self.stages, "current": current,
+            "format": FORMAT, "version": VERSION, "flags": self.flags, "code": self.code, "stages": self.stages, "current": current,
             "log_bytes": log_bytes, "wall_s": time.time() - self._t_start,
         }
         data: Dict[str, Any] = {"meta": json.dumps(meta)}

@@ -119,7 +119,7 @@ sys.path.insert(0, HERE)
 import default_model  # noqa: E402
 import procedural_world as world  # noqa: E402
 import training_forward as tf  # noqa: E402
-from checkpoint import CheckpointError, RunCheckpoint  # noqa: E402
+from checkpoint import CheckpointError, RunCheckpoint, code_digests  # noqa: E402
 from loss_plot import plot_losses  # noqa: E402
 from text_pretrain import ATTRIBUTES, SEED_TEXT, attribute_batch_loss, attribute_heads, held_out_accuracy, pretrain_text_encoder  # noqa: E402
 from training_forward import aref, cref, ref  # noqa: E402
@@ -666,6 +666,14 @@ def resume_problem(stages: Dict[str, Any], current: Optional[Dict[str, Any]], pl
     return None
 
 
+def run_code() -> Dict[str, str]:
+    """SHA-256 digests (checkpoint.code_digests) of the repository's files this run executes or reads: every module
+    loaded from under the repository root (this script, tools/train/*, tools/reference/*) and the spec source that
+    default_model parses."""
+    files = [m.__file__ for m in list(sys.modules.values()) if isinstance(getattr(m, "__file__", None), str)]
+    return code_digests(default_model.ROOT, [*files, default_model.DEFAULT_SPEC_TS])
+
+
 def main(argv: Optional[List[str]] = None) -> None:
     ap = argparse.ArgumentParser(description="Train the embedded default model on the procedural world.")
     ap.add_argument("--out", required=True, help="model directory to write")
@@ -758,7 +766,7 @@ def main(argv: Optional[List[str]] = None) -> None:
     run_flags = {k: v for k, v in vars(a).items() if k not in ("out", "resume", "checkpoint_minutes")}
     flag_names = {act.dest: act.option_strings[0] for act in ap._actions if act.option_strings}
     try:
-        ck = RunCheckpoint(a.out, run_flags, 60 * a.checkpoint_minutes, a.resume, flag_names)
+        ck = RunCheckpoint(a.out, run_flags, run_code(), 60 * a.checkpoint_minutes, a.resume, flag_names)
     except CheckpointError as e:
         ap.error(f"--resume: {e}")
     plan = ["vae", "text", "dit", *(name for name, _, _ in phases), *(["teacher"] if teacher_steps else [])]
