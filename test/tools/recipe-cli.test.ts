@@ -1,0 +1,162 @@
+/**
+ * The embedded default's recipe as one command, tools/train/recipe.py (issue 8): two train.py runs, the second a
+ * teacher-forcing phase continued from the first without its block weight and attribute loss, on the same data. With
+ * `--short` (a few steps of every stage) it checks what the recipe promises: the runtime loads its output, the two runs
+ * carry the options docs/model-card.md names and the second phase draws the first's data, a stopped recipe resumed
+ * gives the bytes of one never stopped, and bad flags or a failing stage stop it by name. The full recipe (81 minutes)
+ * is measured in docs/model-card.md, not here.
+ */
+import { spawn, spawnSync, SpawnSyncReturns } from 'node:child_process';
+import { existsSync, mkdirSync, mkdtempSync, readFileSync, readdirSync, writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import * as path from 'node:path';
+import { parseSafetensors } from '../../src/models/weights/safetensors';
+
+const ROOT = path.resolve(__dirname, '..', '..');
+const PYTHON = '/usr/bin/python3';
+const RECIPE = path.join(ROOT, 'tools', 'train', 'recipe.py');
+const CHECK = path.join(ROOT, 'dist', 'tools', 'train', 'check-model-dir.js');
+const SAFETENSORS = ['text_encoder.safetensors', 'transformer.safetensors', 'vae.safetensors'];
+
+function recipe(args: string[]): SpawnSyncReturns<string> {
+  return spawnSync(PYTHON, [RECIPE, ...args], { cwd: ROOT, encoding: 'utf8', timeout: 300_000 });
+}
+
+function scratch(): string {
+  return mkdtempSync(path.join(tmpdir(), 'omnirx-recipe-'));
+}
+
+function json(file: string): Record<string, unknown> {
+  return JSON.parse(readFileSync(file, 'utf8')) as Record<string, unknown>;
+}
+
+function metadata(dir: string, file: string): Record<string, string> | undefined {
+  return parseSafetensors(readFileSync(path.join(dir, file)), file).metadata;
+}
+
+function sameWeights(a: string, b: string): boolean {
+  return SAFETENSORS.every((f) => readFileSync(path.join(a, f)).equals(readFileSync(path.join(b, f))));
+}
+
+describe('recipe.py --short', () => {
+  let out: string;
+  beforeAll(() => {
+    out = path.join(scratch(), 'model');
+    const r = recipe(['--out', out, '--short', '--seed', '3']);
+    if (r.status !== 0) throw new Error(`recipe.py failed (${r.status}): ${r.stderr}`);
+  }, 300_000);
+
+  it('writes a model directory of the default architecture that the runtime loads, whose description names both runs', () => {
+    const r = spawnSync(process.execPath, [CHECK, out], { encoding: 'utf8' });
+    expect(r.stderr).toBe('');
+    expect(r.stdout).toMatch(/OK \(trained, default architecture, every component loads\)/);
+    expect(String(json(path.join(out, 'model.json')).description)).toMatch(
+      /\(tools\/train\/train\.py, seed 5, 0 VAE \+ 0 DiT \+ 0 fine-tune \+ 2 teacher-forcing steps at share 0\.75 from the spawn point\), continued from \(tools\/train\/train\.py, seed 3, 2 VAE \+ 2 DiT \+ 1,1 fine-tune \+ 2 teacher-forcing steps at share 0\.75 from the spawn point\)\.$/,
+    );
+  });
+
+  it('stage 1 trains with the text stage, the attribute loss and block weight 10; stage 2 without either, on the teacher-forcing data of stage 1', () => {
+    const first = path.join(out, 'stage1');
+    for (const f of SAFETENSORS) {
+      expect(metadata(first, f)).toMatchObject({ seed: '3', text_steps: '3', text_encoder: 'joint', text_aux_weight: '0.1', block_weight: '10.0', teacher_forcing_steps: '2' });
+      const second = metadata(out, f)!;
+      expect(second).toMatchObject({ seed: '5', dit_steps: '0', finetune_steps: '0', teacher_forcing_steps: '2', text_encoder: 'joint' });
+      expect(second).not.toHaveProperty('block_weight');
+      expect(second).not.toHaveProperty('text_aux_weight');
+    }
+    const s1 = json(path.join(first, 'train_summary.json'));
+    const s2 = json(path.join(out, 'train_summary.json'));
+    expect(s1).toMatchObject({ block_weight: 10, text: { steps: 3, aux_weight: 0.1 } });
+    expect(s2).toMatchObject({ block_weight: 0, init: first, text: { steps: 0, aux_weight: 0 }, dit: { steps: 0 } });
+    // the same data seed: the second phase repeats the first's batches without the block weight
+    expect((s2.teacher as { seed: number }).seed).toBe((s1.teacher as { seed: number }).seed);
+    const log = readFileSync(path.join(out, 'train_log.jsonl'), 'utf8').trim().split('\n').map((l) => (JSON.parse(l) as { stage: string }).stage);
+    expect(log).toEqual(['teacher', 'teacher']);
+    // a different model from stage 1's: the last phase trained on
+    expect(readFileSync(path.join(out, 'transformer.safetensors')).equals(readFileSync(path.join(first, 'transformer.safetensors')))).toBe(false);
+  });
+
+  it('rerun, it writes the same bytes; with --resume after a finished run it keeps stage 1 and rewrites the same model', () => {
+    const again = path.join(scratch(), 'model');
+    expect(recipe(['--out', again, '--short', '--seed', '3']).status).toBe(0);
+    expect(sameWeights(again, out)).toBe(true);
+    const stage1Log = readFileSync(path.join(again, 'stage1', 'train_log.jsonl'));
+    const r = recipe(['--out', again, '--short', '--seed', '3', '--resume']);
+    expect(r.status).toBe(0);
+    expect(r.stdout).toMatch(/recipe: stage 1 finished in .*stage1; kept/);
+    expect(readFileSync(path.join(again, 'stage1', 'train_log.jsonl')).equals(stage1Log)).toBe(true);
+    expect(sameWeights(again, out)).toBe(true);
+  }, 300_000);
+
+  it('--resume over a finished stage 1 of other flags is refused by name, before any training (exit 2, nothing rewritten)', () => {
+    const before = readFileSync(path.join(out, 'transformer.safetensors'));
+    const r = recipe(['--out', out, '--short', '--seed', '4', '--resume']);
+    expect(r.status).toBe(2);
+    expect(r.stderr).toMatch(/--resume: .*stage1\/train_summary\.json: the finished run has --seed 3, this recipe 4 \(another --seed or --short\? use another --out\)/);
+    const full = recipe(['--out', out, '--seed', '3', '--resume']);
+    expect(full.status).toBe(2);
+    expect(full.stderr).toMatch(/the finished run has --text-steps 3, this recipe 500/);
+    expect(readFileSync(path.join(out, 'transformer.safetensors')).equals(before)).toBe(true);
+  });
+
+  it('killed inside stage 1 (after its text stage) and resumed, it writes the bytes of the recipe never stopped', async () => {
+    const stopped = path.join(scratch(), 'model');
+    await new Promise<void>((resolve, reject) => {
+      // its own process group, so the kill reaches the train.py it runs as well
+      const child = spawn(PYTHON, [RECIPE, '--out', stopped, '--short', '--seed', '3'], { cwd: ROOT, stdio: 'ignore', detached: true });
+      const log = path.join(stopped, 'stage1', 'train_log.jsonl');
+      const poll = setInterval(() => {
+        if (existsSync(log) && /"stage": "dit"/.test(readFileSync(log, 'utf8'))) process.kill(-child.pid!, 'SIGKILL');
+      }, 20);
+      child.on('exit', (code, signal) => {
+        clearInterval(poll);
+        if (signal === 'SIGKILL') resolve();
+        else reject(new Error(`recipe.py ended by itself (exit ${code}) before stage 1 reached its DiT`));
+      });
+    });
+    expect(existsSync(path.join(stopped, 'stage1', 'checkpoint.pt'))).toBe(true);
+    expect(existsSync(path.join(stopped, 'model.json'))).toBe(false);
+    const r = recipe(['--out', stopped, '--short', '--seed', '3', '--resume']);
+    expect(r.status).toBe(0);
+    expect(r.stdout).toMatch(/recipe: stage 1: .* --resume/);
+    expect(sameWeights(stopped, out)).toBe(true);
+    expect(sameWeights(path.join(stopped, 'stage1'), path.join(out, 'stage1'))).toBe(true);
+  }, 300_000);
+});
+
+describe('recipe.py refuses bad input by name (exit 2), and stops at a stage that fails', () => {
+  it.each([
+    ['a negative seed', ['--seed=-1'], /--seed must not be negative; got -1/],
+    ['zero threads', ['--threads', '0'], /--threads must be at least 1; got 0/],
+    ['a seed that is not an integer', ['--seed', '1.5'], /argument --seed: invalid int value: '1\.5'/],
+    ['a flag of train.py it does not pass on', ['--block-weight', '3'], /unrecognized arguments: --block-weight 3/],
+  ])('%s', (_name, args, message) => {
+    const out = path.join(scratch(), 'model');
+    const r = recipe(['--out', out, ...args]);
+    expect(r.stderr).toMatch(message);
+    expect(r.status).toBe(2);
+    expect(() => readdirSync(out)).toThrow(/ENOENT/);
+  });
+
+  it('an --out that is a file', () => {
+    const file = path.join(scratch(), 'taken');
+    writeFileSync(file, 'keep');
+    const r = recipe(['--out', file, '--short']);
+    expect(r.status).toBe(2);
+    expect(r.stderr).toMatch(/--out must be a directory; .*taken is a file/);
+    expect(readFileSync(file, 'utf8')).toBe('keep');
+  });
+
+  it("a damaged stage-1 checkpoint under --resume: train.py's refusal, the recipe's exit 2, and no stage 2", () => {
+    const out = path.join(scratch(), 'model');
+    const stage1 = path.join(out, 'stage1');
+    mkdirSync(stage1, { recursive: true });
+    writeFileSync(path.join(stage1, 'checkpoint.pt'), 'not a checkpoint');
+    writeFileSync(path.join(stage1, 'train_log.jsonl'), '');
+    const r = recipe(['--out', out, '--short', '--resume']);
+    expect(r.status).toBe(2);
+    expect(r.stderr).toMatch(/train\.py: error: --resume: /);
+    expect(r.stderr).toMatch(/recipe: stage 1 failed \(exit 2\); rerun with --resume to continue/);
+    expect(existsSync(path.join(out, 'model.json'))).toBe(false);
+  });
+});
