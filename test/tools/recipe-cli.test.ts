@@ -7,10 +7,11 @@
  * is measured in docs/model-card.md, not here.
  */
 import { spawn, spawnSync, SpawnSyncReturns } from 'node:child_process';
-import { existsSync, mkdirSync, mkdtempSync, readFileSync, readdirSync, writeFileSync } from 'node:fs';
+import { existsSync, mkdirSync, mkdtempSync, readFileSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import * as path from 'node:path';
 import { parseSafetensors } from '../../src/models/weights/safetensors';
+import { itRefuses } from '../helpers/cli-refusals';
 
 const ROOT = path.resolve(__dirname, '..', '..');
 const PYTHON = '/usr/bin/python3';
@@ -125,27 +126,16 @@ describe('recipe.py --short', () => {
 });
 
 describe('recipe.py refuses bad input by name (exit 2), and stops at a stage that fails', () => {
-  it.each([
-    ['a negative seed', ['--seed=-1'], /--seed must not be negative; got -1/],
-    ['zero threads', ['--threads', '0'], /--threads must be at least 1; got 0/],
-    ['a seed that is not an integer', ['--seed', '1.5'], /argument --seed: invalid int value: '1\.5'/],
-    ['a flag of train.py it does not pass on', ['--block-weight', '3'], /unrecognized arguments: --block-weight 3/],
-  ])('%s', (_name, args, message) => {
-    const out = path.join(scratch(), 'model');
-    const r = recipe(['--out', out, ...args]);
-    expect(r.stderr).toMatch(message);
-    expect(r.status).toBe(2);
-    expect(() => readdirSync(out)).toThrow(/ENOENT/);
-  });
-
-  it('an --out that is a file', () => {
-    const file = path.join(scratch(), 'taken');
-    writeFileSync(file, 'keep');
-    const r = recipe(['--out', file, '--short']);
-    expect(r.status).toBe(2);
-    expect(r.stderr).toMatch(/--out must be a directory; .*taken is a file/);
-    expect(readFileSync(file, 'utf8')).toBe('keep');
-  });
+  itRefuses(
+    recipe,
+    [
+      ['a negative seed', ['--seed=-1'], /--seed must not be negative; got -1/],
+      ['zero threads', ['--threads', '0'], /--threads must be at least 1; got 0/],
+      ['a seed that is not an integer', ['--seed', '1.5'], /argument --seed: invalid int value: '1\.5'/],
+      ['a flag of train.py it does not pass on', ['--block-weight', '3'], /unrecognized arguments: --block-weight 3/],
+    ],
+    ['--short'],
+  );
 
   it("a damaged stage-1 checkpoint under --resume: train.py's refusal, the recipe's exit 2, and no stage 2", () => {
     const out = path.join(scratch(), 'model');

@@ -12,6 +12,7 @@ import { copyFileSync, existsSync, mkdtempSync, readFileSync, readdirSync, write
 import { tmpdir } from 'node:os';
 import * as path from 'node:path';
 import { parseSafetensors } from '../../src/models/weights/safetensors';
+import { itRefuses, Refusal } from '../helpers/cli-refusals';
 import { makeModelsDir } from '../helpers/tiny-model';
 
 const ROOT = path.resolve(__dirname, '..', '..');
@@ -40,7 +41,7 @@ function summary(dir: string): Record<string, unknown> {
 }
 
 describe('train.py refuses bad flags by name, before training (exit 2, nothing written)', () => {
-  const cases: Array<[string, string[], RegExp]> = [
+  const cases: Refusal[] = [
     ['image share of 1', ['--image-share', '1'], /--image-share must be in \[0, 1\); got 1\.0/],
     ['image share NaN', ['--image-share', 'nan'], /--image-share must be in \[0, 1\); got nan/],
     ['negative image share', ['--image-share=-0.1'], /--image-share must be in \[0, 1\)/],
@@ -90,22 +91,7 @@ describe('train.py refuses bad flags by name, before training (exit 2, nothing w
     ['a checkpoint interval of NaN', ['--checkpoint-minutes', 'nan'], /--checkpoint-minutes must be a finite number ≥ 0; got nan/],
     ['--resume where no run has written a checkpoint', ['--resume'], /--resume: no checkpoint to resume: .*model\/checkpoint\.pt does not exist/],
   ];
-  it.each(cases)('%s', (_name, args, message) => {
-    const out = path.join(scratch(), 'model');
-    const r = train(['--out', out, ...args]);
-    expect(r.stderr).toMatch(message);
-    expect(r.status).toBe(2);
-    expect(() => readdirSync(out)).toThrow(/ENOENT/);
-  });
-
-  it('an --out that is a file', () => {
-    const file = path.join(scratch(), 'taken');
-    writeFileSync(file, 'keep');
-    const r = train(['--out', file, '--smoke']);
-    expect(r.status).toBe(2);
-    expect(r.stderr).toMatch(/--out must be a directory; .*taken is a file/);
-    expect(readFileSync(file, 'utf8')).toBe('keep');
-  });
+  itRefuses(train, cases, ['--smoke']);
 
   it('an --init directory of another architecture (the seeded tiny model), naming the key that differs', async () => {
     const tiny = path.join(await makeModelsDir(), 'tiny');
