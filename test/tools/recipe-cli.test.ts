@@ -129,8 +129,13 @@ describe('recipe.py refuses bad input by name (exit 2), and stops at a stage tha
   itRefuses(
     recipe,
     [
-      ['a negative seed', ['--seed=-1'], /--seed must not be negative; got -1/],
-      ['zero threads', ['--threads', '0'], /--threads must be at least 1; got 0/],
+      ['a negative seed', ['--seed=-1'], /--seed must be in \[0, 4294967292\] .*; got -1/],
+      ["a seed whose stage-2 data seed is no numpy seed (2**32 − 3)", ['--seed', '4294967293'], /--seed must be in \[0, 4294967292\] \(numpy seeds are below 2\*\*32, and the last phase's data seed is S \+ 3\); got 4294967293/],
+      ['a seed of 2**70', ['--seed', '1180591620717411303424'], /--seed must be in \[0, 4294967292\]/],
+      ['zero threads', ['--threads', '0'], /--threads must be in \[1, 1024\]; got 0/],
+      ['10**20 threads', ['--threads', '100000000000000000000'], /--threads must be in \[1, 1024\]; got 100000000000000000000/],
+      ['an empty --out (the last --out counts)', ['--out', ''], /--out must not be empty/],
+      ['an --out that cannot be created', ['--out', '/proc/omnirx-recipe/model'], /--out \/proc\/omnirx-recipe\/model: cannot create the directory \(No such file or directory\)/],
       ['a seed that is not an integer', ['--seed', '1.5'], /argument --seed: invalid int value: '1\.5'/],
       ['a flag of train.py it does not pass on', ['--block-weight', '3'], /unrecognized arguments: --block-weight 3/],
     ],
@@ -146,7 +151,8 @@ describe('recipe.py refuses bad input by name (exit 2), and stops at a stage tha
     const r = recipe(['--out', out, '--short', '--resume']);
     expect(r.status).toBe(2);
     expect(r.stderr).toMatch(/train\.py: error: --resume: /);
-    expect(r.stderr).toMatch(/recipe: stage 1 failed \(exit 2\); rerun with --resume to continue/);
+    expect(r.stderr).toMatch(/recipe: stage 1 refused its input \(exit 2\)/);
+    expect(r.stderr).not.toMatch(/rerun with --resume/);
     expect(existsSync(path.join(out, 'model.json'))).toBe(false);
   });
 });

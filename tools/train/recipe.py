@@ -12,11 +12,13 @@ the first.
 
 OUT then holds the model directory the runtime loads (its model.json names both runs), the second run's log and
 summary; OUT/stage1 holds the first run's. Each run is a train.py command with the flags below, so either can be
-repeated or resumed on its own; ``--resume`` continues whichever stage was stopped (a finished stage 1 is kept).
+repeated or resumed on its own; ``--resume`` continues whichever stage was stopped (a finished stage 1 is kept when
+its ``repeat`` line has every option the recipe gives it; a run without a checkpoint starts from its beginning).
 Wall time: 82.8 minutes on 2 cores (69.6 + 13.2; docs/model-card.md, "Command"), and both runs write the bytes of
 the same commands run apart.
 
-Exit status: that of the first run that fails (2 for a bad flag, with train.py's message), else 0.
+Exit status: 2 for a bad flag of its own or one a run refuses (with the run's message); else that of the first run
+that fails (128 + N for a run killed by signal N); else 0.
 """
 import argparse
 import json
@@ -35,6 +37,10 @@ STAGE1 = ["--text-steps", "500", "--text-encoder", "joint", "--text-aux-weight",
 STAGE2_TEACHER_STEPS = 1600
 #: fine-tune phases of stage 1: stage 2's seed is S + this, so its teacher-forcing data seed is stage 1's
 FINETUNE_PHASES = 2
+#: the largest --seed: stage 2's teacher-forcing data seed S + FINETUNE_PHASES + 1 must stay a numpy seed (< 2**32)
+SEED_MAX = 2**32 - 1 - (FINETUNE_PHASES + 1)
+#: the largest --threads (torch takes an int; far above any CPU this recipe is meant for)
+THREADS_MAX = 1024
 #: --short: a few steps of every stage, to check the pipeline (the tests), not to train
 SHORT1 = ["--vae-steps", "2", "--text-steps", "3", "--dit-steps", "2", "--finetune-steps", "1,1", "--teacher-forcing-steps", "2"]
 SHORT2_TEACHER_STEPS = 2
@@ -84,12 +90,19 @@ def main(argv: Optional[List[str]] = None) -> None:
     ap.add_argument("--resume", action="store_true", help="continue a stopped recipe in --out: a finished stage 1 is kept, a stopped run resumed from its checkpoint.pt")
     ap.add_argument("--short", action="store_true", help="a few steps of every stage (checks the pipeline; the weights are not trained)")
     a = ap.parse_args(argv)
-    if a.seed < 0:
-        ap.error(f"--seed must not be negative; got {a.seed}")
-    if a.threads < 1:
-        ap.error(f"--threads must be at least 1; got {a.threads}")
+    # numpy seeds are in [0, 2**32); stage 2 runs at S + 2 and its phase's data at S + 3
+    if not 0 <= a.seed <= SEED_MAX:
+        ap.error(f"--seed must be in [0, {SEED_MAX}] (numpy seeds are below 2**32, and the last phase's data seed is S + {FINETUNE_PHASES + 1}); got {a.seed}")
+    if not 1 <= a.threads <= THREADS_MAX:
+        ap.error(f"--threads must be in [1, {THREADS_MAX}]; got {a.threads}")
+    if not a.out:
+        ap.error("--out must not be empty")
     if os.path.exists(a.out) and not os.path.isdir(a.out):
         ap.error(f"--out must be a directory; {a.out} is a file")
+    try:  # before any training: a directory that cannot be made would otherwise fail only when stage 1 writes
+        os.makedirs(a.out, exist_ok=True)
+    except OSError as e:
+        ap.error(f"--out {a.out}: cannot create the directory ({e.strerror})")
     t0 = time.time()
     for k, cmd in enumerate(stage_commands(a.out, a.seed, a.threads, a.short), start=1):
         out = cmd[cmd.index("--out") + 1]
@@ -102,11 +115,15 @@ def main(argv: Optional[List[str]] = None) -> None:
             continue
         if a.resume and os.path.isfile(os.path.join(out, "checkpoint.pt")):
             cmd = cmd + ["--resume"]
-        print(f"recipe: stage {k}: {os.path.basename(sys.executable)} {' '.join(os.path.relpath(c) if c == TRAIN else c for c in cmd)}", flush=True)
+        print(f"recipe: stage {k}: {sys.executable} {' '.join(os.path.relpath(c) if c == TRAIN else c for c in cmd)}", flush=True)
         rc = subprocess.call([sys.executable, *cmd])
-        if rc != 0:
-            print(f"recipe: stage {k} failed (exit {rc}); rerun with --resume to continue", file=sys.stderr)
-            sys.exit(rc)
+        if rc == 2:  # train.py refused its input (its message above): resuming would meet the same refusal
+            print(f"recipe: stage {k} refused its input (exit 2)", file=sys.stderr)
+            sys.exit(2)
+        if rc != 0:  # a crash or a signal (subprocess gives -N for signal N; the shell's convention is 128 + N)
+            code = 128 - rc if rc < 0 else rc
+            print(f"recipe: stage {k} failed (exit {code}); rerun with --resume to continue", file=sys.stderr)
+            sys.exit(code)
     print(f"recipe: done in {(time.time() - t0) / 60:.1f} min; model in {a.out}", flush=True)
 
 

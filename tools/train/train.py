@@ -90,7 +90,7 @@ removes the file.
 
 Usage (repository root, Debian's PyTorch):
 
-    nice -n 10 /usr/bin/python3 tools/train/train.py --out models/omnirx-default-trained       # the recipe (~2 h)
+    nice -n 10 /usr/bin/python3 tools/train/train.py --out DIR                                 # the defaults (~1.5 h; the shipped weights: recipe.py)
     nice -n 10 /usr/bin/python3 tools/train/train.py --out /tmp/omnirx-smoke --smoke          # ~2 min
 
 Writes into --out: model.json ("weights": "trained"), tokenizer.json, text_encoder/transformer/vae.safetensors,
