@@ -3,9 +3,9 @@
  * with a message naming it and writes nothing, and an `--out` that is a file is refused and left as it was.
  */
 import { SpawnSyncReturns } from 'node:child_process';
-import { mkdtempSync, readFileSync, readdirSync, writeFileSync } from 'node:fs';
-import { tmpdir } from 'node:os';
+import { readFileSync, readdirSync, writeFileSync } from 'node:fs';
 import * as path from 'node:path';
+import { scratchDir } from './train-python';
 
 /** One refusal: its test name, the flags after `--out DIR`, and what stderr must match. */
 export type Refusal = [name: string, args: string[], message: RegExp];
@@ -14,7 +14,7 @@ export type Refusal = [name: string, args: string[], message: RegExp];
  * an `--out` that is a file (run with `fileArgs` after it: exit 2, "--out must be a directory; … is a file", the file
  * unchanged). `run` runs the command with the given arguments. */
 export function itRefuses(run: (args: string[]) => SpawnSyncReturns<string>, cases: Refusal[], fileArgs: string[]): void {
-  const scratch = () => mkdtempSync(path.join(tmpdir(), 'omnirx-cli-'));
+  const scratch = () => scratchDir('cli');
   it.each(cases)('%s', (_name, args, message) => {
     const out = path.join(scratch(), 'model');
     const r = run(['--out', out, ...args]);

@@ -1,12 +1,30 @@
 /**
- * Runs Python code against the training recipe's modules (tools/train) with Debian's PyTorch, for the tests of its
- * helpers.
+ * Runs the training recipe (tools/train) with Debian's PyTorch for its tests: Python code against its modules, and
+ * its commands (train.py, recipe.py) as a user runs them.
  */
-import { spawnSync } from 'node:child_process';
+import { spawnSync, SpawnSyncReturns } from 'node:child_process';
+import { mkdtempSync } from 'node:fs';
+import { tmpdir } from 'node:os';
 import * as path from 'node:path';
 
-const ROOT = path.resolve(__dirname, '..', '..');
-const PYTHON = '/usr/bin/python3';
+/** The repository root (commands run there). */
+export const ROOT = path.resolve(__dirname, '..', '..');
+/** Debian's interpreter, which has torch (a `python3` earlier on PATH may not). */
+export const PYTHON = '/usr/bin/python3';
+/** The built model-directory check (tools/train/check-model-dir.ts). */
+export const CHECK_MODEL_DIR = path.join(ROOT, 'dist', 'tools', 'train', 'check-model-dir.js');
+/** The weights files of a model directory the recipe writes. */
+export const SAFETENSORS = ['text_encoder.safetensors', 'transformer.safetensors', 'vae.safetensors'];
+
+/** Runs `tools/train/<script>` with `args` in the repository root (at most 300 s; status null past that). */
+export function runTrainScript(script: 'train.py' | 'recipe.py', args: string[]): SpawnSyncReturns<string> {
+  return spawnSync(PYTHON, [path.join(ROOT, 'tools', 'train', script), ...args], { cwd: ROOT, encoding: 'utf8', timeout: 300_000 });
+}
+
+/** A fresh empty directory under the OS temp folder, named `omnirx-<prefix>-…`. */
+export function scratchDir(prefix: string): string {
+  return mkdtempSync(path.join(tmpdir(), `omnirx-${prefix}-`));
+}
 
 /** Runs `code` in the repository root with tools/train on the path and returns its stdout parsed as JSON. Throws
  * Error (with the exit status and stderr) when Python fails, or SyntaxError when stdout is not JSON. */

@@ -6,26 +6,17 @@
  * gives the bytes of one never stopped, and bad flags or a failing stage stop it by name. The full recipe (81 minutes)
  * is measured in docs/model-card.md, not here.
  */
-import { spawn, spawnSync, SpawnSyncReturns } from 'node:child_process';
-import { existsSync, mkdirSync, mkdtempSync, readFileSync, writeFileSync } from 'node:fs';
-import { tmpdir } from 'node:os';
+import { spawn, spawnSync } from 'node:child_process';
+import { existsSync, mkdirSync, readFileSync, writeFileSync } from 'node:fs';
 import * as path from 'node:path';
 import { parseSafetensors } from '../../src/models/weights/safetensors';
 import { itRefuses } from '../helpers/cli-refusals';
+import { CHECK_MODEL_DIR, PYTHON, ROOT, runTrainScript, SAFETENSORS, scratchDir } from '../helpers/train-python';
 
-const ROOT = path.resolve(__dirname, '..', '..');
-const PYTHON = '/usr/bin/python3';
 const RECIPE = path.join(ROOT, 'tools', 'train', 'recipe.py');
-const CHECK = path.join(ROOT, 'dist', 'tools', 'train', 'check-model-dir.js');
-const SAFETENSORS = ['text_encoder.safetensors', 'transformer.safetensors', 'vae.safetensors'];
-
-function recipe(args: string[]): SpawnSyncReturns<string> {
-  return spawnSync(PYTHON, [RECIPE, ...args], { cwd: ROOT, encoding: 'utf8', timeout: 300_000 });
-}
-
-function scratch(): string {
-  return mkdtempSync(path.join(tmpdir(), 'omnirx-recipe-'));
-}
+const CHECK = CHECK_MODEL_DIR;
+const recipe = (args: string[]) => runTrainScript('recipe.py', args);
+const scratch = () => scratchDir('recipe');
 
 function json(file: string): Record<string, unknown> {
   return JSON.parse(readFileSync(file, 'utf8')) as Record<string, unknown>;

@@ -6,28 +6,19 @@
  * with it, and a run killed inside a phase and continued with `--resume` gives the weights of the run never stopped. Runs are a few steps of the default architecture (about 20 s each); the recipe itself is
  * measured in docs/model-card.md, not here.
  */
-import { spawn, spawnSync, SpawnSyncReturns } from 'node:child_process';
+import { spawn, spawnSync } from 'node:child_process';
 import { createHash } from 'node:crypto';
-import { copyFileSync, existsSync, mkdtempSync, readFileSync, readdirSync, writeFileSync } from 'node:fs';
-import { tmpdir } from 'node:os';
+import { copyFileSync, existsSync, readFileSync, readdirSync, writeFileSync } from 'node:fs';
 import * as path from 'node:path';
 import { parseSafetensors } from '../../src/models/weights/safetensors';
 import { itRefuses, Refusal } from '../helpers/cli-refusals';
 import { makeModelsDir } from '../helpers/tiny-model';
+import { CHECK_MODEL_DIR, PYTHON, ROOT, runTrainScript, SAFETENSORS, scratchDir } from '../helpers/train-python';
 
-const ROOT = path.resolve(__dirname, '..', '..');
-const PYTHON = '/usr/bin/python3';
 const TRAIN = path.join(ROOT, 'tools', 'train', 'train.py');
-const CHECK = path.join(ROOT, 'dist', 'tools', 'train', 'check-model-dir.js');
-const SAFETENSORS = ['text_encoder.safetensors', 'transformer.safetensors', 'vae.safetensors'];
-
-function train(args: string[]): SpawnSyncReturns<string> {
-  return spawnSync(PYTHON, [TRAIN, ...args], { cwd: ROOT, encoding: 'utf8', timeout: 300_000 });
-}
-
-function scratch(): string {
-  return mkdtempSync(path.join(tmpdir(), 'omnirx-train-'));
-}
+const CHECK = CHECK_MODEL_DIR;
+const train = (args: string[]) => runTrainScript('train.py', args);
+const scratch = () => scratchDir('train');
 
 /** The tensors of a safetensors file (names, dtypes, shapes and data bytes), without its `__metadata__`, which
  * records the run's step counts. */
