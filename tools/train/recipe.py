@@ -26,7 +26,7 @@ import os
 import subprocess
 import sys
 import time
-from typing import List, Optional
+from typing import List, Optional, Tuple
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 TRAIN = os.path.join(HERE, "train.py")
@@ -46,8 +46,9 @@ SHORT1 = ["--vae-steps", "2", "--text-steps", "3", "--dit-steps", "2", "--finetu
 SHORT2_TEACHER_STEPS = 2
 
 
-def stage_commands(out: str, seed: int, threads: int, short: bool) -> List[List[str]]:
-    """The two train.py argument lists (without the interpreter) of the recipe writing to ``out``."""
+def stage_commands(out: str, seed: int, threads: int, short: bool) -> List[Tuple[str, List[str]]]:
+    """The recipe writing to ``out``: per run, its output directory and train.py argument list (the script's path
+    first, without the interpreter)."""
     first = os.path.join(out, "stage1")
     # argparse keeps the last of a repeated flag: the short run's --text-steps 3 overrides the recipe's 500
     flags1 = STAGE1 + (SHORT1 if short else [])
@@ -55,7 +56,7 @@ def stage_commands(out: str, seed: int, threads: int, short: bool) -> List[List[
     steps2 = SHORT2_TEACHER_STEPS if short else STAGE2_TEACHER_STEPS
     stage2 = [TRAIN, "--out", out, "--init", first, "--seed", str(seed + FINETUNE_PHASES), "--threads", str(threads),
               "--dit-steps", "0", "--finetune-steps", "0", "--teacher-forcing-steps", str(steps2)]
-    return [stage1, stage2]
+    return [(first, stage1), (out, stage2)]
 
 
 def finished_stage1_problem(summary_file: str, cmd: List[str]) -> Optional[str]:
@@ -104,8 +105,7 @@ def main(argv: Optional[List[str]] = None) -> None:
     except OSError as e:
         ap.error(f"--out {a.out}: cannot create the directory ({e.strerror})")
     t0 = time.time()
-    for k, cmd in enumerate(stage_commands(a.out, a.seed, a.threads, a.short), start=1):
-        out = cmd[cmd.index("--out") + 1]
+    for k, (out, cmd) in enumerate(stage_commands(a.out, a.seed, a.threads, a.short), start=1):
         summary = os.path.join(out, "train_summary.json")
         if a.resume and k == 1 and os.path.isfile(summary) and not os.path.isfile(os.path.join(out, "checkpoint.pt")):
             problem = finished_stage1_problem(summary, cmd)
