@@ -72,6 +72,9 @@ describe('train.py refuses bad flags by name, before training (exit 2, nothing w
     ['a negative block weight', ['--block-weight=-1'], /--block-weight must be a finite number ≥ 0; got -1\.0/],
     ['a block weight of NaN', ['--block-weight', 'nan'], /--block-weight must be a finite number ≥ 0; got nan/],
     ['a block weight of inf', ['--block-weight', 'inf'], /--block-weight must be a finite number ≥ 0; got inf/],
+    ['a causal share above 1', ['--causal-share', '1.5'], /--causal-share must be in \[0, 1\]; got 1\.5/],
+    ['a causal share of NaN', ['--causal-share', 'nan'], /--causal-share must be in \[0, 1\]; got nan/],
+    ['a negative causal share', ['--causal-share=-0.1'], /--causal-share must be in \[0, 1\]; got -0\.1/],
     ['a negative attribute-loss weight', ['--text-aux-weight=-0.5'], /--text-aux-weight must be a finite number ≥ 0; got -0\.5/],
     ['an attribute-loss weight of NaN', ['--text-aux-weight', 'nan'], /--text-aux-weight must be a finite number ≥ 0; got nan/],
     ['an attribute-loss weight of inf', ['--text-aux-weight', 'inf'], /--text-aux-weight must be a finite number ≥ 0; got inf/],
@@ -340,6 +343,28 @@ describe('a short training run', () => {
     expect(summary(dirs.blocks)).toMatchObject({ block_weight: 5 });
     expect(summary(dirs.plain)).toMatchObject({ block_weight: 0 });
     expect(String(summary(dirs.blocks).repeat)).toMatch(/ --block-weight 5\.0 --init /);
+  }, 300_000);
+
+  it('--causal-share sets the causal fraction of the clip batches in every DiT phase: 1 all causal, 0 all bidirectional (teacher-forcing batches kept), named where the run is recorded; at 0.6 it is the run without it, byte for byte', () => {
+    const phase = ['--init', first, '--seed', '5', '--dit-steps', '4', '--finetune-steps', '2', '--teacher-forcing-steps', '4', '--teacher-forcing-share', '0.5'];
+    const dirs = variants(phase, { plain: [], same: ['--causal-share', '0.6'], causal: ['--causal-share', '1'], bidir: ['--causal-share', '0'] });
+    for (const f of SAFETENSORS) expect(changed(path.join(dirs.same, f), path.join(dirs.plain, f))).toEqual([]);
+    type Rec = { stage: string; mode: string };
+    const modes = (dir: string) => readFileSync(path.join(dir, 'train_log.jsonl'), 'utf8').trim().split('\n').map((l) => (JSON.parse(l) as Rec).mode);
+    const [plain, causal, bidir] = [modes(dirs.plain), modes(dirs.causal), modes(dirs.bidir)];
+    // the share draw takes the same place in the data stream, so only the clip batches' kind changes
+    const tf = plain.map((m) => m === 'teacher_forcing');
+    expect(tf.filter(Boolean).length).toBeGreaterThan(0);
+    expect(causal.map((m) => m === 'teacher_forcing')).toEqual(tf);
+    expect(bidir.map((m) => m === 'teacher_forcing')).toEqual(tf);
+    expect(causal.filter((_, i) => !tf[i])).toEqual(Array(tf.filter((t) => !t).length).fill('causal'));
+    expect(bidir.filter((_, i) => !tf[i])).toEqual(Array(tf.filter((t) => !t).length).fill('bidirectional'));
+    const meta = (dir: string) => parseSafetensors(readFileSync(path.join(dir, 'transformer.safetensors')), dir).metadata;
+    expect(meta(dirs.bidir)).toMatchObject({ causal_share: '0.0' });
+    expect(meta(dirs.plain)).not.toHaveProperty('causal_share');
+    expect(summary(dirs.bidir)).toMatchObject({ causal_share: 0 });
+    expect(summary(dirs.plain)).toMatchObject({ causal_share: 0.6 });
+    expect(String(summary(dirs.causal).repeat)).toMatch(/ --causal-share 1\.0 --init /);
   }, 300_000);
 
   /** Starts train.py into `out` and SIGKILLs it once its log holds a record matching `marker`; resolves when it is gone.

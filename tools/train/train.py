@@ -21,7 +21,7 @@ loss = mean over frames with σ > 0 of ‖v̂ − v‖². σ = shift·u / (1 + (
 sampler's flowShift). Per-frame independent noise levels (diffusion forcing, Chen et al. 2024), so one checkpoint
 serves both samplers:
 
-* causal batches (p = ``P_CAUSAL``, 4 clips × 8 frames): the block-causal mask of world sessions (chunk 1, sink 1, window 6 latent
+* causal batches (p = ``--causal-share``, default ``P_CAUSAL`` 0.6, 4 clips × 8 frames): the block-causal mask of world sessions (chunk 1, sink 1, window 6 latent
   frames); σ independent per frame, and with p = 0.5 a clean prefix (σ = 0, as committed frames); with p = 0.5 the
   clip is [frame 0 (the sink), frames g+1 … g+F−1] of a long rollout at their absolute RoPE positions (g ≤ ``MAX_GAP``),
   as a session sees its sink from far behind;
@@ -298,7 +298,7 @@ class DitClips:
     """
     The encoded clips of one data index (``reuse`` consecutive DiT steps share them): normalised latents x₀
     [B, 16, F, 16, 16], agent cells and block cells [B, F, 16, 16], action keys [B, F] int64 and prompts, for a causal (B, F =
-    CAUSAL_BATCH, CAUSAL_FRAMES), bidirectional (BIDIR_BATCH, BIDIR_FRAMES), with p = ``image_share`` image
+    CAUSAL_BATCH, CAUSAL_FRAMES; p = ``causal_share`` of the clip batches), bidirectional (BIDIR_BATCH, BIDIR_FRAMES), with p = ``image_share`` image
     (IMAGE_BATCH, 1) or with p = ``teacher_share`` teacher-forcing (TEACHER_BATCH, CAUSAL_FRAMES; the sink gap as
     causal) layout at RoPE frame positions ``positions``. ``rng`` (seeded by (seed, index)) has drawn the
     layout; its stream continues into the first use's noise levels and dropout, so ``reuse`` 1 is the data of the
@@ -309,11 +309,11 @@ class DitClips:
     and Imagen Video). The scenes depend on the data index only, not on ``seed``.
     """
 
-    def __init__(self, index: int, seed: int, enc: cref.WanVaeEncoder, image_share: float = 0.0, teacher_share: float = 0.0, spawn: bool = False):
+    def __init__(self, index: int, seed: int, enc: cref.WanVaeEncoder, image_share: float = 0.0, teacher_share: float = 0.0, spawn: bool = False, causal_share: float = P_CAUSAL):
         self.rng = np.random.default_rng([seed, index])
         image = image_share > 0 and bool(self.rng.random() < image_share)
         teacher = not image and teacher_share > 0 and bool(self.rng.random() < teacher_share)
-        self.causal = not image and (teacher or bool(self.rng.random() < P_CAUSAL))
+        self.causal = not image and (teacher or bool(self.rng.random() < causal_share))
         frames, batch = (1, IMAGE_BATCH) if image else (CAUSAL_FRAMES, TEACHER_BATCH) if teacher else (CAUSAL_FRAMES, CAUSAL_BATCH) if self.causal else (BIDIR_FRAMES, BIDIR_BATCH)
         self.mode = "image" if image else "teacher_forcing" if teacher else "causal" if self.causal else "bidirectional"
         gap = int(self.rng.integers(1, MAX_GAP + 1)) if self.causal and self.rng.random() < 0.5 else 0
@@ -431,6 +431,7 @@ def train_dit(
     text_aux_weight: float = 0.0,
     ckpt: Optional[RunCheckpoint] = None,
     block_weight: float = 0.0,
+    causal_share: float = P_CAUSAL,
 ) -> Tuple[ref.T5EncoderModel, aref.ActionCausalWanModel]:
     """Stage dit: DiT + text encoder ``modules`` (trained in place) with flow matching and diffusion forcing (see module
     docstring), a fresh AdamW and learning-rate schedule over the budget's steps, data of ``seed``. Each encoded batch
@@ -449,7 +450,8 @@ def train_dit(
     encoder's group), drawn from a stream of their own, so the phase's batches, noise and dropout are those without it;
     logged as ``attr_loss`` beside the DiT's ``loss``. ``block_weight``: the loss weight of a latent cell the blocks
     cover is 1 + block_weight (added to the agent's 1 + agent_weight where both meet), so the blocks, 2–7 % of a
-    frame, weigh in the loss as the agent does in the fine-tunes. ``ckpt``: the run's checkpoint (checkpoint.py): the phase goes
+    frame, weigh in the loss as the agent does in the fine-tunes. ``causal_share``: the fraction of the clip batches (not image or
+    teacher-forcing ones) that are causal, the rest bidirectional (DitClips). ``ckpt``: the run's checkpoint (checkpoint.py): the phase goes
     on from the state it holds for ``stage``, if any, and writes one whenever it is due at a step that starts a fresh
     data index (the step's batch is then a function of the step alone); the schedule's total must be known by then,
     so in budget mode none is written before the probe has fixed it."""
@@ -492,7 +494,7 @@ def train_dit(
         t_step = time.time()
         index, use = divmod(step, reuse)
         if use == 0:
-            clips = DitClips(index, seed, enc, image_share, teacher_share, spawn)
+            clips = DitClips(index, seed, enc, image_share, teacher_share, spawn, causal_share)
         b = DitBatch(clips, index, use, seed)
         data_s = time.time() - t_step
         ids, lengths = tf.tokenize_batch(b.prompts, words, max_len)
@@ -688,6 +690,7 @@ def main(argv: Optional[List[str]] = None) -> None:
     ap.add_argument("--agent-weight", type=float, default=AGENT_WEIGHT, help="extra loss weight λ of the latent cells around the agent in the fine-tune phases")
     ap.add_argument("--base-agent-weight", type=float, default=0.0, help="λ of the base DiT phase")
     ap.add_argument("--block-weight", type=float, default=0.0, help="extra loss weight of the latent cells the blocks (obstacles) cover, in every DiT phase (0: none)")
+    ap.add_argument("--causal-share", type=float, default=P_CAUSAL, help="fraction of the clip batches (other than image and teacher-forcing ones) that are causal, in every DiT phase; the rest are bidirectional")
     ap.add_argument("--reuse", type=int, default=REUSE, help="DiT steps that share one encoded batch of clips")
     ap.add_argument("--precision", choices=("bfloat16", "float32"), default="bfloat16", help="DiT forward under bf16 autocast, or float32 throughout")
     ap.add_argument("--image-share", type=float, default=0.0, help="fraction of DiT batches that are single frames of IMAGE_BATCH scenes (joint image-video training)")
@@ -710,6 +713,8 @@ def main(argv: Optional[List[str]] = None) -> None:
         ap.error(f"--image-share must be in [0, 1); got {a.image_share}")
     if not 0.0 <= a.teacher_share <= 1.0:
         ap.error(f"--teacher-forcing-share must be in [0, 1]; got {a.teacher_share}")
+    if not 0.0 <= a.causal_share <= 1.0:
+        ap.error(f"--causal-share must be in [0, 1]; got {a.causal_share}")
     if not 0.0 <= a.error_recycling <= 1.0:
         ap.error(f"--error-recycling must be in [0, 1]; got {a.error_recycling}")
     if a.reuse < 1:
@@ -866,7 +871,7 @@ def main(argv: Optional[List[str]] = None) -> None:
             elif text_steps:
                 text_acc = pretrain_text_encoder(modules[0], heads, words, max_len, text_steps, a.seed, log)
             ck.finish("text", {"held_out_acc": text_acc})
-        aux = {"text_heads": heads, "text_aux_weight": a.text_aux_weight, "ckpt": ck, "block_weight": a.block_weight}
+        aux = {"text_heads": heads, "text_aux_weight": a.text_aux_weight, "ckpt": ck, "block_weight": a.block_weight, "causal_share": a.causal_share}
         train_text = a.text_encoder == "joint"
         bf16 = a.precision == "bfloat16"
         share_left = sum(share for _, _, share in phases)
@@ -934,6 +939,8 @@ def main(argv: Optional[List[str]] = None) -> None:
         options["text-aux-weight"] = a.text_aux_weight
     if a.block_weight:  # likewise
         options["block-weight"] = a.block_weight
+    if a.causal_share != P_CAUSAL:  # likewise
+        options["causal-share"] = a.causal_share
     meta = {"format": "pt", "generator": "omnirx tools/train/train.py", **{k.replace("-", "_"): str(v) for k, v in options.items()}}
     write_model(a.out, spec, words, t5, dit, enc, dec, meta)
     plot_losses(os.path.join(a.out, "loss_curve.png"), series)
@@ -951,6 +958,7 @@ def main(argv: Optional[List[str]] = None) -> None:
         "agent_weight": a.agent_weight,
         "base_agent_weight": a.base_agent_weight,
         "block_weight": a.block_weight,
+        "causal_share": a.causal_share,
         "precision": a.precision,
         "dit_lr": a.dit_lr,
         "text_lr": None if a.text_encoder != "joint" else a.dit_lr if a.text_lr is None else a.text_lr,  # None: frozen
