@@ -49,10 +49,10 @@ describe('generations of the shipped default model (fixed seeds, detector-scored
 
   // The room colour follows the prompt in T2V and in world sessions. The agent figures are below issue 8's 0.9
   // targets for these weights (docs/model-card.md); what is asserted of them is a floor under the 16 world sessions of
-  // `npm run eval:world` (these weights, shipped since 2026-12-06, tools/train/recipe.py: prompt colour 0.896, action
-  // following 0.792 over 284 frame pairs, agent present 0.807; the 12-px weights shipped 2026-12-05 to 12-06: 0.708,
-  // 0.805 over 174, 0.526). The floors sit about 0.15 under these figures, three times the 8-px recipe's retrain
-  // tolerance (±0.05).
+  // `npm run eval:world` (these weights, shipped since 2026-12-07, tools/train/recipe.py with the spawn point in every
+  // phase: prompt colour 0.969, action following 0.884 over 327 frame pairs, agent present 0.914; the weights shipped
+  // 2026-12-06: 0.896, 0.792 over 284, 0.807). The floors sit about 0.15 under these figures, three times the 8-px
+  // recipe's retrain tolerance (±0.05).
   it('T2V: the room has the prompted colour in every frame, for different prompts', async () => {
     const clips = [
       await t2vClip(engine, { prompt: 'a red ball in a dark blue room', seed: 1, frames: 16 }),
@@ -85,14 +85,14 @@ describe('generations of the shipped default model (fixed seeds, detector-scored
     expect(evaluateWorld(clips).room_color_acc).toBeGreaterThanOrEqual(0.9);
   }, 120_000);
 
-  it("world sessions of eval:world: the agent has the prompt's colour in at least 75 % of the frames, is seen exactly once in at least 65 %, and where it is seen in consecutive frames it moves as the action says in at least 65 % of at least 200 pairs", async () => {
+  it("world sessions of eval:world: the agent has the prompt's colour in at least 80 % of the frames, is seen exactly once in at least 75 %, and where it is seen in consecutive frames it moves as the action says in at least 70 % of at least 200 pairs", async () => {
     const clips = [];
     for (const s of WORLD_EVAL_SESSIONS) clips.push(await worldClip(engine, s));
     const r = evaluateWorld(clips);
     expect(r.frames).toBe(384);
-    expect(r.prompt_color_acc).toBeGreaterThanOrEqual(0.75);
-    expect(r.agent_present_rate).toBeGreaterThanOrEqual(0.65);
+    expect(r.prompt_color_acc).toBeGreaterThanOrEqual(0.8);
+    expect(r.agent_present_rate).toBeGreaterThanOrEqual(0.75);
     expect(r.action_pairs).toBeGreaterThanOrEqual(200);
-    expect(r.action_follow_acc).toBeGreaterThanOrEqual(0.65);
+    expect(r.action_follow_acc).toBeGreaterThanOrEqual(0.7);
   }, 180_000);
 });

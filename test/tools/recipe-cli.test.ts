@@ -3,7 +3,7 @@
  * teacher-forcing phase continued from the first without its block weight and attribute loss, on the same data. With
  * `--short` (a few steps of every stage) it checks what the recipe promises: the runtime loads its output, the two runs
  * carry the options docs/model-card.md names and the second phase draws the first's data, a stopped recipe resumed
- * gives the bytes of one never stopped, and bad flags or a failing stage stop it by name. The full recipe (81 minutes)
+ * gives the bytes of one never stopped, and bad flags or a failing stage stop it by name. The full recipe (about 95 minutes)
  * is measured in docs/model-card.md, not here.
  */
 import { spawn, spawnSync } from 'node:child_process';
@@ -43,14 +43,14 @@ describe('recipe.py --short', () => {
     expect(r.stderr).toBe('');
     expect(r.stdout).toMatch(/OK \(trained, default architecture, every component loads\)/);
     expect(String(json(path.join(out, 'model.json')).description)).toMatch(
-      /\(tools\/train\/train\.py, seed 5, 0 VAE \+ 0 DiT \+ 0 fine-tune \+ 2 teacher-forcing steps at share 0\.75 from the spawn point\), continued from \(tools\/train\/train\.py, seed 3, 2 VAE \+ 2 DiT \+ 1,1 fine-tune \+ 2 teacher-forcing steps at share 0\.75 from the spawn point\)\.$/,
+      /\(tools\/train\/train\.py, seed 5, 0 VAE \+ 0 DiT \+ 0 fine-tune \+ 2 teacher-forcing steps at share 0\.75 from the spawn point\), continued from \(tools\/train\/train\.py, seed 3, 2 VAE \+ 2 DiT \+ 1,1 fine-tune \+ 2 teacher-forcing steps at share 0\.75 from the spawn point; base and fine-tune scenes from the spawn point\)\.$/,
     );
   });
 
-  it('stage 1 trains with the text stage, the attribute loss and block weight 10; stage 2 without either, on the teacher-forcing data of stage 1', () => {
+  it('stage 1 trains with the text stage, the attribute loss, block weight 10 and every scene from the spawn point; stage 2 without either, on the teacher-forcing data of stage 1', () => {
     const first = path.join(out, 'stage1');
     for (const f of SAFETENSORS) {
-      expect(metadata(first, f)).toMatchObject({ seed: '3', text_steps: '3', text_encoder: 'joint', text_aux_weight: '0.1', block_weight: '10.0', teacher_forcing_steps: '2' });
+      expect(metadata(first, f)).toMatchObject({ seed: '3', text_steps: '3', text_encoder: 'joint', text_aux_weight: '0.1', block_weight: '10.0', teacher_forcing_steps: '2', start: 'spawn' });
       const second = metadata(out, f)!;
       expect(second).toMatchObject({ seed: '5', dit_steps: '0', finetune_steps: '0', teacher_forcing_steps: '2', text_encoder: 'joint' });
       expect(second).not.toHaveProperty('block_weight');
@@ -58,7 +58,7 @@ describe('recipe.py --short', () => {
     }
     const s1 = json(path.join(first, 'train_summary.json'));
     const s2 = json(path.join(out, 'train_summary.json'));
-    expect(s1).toMatchObject({ block_weight: 10, text: { steps: 3, aux_weight: 0.1 } });
+    expect(s1).toMatchObject({ block_weight: 10, start: 'spawn', text: { steps: 3, aux_weight: 0.1 } });
     expect(s2).toMatchObject({ block_weight: 0, init: first, text: { steps: 0, aux_weight: 0 }, dit: { steps: 0 } });
     // the same data seed: the second phase repeats the first's batches without the block weight
     expect((s2.teacher as { seed: number }).seed).toBe((s1.teacher as { seed: number }).seed);

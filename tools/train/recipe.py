@@ -2,9 +2,12 @@
 the first.
 
 1. ``train.py --out OUT/stage1 --seed S`` with the text stage (500 steps), the text stage's attribute loss kept beside
-   the DiT's (λ 0.1) and a block weight of 10 in every DiT phase: the recipe's step counts (``RECIPE_STEPS``: VAE,
-   base, two agent-weighted fine-tunes, a teacher-forcing phase). The block weight makes the DiT draw the blocks (the
-   latent cells they cover weigh 11× in the loss); it costs action following.
+   the DiT's (λ 0.1), a block weight of 10 in every DiT phase and every scene's agent starting at the world's spawn
+   point (``--start spawn``, since 2026-12-07; the teacher-forcing phase's scenes start there anyway): the recipe's
+   step counts (``RECIPE_STEPS``: VAE, base, two agent-weighted fine-tunes, a teacher-forcing phase). The block weight
+   makes the DiT draw the blocks (the latent cells they cover weigh 11× in the loss); it costs action following. The
+   spawn point lifted all three target figures of the recipe's output, two beyond their intervals
+   (docs/model-card.md, "The spawn point in every phase").
 2. ``train.py --out OUT --init OUT/stage1 --seed S+2 --dit-steps 0 --finetune-steps 0 --teacher-forcing-steps 1600``:
    the teacher-forcing phase again, on the same data (seed S + 2 + 0 phases + 1, as in stage 1), without the block
    weight or the attribute loss. Measured in docs/model-card.md ("Text encoder"): this last phase decides the
@@ -14,8 +17,8 @@ OUT then holds the model directory the runtime loads (its model.json names both 
 summary; OUT/stage1 holds the first run's. Each run is a train.py command with the flags below, so either can be
 repeated or resumed on its own; ``--resume`` continues whichever stage was stopped (a finished stage 1 is kept when
 its ``repeat`` line has every option the recipe gives it; a run without a checkpoint starts from its beginning).
-Wall time: 82.8 minutes on 2 cores (69.6 + 13.2; docs/model-card.md, "Command"), and both runs write the bytes of
-the same commands run apart.
+Wall time: about 95 minutes on 2 cores (81.9 + 12.9 for the two runs apart, the first beside a test run for 8 minutes;
+docs/model-card.md, "Command"; 82.8 without ``--start spawn``, which writes the bytes of the same commands run apart).
 
 Exit status: 2 for a bad flag of its own or one a run refuses (with the run's message); else that of the first run
 that fails (128 + N for a run killed by signal N); else 0.
@@ -32,7 +35,8 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 TRAIN = os.path.join(HERE, "train.py")
 
 #: stage 1's flags beyond --out and --seed (the recipe's step counts are train.py's defaults)
-STAGE1 = ["--text-steps", "500", "--text-encoder", "joint", "--text-aux-weight", "0.1", "--block-weight", "10"]
+STAGE1 = ["--text-steps", "500", "--text-encoder", "joint", "--text-aux-weight", "0.1", "--block-weight", "10",
+          "--start", "spawn"]
 #: stage 2's steps: one more teacher-forcing phase, as long as the recipe's
 STAGE2_TEACHER_STEPS = 1600
 #: fine-tune phases of stage 1: stage 2's seed is S + this, so its teacher-forcing data seed is stage 1's

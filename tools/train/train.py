@@ -189,7 +189,9 @@ paired at 4 seeds with the shipped weights, followed actions more often (0.693, 
 prompt's colours less often (0.531, −0.100 [−0.160, −0.037]), both established; with ``--text-steps 500 --text-encoder
 frozen`` (100 minutes) it kept the colours within their interval (−0.046) and the action following (+0.167) but drew
 the prompt's blocks far less often (block count 0.061, −0.132 [−0.220, −0.031]). So the default stays random
-(docs/model-card.md, "Spawn point")."""
+(docs/model-card.md, "Spawn point"). With the text stage, its attribute loss and a block weight of 10 (recipe.py's
+first run), ``spawn`` lifted all three target figures of the recipe's output (action following +0.081, agent present
++0.075, both beyond their intervals; "Text encoder"), so recipe.py gives it since 2026-12-07."""
 CHECKPOINT_MINUTES = 10.0
 """Default minutes between checkpoints inside a DiT phase (``--checkpoint-minutes``): a stopped recipe run loses at
 most that much (about 800 DiT steps) besides the stage it was in if that was the VAE's or the text encoder's."""
