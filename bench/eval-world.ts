@@ -42,13 +42,18 @@
  * (SessionConfig.steps, 2, chosen for 20 fps); the world clips' settings record it (`stepsPerChunk`), so a baseline at
  * the default pairs with it only under `--allow-other-settings`.
  *
+ * `--prompt-set held-out` runs the held-out set instead of the default one (src/eval/world-held-out.ts): 16 other T2V
+ * prompts (seeds 500–515) and 16 other world sessions (seeds 600–615) of the same grammar and shape, to check on prompts
+ * a change was not chosen on what it gained on the default set. A baseline of the other set is refused before any clip
+ * is generated (it has none of this set's clips). The JSON line then also holds `"prompt_set": "held-out"`.
+ *
  * `--strips DIR` also writes each clip of the first seed as a PNG frame strip (t2v-<i>.png, world-<i>.png) with the
  * prompts and actions in DIR/strips.json, for the model card.
  *
  * Run: npm run build && npm run eval:world [-- --models-dir DIR] [-- --model ID] [-- --seeds K] [-- --tallies-out FILE]
  *   [-- --baseline FILE [-- --allow-other-settings]] [-- --guidance-scale G] [-- --strips DIR]
  *   [-- --matmul-dtype bfloat16] (the DiT's matrix products on bf16 operands) [-- --first-frame spawn|off-centre]
- *   [-- --steps-per-chunk N]
+ *   [-- --steps-per-chunk N] [-- --prompt-set held-out]
  */
 import { Command, InvalidArgumentError, Option } from 'commander';
 import { NUMERIC_FLAGS, parseNumericFlag } from '../src/cli/generate';
@@ -62,11 +67,18 @@ import { worldDifference, worldIntervals } from '../src/eval/world-intervals';
 import { SettingsMismatchError, baselineRecord, checkSameClips, pairWithBaseline, readWorldTallies, settingDifference, splitByBlocks, unitsByMode, worldTalliesFile, type WorldTalliesFile, type WorldTallyRecord } from '../src/eval/world-tallies';
 import { ACTION_KEYS } from '../src/models/wan/actions';
 import { T2V_EVAL_PROMPTS, t2vClip, worldClip, worldClipFromFrame, WORLD_EVAL_SESSIONS } from '../src/eval/world-clips';
+import { T2V_HELD_OUT_PROMPTS, T2V_HELD_OUT_SEED, WORLD_HELD_OUT_SESSIONS } from '../src/eval/world-held-out';
 import type { AgentStart } from '../src/eval/world-first-frame';
 
 const T2V_FRAMES = 16;
-/** Seed offset between the repeats of `--seeds` (the sets' own seeds span 100–115 and 200–215). */
+/** Seed offset between the repeats of `--seeds` (the sets' own seeds span 100–115 and 200–215, held out 500–615). */
 const SEED_STRIDE = 1000;
+
+/** The prompt sets of `--prompt-set`: T2V prompts (clip i at seed `t2vSeed` + i) and world sessions. */
+const PROMPT_SETS = {
+  eval: { t2v: T2V_EVAL_PROMPTS, t2vSeed: 100, world: WORLD_EVAL_SESSIONS },
+  'held-out': { t2v: T2V_HELD_OUT_PROMPTS, t2vSeed: T2V_HELD_OUT_SEED, world: WORLD_HELD_OUT_SESSIONS },
+} as const;
 
 /** eval:world's options (commander: unknown flags and bad values exit 2 with a message naming the flag). */
 interface EvalOptions {
@@ -85,6 +97,8 @@ interface EvalOptions {
   firstFrame: 'prompt' | AgentStart;
   /** World sessions' denoise steps per chunk after the first (default: the engine's, SessionConfig.steps). */
   stepsPerChunk?: number;
+  /** Which prompts and seeds: the default set or the held-out one. */
+  promptSet: keyof typeof PROMPT_SETS;
 }
 
 /** A numeric flag's parser with the request schema's range (`parseNumericFlag`), for commander. */
@@ -121,6 +135,7 @@ function parseOptions(argv: readonly string[]): EvalOptions {
     .addOption(new Option('--strips <dir>', 'also write the clips of the first seed as PNG frame strips, with strips.json').argParser(text('--strips')))
     .addOption(new Option('--matmul-dtype <dtype>', "dtype of the DiT's matrix products").choices(MATMUL_DTYPES))
     .addOption(new Option('--steps-per-chunk <n>', "world sessions' denoise steps per chunk after the first (1–50; default: the engine's)").argParser(numeric({ flag: '--steps-per-chunk', integer: true, min: 1, max: 50 })))
+    .addOption(new Option('--prompt-set <set>', 'the default prompt set or the held-out one (other prompts of the same grammar and shape, src/eval/world-held-out.ts)').choices(Object.keys(PROMPT_SETS)).default('eval'))
     .addOption(new Option('--first-frame <start>', 'world sessions start from the prompt, or from a frame of the world with the agent at the spawn point or at least 12 px from it (not scored)').choices(['prompt', 'spawn', 'off-centre']).default('prompt'))
     .exitOverride((e) => process.exit(e.exitCode === 0 ? 0 : 2));
   const o = cmd.parse(argv, { from: 'user' }).opts<EvalOptions>();
@@ -148,14 +163,15 @@ interface PlannedClip extends Pick<WorldTallyRecord, 'mode' | 'unit' | 'seed' | 
 }
 
 /** The set: every T2V prompt and world session at `seeds` seeds, in generation order. */
-function plan({ seeds, model, guidanceScale, firstFrame }: Pick<EvalOptions, 'seeds' | 'model' | 'guidanceScale' | 'firstFrame'>): PlannedClip[] {
+function plan({ seeds, model, guidanceScale, firstFrame, promptSet }: Pick<EvalOptions, 'seeds' | 'model' | 'guidanceScale' | 'firstFrame' | 'promptSet'>): PlannedClip[] {
+  const set = PROMPT_SETS[promptSet];
   const clips: PlannedClip[] = [];
   for (let k = 0; k < seeds; k++) {
-    for (const [i, prompt] of T2V_EVAL_PROMPTS.entries()) {
-      const seed = 100 + i + SEED_STRIDE * k;
+    for (const [i, prompt] of set.t2v.entries()) {
+      const seed = set.t2vSeed + i + SEED_STRIDE * k;
       clips.push({ mode: 't2v', unit: i, seed, prompt, repeat: k, generate: (e) => t2vClip(e, { model, prompt, seed, frames: T2V_FRAMES, guidanceScale }) });
     }
-    for (const [i, s] of WORLD_EVAL_SESSIONS.entries()) {
+    for (const [i, s] of set.world.entries()) {
       const seed = s.seed + SEED_STRIDE * k;
       const generate = firstFrame === 'prompt' ? (e: Engine) => worldClip(e, { model, ...s, seed }) : (e: Engine) => worldClipFromFrame(e, { model, ...s, seed }, firstFrame);
       clips.push({ mode: 'world', unit: i, seed, prompt: s.prompt, repeat: k, generate });
@@ -235,7 +251,7 @@ async function main(): Promise<void> {
     };
     const { withoutBlocks, withBlocks } = splitByBlocks(records);
     const section = (modes: ReadonlyArray<'t2v' | 'world'>) => ({ ...report(records, modes), prompts_without_blocks: report(withoutBlocks, modes), prompts_with_blocks: report(withBlocks, modes) });
-    console.log(JSON.stringify({ ...section(['t2v', 'world']), t2v: section(['t2v']), world: section(['world']), ...(o.firstFrame !== 'prompt' ? { first_frame: o.firstFrame } : {}) }));
+    console.log(JSON.stringify({ ...section(['t2v', 'world']), t2v: section(['t2v']), world: section(['world']), ...(o.firstFrame !== 'prompt' ? { first_frame: o.firstFrame } : {}), ...(o.promptSet !== 'eval' ? { prompt_set: o.promptSet } : {}) }));
     if (o.talliesOut !== undefined) writeFileSync(o.talliesOut, JSON.stringify(worldTalliesFile(records)));
     if (o.strips !== undefined) writeStrips(o.strips, stripClips);
   } finally {

@@ -8,6 +8,7 @@ import { mkdtempSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import * as path from 'node:path';
 import { T2V_EVAL_PROMPTS, WORLD_EVAL_SESSIONS } from '../../src/eval/world-clips';
+import { T2V_HELD_OUT_PROMPTS, WORLD_HELD_OUT_SESSIONS } from '../../src/eval/world-held-out';
 import { parseWorldPrompt } from '../../src/eval/world-palette';
 import { defaultModelSpec } from '../../src/models/default-spec';
 
@@ -34,6 +35,10 @@ describe('eval:world command line', () => {
     [['--sessions', '4'], /unknown option '--sessions'/],
     [['--first-frame', 'corner'], /--first-frame <start>' argument 'corner' is invalid. Allowed choices are prompt, spawn, off-centre/],
     [['--first-frame'], /option '--first-frame <start>' argument missing/],
+    [['--prompt-set', 'train'], /--prompt-set <set>' argument 'train' is invalid. Allowed choices are eval, held-out/],
+    [['--prompt-set'], /option '--prompt-set <set>' argument missing/],
+    // a baseline of the default set does not hold the held-out set's clips (other seeds and prompts)
+    [['--prompt-set', 'held-out', '--baseline', file('default-set.json', tallies([t2v0]))], /error: --baseline: baseline: has no clip t2v unit 0 seed 500 \(run it with at least as many --seeds\)/],
     [['--strips', '--seeds', '4'], /--strips is missing its value \("--seeds" looks like a flag\)/],
     [['--strips', '-h'], /--strips is missing its value \("-h" looks like a flag\)/],
     [['--tallies-out', '--seeds'], /--tallies-out is missing its value/],
@@ -65,14 +70,15 @@ describe('eval:world command line', () => {
     expect(r.status).toBe(2);
   });
 
-  // a baseline of every clip of the set, whose T2V clips ran at guidance scale `g` and whose world sessions record no settings
-  const baselineAt = (g: number) => {
+  // a baseline of every clip of a set (the default one unless `heldOut`), whose T2V clips ran at guidance scale `g` and
+  // whose world sessions record no settings
+  const baselineAt = (g: number, heldOut = false) => {
     const t2v = { task: 'T2V', width: 64, height: 64, numFrames: 16, fps: 8, numInferenceSteps: 20, guidanceScale: g, flowShift: 3, sampler: 'euler', matmulDtype: 'float32' };
     // no frame scores anything; a prompt that names blocks has each of its frames scored on them
     const counts = (prompt: string, frames: number) => ({ frames, colorOk: 0, roomOk: 0, blockFrames: parseWorldPrompt(prompt)?.obstacleCount === undefined ? 0 : frames, blockOk: 0, present: 0, pairs: 0, followed: 0 });
     return tallies([
-      ...T2V_EVAL_PROMPTS.map((prompt, unit) => ({ mode: 't2v', unit, seed: 100 + unit, prompt, ...counts(prompt, 16), settings: t2v })),
-      ...WORLD_EVAL_SESSIONS.map((s, unit) => ({ mode: 'world', unit, seed: s.seed, prompt: s.prompt, ...counts(s.prompt, s.frames), settings: {} })),
+      ...(heldOut ? T2V_HELD_OUT_PROMPTS : T2V_EVAL_PROMPTS).map((prompt, unit) => ({ mode: 't2v', unit, seed: (heldOut ? 500 : 100) + unit, prompt, ...counts(prompt, 16), settings: t2v })),
+      ...(heldOut ? WORLD_HELD_OUT_SESSIONS : WORLD_EVAL_SESSIONS).map((s, unit) => ({ mode: 'world', unit, seed: s.seed, prompt: s.prompt, ...counts(s.prompt, s.frames), settings: {} })),
     ]);
   };
 
@@ -103,9 +109,18 @@ describe('eval:world command line', () => {
     expect(r.status).toBe(2);
   });
 
+  it('--prompt-set held-out runs the held-out set: its first clip is the first held-out T2V prompt at seed 500, paired with a held-out baseline', () => {
+    const ours = defaultModelSpec().defaults.guidanceScale;
+    const r = run('--prompt-set', 'held-out', '--baseline', file('held-out.json', baselineAt(ours + 1, true)));
+    // the baseline holds every clip of the held-out set, so the first clip is generated and refused only for its guidance
+    expect(r.stderr).toContain(`error: --baseline: baseline: clip t2v unit 0 seed 500 ran with guidanceScale ${ours + 1}, this run ${ours} (compare`);
+    expect(r.stdout).toBe('');
+    expect(r.status).toBe(2);
+  });
+
   it('--help lists every option and exits 0', () => {
     const r = run('--help');
     expect(r.status).toBe(0);
-    for (const flag of ['--models-dir <dir>', '--model <id>', '--seeds <k>', '--guidance-scale <g>', '--tallies-out <file>', '--baseline <file>', '--allow-other-settings', '--strips <dir>', '--matmul-dtype <dtype>', '--first-frame <start>', '--steps-per-chunk <n>']) expect(r.stdout).toContain(flag);
+    for (const flag of ['--models-dir <dir>', '--model <id>', '--seeds <k>', '--guidance-scale <g>', '--tallies-out <file>', '--baseline <file>', '--allow-other-settings', '--strips <dir>', '--matmul-dtype <dtype>', '--first-frame <start>', '--steps-per-chunk <n>', '--prompt-set <set>']) expect(r.stdout).toContain(flag);
   });
 });
