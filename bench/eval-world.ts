@@ -42,9 +42,9 @@
  * (SessionConfig.steps, 2, chosen for 20 fps); the world clips' settings record it (`stepsPerChunk`), so a baseline at
  * the default pairs with it only under `--allow-other-settings`.
  *
- * `--prompt-set held-out` runs the held-out set instead of the default one (src/eval/world-held-out.ts): 16 other T2V
- * prompts (seeds 500–515) and 16 other world sessions (seeds 600–615) of the same grammar and shape, to check on prompts
- * a change was not chosen on what it gained on the default set. A baseline of the other set is refused before any clip
+ * `--prompt-set held-out` runs the held-out set instead of the default one (`eval`; src/eval/world-held-out.ts): 16
+ * other T2V prompts (seeds 500–515) and 16 other world sessions (seeds 600–615) of the same grammar and shape, to check
+ * whether what a change gained on the default set holds on prompts it was not chosen on. A baseline of the other set is refused before any clip
  * is generated (it has none of this set's clips). The JSON line then also holds `"prompt_set": "held-out"`.
  *
  * `--strips DIR` also writes each clip of the first seed as a PNG frame strip (t2v-<i>.png, world-<i>.png) with the
@@ -71,7 +71,7 @@ import { T2V_HELD_OUT_PROMPTS, T2V_HELD_OUT_SEED, WORLD_HELD_OUT_SESSIONS } from
 import type { AgentStart } from '../src/eval/world-first-frame';
 
 const T2V_FRAMES = 16;
-/** Seed offset between the repeats of `--seeds` (the sets' own seeds span 100–115 and 200–215, held out 500–615). */
+/** Seed offset between the repeats of `--seeds` (the sets' own seeds: 100–115 and 200–215; held out, 500–515 and 600–615). */
 const SEED_STRIDE = 1000;
 
 /** The prompt sets of `--prompt-set`: T2V prompts (clip i at seed `t2vSeed` + i) and world sessions. */
@@ -135,7 +135,7 @@ function parseOptions(argv: readonly string[]): EvalOptions {
     .addOption(new Option('--strips <dir>', 'also write the clips of the first seed as PNG frame strips, with strips.json').argParser(text('--strips')))
     .addOption(new Option('--matmul-dtype <dtype>', "dtype of the DiT's matrix products").choices(MATMUL_DTYPES))
     .addOption(new Option('--steps-per-chunk <n>', "world sessions' denoise steps per chunk after the first (1–50; default: the engine's)").argParser(numeric({ flag: '--steps-per-chunk', integer: true, min: 1, max: 50 })))
-    .addOption(new Option('--prompt-set <set>', 'the default prompt set or the held-out one (other prompts of the same grammar and shape, src/eval/world-held-out.ts)').choices(Object.keys(PROMPT_SETS)).default('eval'))
+    .addOption(new Option('--prompt-set <set>', 'eval, the default prompt set, or held-out, other prompts of the same grammar and shape (src/eval/world-held-out.ts)').choices(Object.keys(PROMPT_SETS)).default('eval'))
     .addOption(new Option('--first-frame <start>', 'world sessions start from the prompt, or from a frame of the world with the agent at the spawn point or at least 12 px from it (not scored)').choices(['prompt', 'spawn', 'off-centre']).default('prompt'))
     .exitOverride((e) => process.exit(e.exitCode === 0 ? 0 : 2));
   const o = cmd.parse(argv, { from: 'user' }).opts<EvalOptions>();

@@ -11,14 +11,16 @@ the first.
 2. ``train.py --out OUT --init OUT/stage1 --seed S+2 --dit-steps 0 --finetune-steps 0 --teacher-forcing-steps 1600``:
    the teacher-forcing phase again, on the same data (seed S + 2 + 0 phases + 1, as in stage 1), without the block
    weight or the attribute loss. Measured in docs/model-card.md ("Text encoder"): this last phase decides the
-   trade; without the block weight it lifts prompt colour, action following and agent presence, and the blocks go.
+   trade; without the block weight it lifts prompt colour, action following and agent presence, and most of the blocks
+   go (block count 0.459 → 0.117 after the spawn point).
 
 OUT then holds the model directory the runtime loads (its model.json names both runs), the second run's log and
 summary; OUT/stage1 holds the first run's. Each run is a train.py command with the flags below, so either can be
 repeated or resumed on its own; ``--resume`` continues whichever stage was stopped (a finished stage 1 is kept when
 its ``repeat`` line has every option the recipe gives it; a run without a checkpoint starts from its beginning).
-Wall time: about 95 minutes on 2 cores (81.9 + 12.9 for the two runs apart, the first beside a test run for 8 minutes;
-docs/model-card.md, "Command"; 82.8 without ``--start spawn``, which writes the bytes of the same commands run apart).
+Wall time: about 95 minutes on 2 cores (81.9 + 12.9, the two runs run separately, the first sharing the machine with a
+test run for 8 minutes; docs/model-card.md, "Command"). Without ``--start spawn`` the one command took 82.8 minutes and
+wrote the bytes of its two commands run separately.
 
 Exit status: 2 for a bad flag of its own or one a run refuses (with the run's message); else that of the first run
 that fails (128 + N for a run killed by signal N); else 0.

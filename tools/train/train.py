@@ -184,8 +184,8 @@ docs/model-card.md, "Spawn point")."""
 START = "random"
 """Default start of the agent in the base and fine-tune phases' scenes (``--start``): a random free position, so the
 model sees the agent drawn anywhere in a clip's first frame; ``spawn`` starts every scene of those phases at the
-world's spawn point too, as the teacher-forcing phase's (TEACHER_START). The whole recipe with ``spawn`` (105 minutes),
-paired at 4 seeds with the shipped weights, followed actions more often (0.693, +0.208 [+0.094, +0.306]) but drew the
+world's spawn point too, as the teacher-forcing phase's (TEACHER_START). The whole recipe with ``spawn`` (105 minutes; 2026-12-04, 8-px
+world), paired at 4 seeds with the weights shipped then, followed actions more often (0.693, +0.208 [+0.094, +0.306]) but drew the
 prompt's colours less often (0.531, −0.100 [−0.160, −0.037]), both established; with ``--text-steps 500 --text-encoder
 frozen`` (100 minutes) it kept the colours within their interval (−0.046) and the action following (+0.167) but drew
 the prompt's blocks far less often (block count 0.061, −0.132 [−0.220, −0.031]). So the default stays random
