@@ -3,7 +3,7 @@
  * teacher-forcing phase continued from the first without its block weight and attribute loss, on the same data. With
  * `--short` (a few steps of every stage) it checks what the recipe promises: the runtime loads its output, the two runs
  * carry the options docs/model-card.md names and the second phase draws the first's data, a stopped recipe resumed
- * gives the bytes of one never stopped, and bad flags or a failing stage stop it by name. The full recipe (about 95 minutes)
+ * gives the bytes of one never stopped, and bad flags or a failing stage stop it by name. The full recipe (about 86 minutes alone)
  * is measured in docs/model-card.md, not here.
  */
 import { spawn, spawnSync } from 'node:child_process';

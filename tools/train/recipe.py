@@ -18,9 +18,9 @@ OUT then holds the model directory the runtime loads (its model.json names both 
 summary; OUT/stage1 holds the first run's. Each run is a train.py command with the flags below, so either can be
 repeated or resumed on its own; ``--resume`` continues whichever stage was stopped (a finished stage 1 is kept when
 its ``repeat`` line has every option the recipe gives it; a run without a checkpoint starts from its beginning).
-Wall time: about 95 minutes on 2 cores (81.9 + 12.9, the two runs run separately, the first sharing the machine with a
-test run for 8 minutes; docs/model-card.md, "Command"). Without ``--start spawn`` the one command took 82.8 minutes and
-wrote the bytes of its two commands run separately.
+Wall time: about 86 minutes on 2 cores with nothing else running (the sum of its phases' times run alone); 123.8 as
+one command on a machine running evaluations and tests beside it (docs/model-card.md, "Command"), which wrote the
+bytes of its two commands run separately, as the recipe without ``--start spawn`` did in 82.8 minutes.
 
 Exit status: 2 for a bad flag of its own or one a run refuses (with the run's message); else that of the first run
 that fails (128 + N for a run killed by signal N); else 0.
