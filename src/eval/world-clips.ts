@@ -51,7 +51,15 @@ export const WORLD_EVAL_SESSIONS: ReadonlyArray<{ prompt: string; seed: number; 
   'a green dot in a dark blue room with a red block',
   'an orange ball in a black room',
   'a yellow box in a dark green room with two magenta blocks',
-].map((prompt, i) => ({ prompt, seed: 200 + i, frames: 24, run: 4, shift: i % 4 }));
+].map(evalSession(200));
+
+/**
+ * An evaluation set's world session i for `prompt`: 24 frames, directional runs of 4 frames starting i mod 4 runs into
+ * the cycle, at seed `firstSeed` + i (a mapper over a set's prompts, in order).
+ */
+export function evalSession(firstSeed: number): (prompt: string, i: number) => { prompt: string; seed: number; frames: number; run: number; shift: number } {
+  return (prompt, i) => ({ prompt, seed: firstSeed + i, frames: 24, run: 4, shift: i % 4 });
+}
 
 /** The directional keys world clips cycle through (up, right, down, left), `run` frames each. */
 const CYCLE = ['up', 'right', 'down', 'left'] as const;

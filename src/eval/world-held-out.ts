@@ -1,4 +1,4 @@
-import type { WORLD_EVAL_SESSIONS } from './world-clips';
+import { evalSession, type WORLD_EVAL_SESSIONS } from './world-clips';
 
 /**
  * The held-out prompt set of `npm run eval:world -- --prompt-set held-out` (bench/eval-world.ts): 32 prompts of the
@@ -53,7 +53,7 @@ export const T2V_HELD_OUT_PROMPTS: readonly string[] = HELD_OUT_PROMPTS.slice(0,
  * The held-out set's world sessions (the last 16 of HELD_OUT_PROMPTS): as the default set's, 24 frames each,
  * directional runs of 4 frames starting `shift` (= i mod 4) runs into the cycle, seeds 600–615.
  */
-export const WORLD_HELD_OUT_SESSIONS: typeof WORLD_EVAL_SESSIONS = HELD_OUT_PROMPTS.slice(16).map((prompt, i) => ({ prompt, seed: 600 + i, frames: 24, run: 4, shift: i % 4 }));
+export const WORLD_HELD_OUT_SESSIONS: typeof WORLD_EVAL_SESSIONS = HELD_OUT_PROMPTS.slice(16).map(evalSession(600));
 
 /** The T2V clips' first seed in the held-out set (clip i: this + i). */
 export const T2V_HELD_OUT_SEED = 500;
