@@ -44,8 +44,14 @@
  *
  * `--prompt-set held-out` runs the held-out set instead of the default one (`eval`; src/eval/world-held-out.ts): 16
  * other T2V prompts (seeds 500–515) and 16 other world sessions (seeds 600–615) of the same grammar and shape, to check
- * whether what a change gained on the default set holds on prompts it was not chosen on. A baseline of the other set is refused before any clip
- * is generated (it has none of this set's clips). The JSON line then also holds `"prompt_set": "held-out"`.
+ * whether what a change gained on the default set holds on prompts it was not chosen on. `--prompt-set color-pairs` runs
+ * one prompt per ordered pair of agent and block colours, "a <agent> ball in a dark blue room with two <block> blocks"
+ * (42 T2V clips, seeds 700–741, and 42 world sessions, seeds 800–841; src/eval/world-color-pairs.ts), to find the
+ * pairs a model loses the agent on. A baseline of another set is refused before any clip is generated (it has none of
+ * this set's clips). The JSON line then also holds `"prompt_set"`, the set's name.
+ *
+ * `--per-prompt` adds `"per_prompt"`: each prompt's figures over its seeds (`figuresByPrompt`: mode, prompt, clips and
+ * the figures of the top level), T2V prompts first, in the set's order.
  *
  * `--strips DIR` also writes each clip of the first seed as a PNG frame strip (t2v-<i>.png, world-<i>.png) with the
  * prompts and actions in DIR/strips.json, for the model card.
@@ -53,7 +59,7 @@
  * Run: npm run build && npm run eval:world [-- --models-dir DIR] [-- --model ID] [-- --seeds K] [-- --tallies-out FILE]
  *   [-- --baseline FILE [-- --allow-other-settings]] [-- --guidance-scale G] [-- --strips DIR]
  *   [-- --matmul-dtype bfloat16] (the DiT's matrix products on bf16 operands) [-- --first-frame spawn|off-centre]
- *   [-- --steps-per-chunk N] [-- --prompt-set held-out]
+ *   [-- --steps-per-chunk N] [-- --prompt-set held-out|color-pairs] [-- --per-prompt]
  */
 import { Command, InvalidArgumentError, Option } from 'commander';
 import { NUMERIC_FLAGS, parseNumericFlag } from '../src/cli/generate';
@@ -64,10 +70,11 @@ import { Engine } from '../src/engine/engine';
 import { frameStripPng } from '../src/eval/frame-strip';
 import { tallyWorldClip, worldFigures, type WorldEvalClip } from '../src/eval/world-eval';
 import { worldDifference, worldIntervals } from '../src/eval/world-intervals';
-import { SettingsMismatchError, baselineRecord, checkSameClips, pairWithBaseline, readWorldTallies, settingDifference, splitByBlocks, unitsByMode, worldTalliesFile, type WorldTalliesFile, type WorldTallyRecord } from '../src/eval/world-tallies';
+import { SettingsMismatchError, baselineRecord, checkSameClips, figuresByPrompt, pairWithBaseline, readWorldTallies, settingDifference, splitByBlocks, unitsByMode, worldTalliesFile, type WorldTalliesFile, type WorldTallyRecord } from '../src/eval/world-tallies';
 import { ACTION_KEYS } from '../src/models/wan/actions';
 import { T2V_EVAL_PROMPTS, t2vClip, worldClip, worldClipFromFrame, WORLD_EVAL_SESSIONS } from '../src/eval/world-clips';
 import { T2V_HELD_OUT_PROMPTS, T2V_HELD_OUT_SEED, WORLD_HELD_OUT_SESSIONS } from '../src/eval/world-held-out';
+import { COLOR_PAIR_PROMPTS, T2V_COLOR_PAIR_SEED, WORLD_COLOR_PAIR_SESSIONS } from '../src/eval/world-color-pairs';
 import type { AgentStart } from '../src/eval/world-first-frame';
 
 const T2V_FRAMES = 16;
@@ -78,6 +85,7 @@ const SEED_STRIDE = 1000;
 const PROMPT_SETS = {
   eval: { t2v: T2V_EVAL_PROMPTS, t2vSeed: 100, world: WORLD_EVAL_SESSIONS },
   'held-out': { t2v: T2V_HELD_OUT_PROMPTS, t2vSeed: T2V_HELD_OUT_SEED, world: WORLD_HELD_OUT_SESSIONS },
+  'color-pairs': { t2v: COLOR_PAIR_PROMPTS, t2vSeed: T2V_COLOR_PAIR_SEED, world: WORLD_COLOR_PAIR_SESSIONS },
 } as const;
 
 /** eval:world's options (commander: unknown flags and bad values exit 2 with a message naming the flag). */
@@ -97,8 +105,10 @@ interface EvalOptions {
   firstFrame: 'prompt' | AgentStart;
   /** World sessions' denoise steps per chunk after the first (default: the engine's, SessionConfig.steps). */
   stepsPerChunk?: number;
-  /** Which prompts and seeds: the default set or the held-out one. */
+  /** Which prompts and seeds: the default set, the held-out one or the colour pairs. */
   promptSet: keyof typeof PROMPT_SETS;
+  /** Add each prompt's figures (`per_prompt`). */
+  perPrompt?: boolean;
 }
 
 /** A numeric flag's parser with the request schema's range (`parseNumericFlag`), for commander. */
@@ -135,7 +145,8 @@ function parseOptions(argv: readonly string[]): EvalOptions {
     .addOption(new Option('--strips <dir>', 'also write the clips of the first seed as PNG frame strips, with strips.json').argParser(text('--strips')))
     .addOption(new Option('--matmul-dtype <dtype>', "dtype of the DiT's matrix products").choices(MATMUL_DTYPES))
     .addOption(new Option('--steps-per-chunk <n>', "world sessions' denoise steps per chunk after the first (1–50; default: the engine's)").argParser(numeric({ flag: '--steps-per-chunk', integer: true, min: 1, max: 50 })))
-    .addOption(new Option('--prompt-set <set>', 'eval, the default prompt set, or held-out, other prompts of the same grammar and shape (src/eval/world-held-out.ts)').choices(Object.keys(PROMPT_SETS)).default('eval'))
+    .addOption(new Option('--prompt-set <set>', 'eval, the default prompt set; held-out, other prompts of the same grammar and shape (src/eval/world-held-out.ts); or color-pairs, one prompt per agent and block colour pair (src/eval/world-color-pairs.ts)').choices(Object.keys(PROMPT_SETS)).default('eval'))
+    .addOption(new Option('--per-prompt', "also print each prompt's figures over its seeds (\"per_prompt\")"))
     .addOption(new Option('--first-frame <start>', 'world sessions start from the prompt, or from a frame of the world with the agent at the spawn point or at least 12 px from it (not scored)').choices(['prompt', 'spawn', 'off-centre']).default('prompt'))
     .exitOverride((e) => process.exit(e.exitCode === 0 ? 0 : 2));
   const o = cmd.parse(argv, { from: 'user' }).opts<EvalOptions>();
@@ -251,7 +262,7 @@ async function main(): Promise<void> {
     };
     const { withoutBlocks, withBlocks } = splitByBlocks(records);
     const section = (modes: ReadonlyArray<'t2v' | 'world'>) => ({ ...report(records, modes), prompts_without_blocks: report(withoutBlocks, modes), prompts_with_blocks: report(withBlocks, modes) });
-    console.log(JSON.stringify({ ...section(['t2v', 'world']), t2v: section(['t2v']), world: section(['world']), ...(o.firstFrame !== 'prompt' ? { first_frame: o.firstFrame } : {}), ...(o.promptSet !== 'eval' ? { prompt_set: o.promptSet } : {}) }));
+    console.log(JSON.stringify({ ...section(['t2v', 'world']), t2v: section(['t2v']), world: section(['world']), ...(o.firstFrame !== 'prompt' ? { first_frame: o.firstFrame } : {}), ...(o.promptSet !== 'eval' ? { prompt_set: o.promptSet } : {}), ...(o.perPrompt ? { per_prompt: figuresByPrompt(records) } : {}) }));
     if (o.talliesOut !== undefined) writeFileSync(o.talliesOut, JSON.stringify(worldTalliesFile(records)));
     if (o.strips !== undefined) writeStrips(o.strips, stripClips);
   } finally {

@@ -1,6 +1,6 @@
 import { readFileSync, statSync } from 'node:fs';
 import { z } from 'zod';
-import type { WorldClipTally } from './world-eval';
+import { worldFigures, type WorldClipTally, type WorldEvalResult } from './world-eval';
 import { parseWorldPrompt } from './world-palette';
 import type { PairedWorldUnit, WorldEvalUnit } from './world-intervals';
 
@@ -154,6 +154,23 @@ function groupUnits<U>(records: readonly WorldTallyRecord[], pick: (rs: WorldTal
     else groups[r.mode].set(r.unit, [r]);
   }
   return { t2v: [...groups.t2v.values()].map(pick), world: [...groups.world.values()].map(pick) };
+}
+
+/** One prompt's figures over its clips at every seed (`eval:world --per-prompt`). */
+export interface PromptFigures extends WorldEvalResult {
+  mode: 't2v' | 'world';
+  prompt: string;
+  /** Clips (seeds) the figures are over. */
+  clips: number;
+}
+
+/**
+ * The figures of each unit (one prompt of a mode at every seed), T2V units first, each mode's in order of first
+ * appearance: which prompts a set's figures are lost on.
+ */
+export function figuresByPrompt(records: readonly WorldTallyRecord[]): PromptFigures[] {
+  const units = groupUnits(records, (rs) => ({ mode: rs[0].mode, prompt: rs[0].prompt, clips: rs.length, ...worldFigures(rs.map(tallyOf)) }));
+  return [...units.t2v, ...units.world];
 }
 
 /**

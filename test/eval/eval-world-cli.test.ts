@@ -35,10 +35,13 @@ describe('eval:world command line', () => {
     [['--sessions', '4'], /unknown option '--sessions'/],
     [['--first-frame', 'corner'], /--first-frame <start>' argument 'corner' is invalid. Allowed choices are prompt, spawn, off-centre/],
     [['--first-frame'], /option '--first-frame <start>' argument missing/],
-    [['--prompt-set', 'train'], /--prompt-set <set>' argument 'train' is invalid. Allowed choices are eval, held-out/],
+    [['--prompt-set', 'train'], /--prompt-set <set>' argument 'train' is invalid. Allowed choices are eval, held-out, color-pairs/],
     [['--prompt-set'], /option '--prompt-set <set>' argument missing/],
     // a baseline of the default set does not hold the held-out set's clips (other seeds and prompts)
     [['--prompt-set', 'held-out', '--baseline', file('default-set.json', tallies([t2v0]))], /error: --baseline: baseline: has no clip t2v unit 0 seed 500 \(run it with at least as many --seeds\)/],
+    // nor of the colour-pair set's (its first T2V clip is the red agent beside green blocks at seed 700)
+    [['--prompt-set', 'color-pairs', '--baseline', file('default-set-2.json', tallies([t2v0]))], /error: --baseline: baseline: has no clip t2v unit 0 seed 700 \(run it with at least as many --seeds\)/],
+    [['--per-prompt', 'yes'], /error: too many arguments\. Expected 0 arguments but got 1/],
     [['--strips', '--seeds', '4'], /--strips is missing its value \("--seeds" looks like a flag\)/],
     [['--strips', '-h'], /--strips is missing its value \("-h" looks like a flag\)/],
     [['--tallies-out', '--seeds'], /--tallies-out is missing its value/],
@@ -121,6 +124,6 @@ describe('eval:world command line', () => {
   it('--help lists every option and exits 0', () => {
     const r = run('--help');
     expect(r.status).toBe(0);
-    for (const flag of ['--models-dir <dir>', '--model <id>', '--seeds <k>', '--guidance-scale <g>', '--tallies-out <file>', '--baseline <file>', '--allow-other-settings', '--strips <dir>', '--matmul-dtype <dtype>', '--first-frame <start>', '--steps-per-chunk <n>', '--prompt-set <set>']) expect(r.stdout).toContain(flag);
+    for (const flag of ['--models-dir <dir>', '--model <id>', '--seeds <k>', '--guidance-scale <g>', '--tallies-out <file>', '--baseline <file>', '--allow-other-settings', '--strips <dir>', '--matmul-dtype <dtype>', '--first-frame <start>', '--steps-per-chunk <n>', '--prompt-set <set>', '--per-prompt']) expect(r.stdout).toContain(flag);
   });
 });

@@ -9,7 +9,7 @@ import { worldDifference, worldIntervals, type PairedWorldUnit } from '../../src
 import { mkdtempSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import * as path from 'node:path';
-import { MAX_TALLIES_BYTES, SettingsMismatchError, baselineRecord, pairWithBaseline, parseWorldTallies, readWorldTallies, settingDifference, splitByBlocks, unitsByMode, worldTalliesFile, type WorldTallyRecord } from '../../src/eval/world-tallies';
+import { MAX_TALLIES_BYTES, SettingsMismatchError, baselineRecord, figuresByPrompt, pairWithBaseline, parseWorldTallies, readWorldTallies, settingDifference, splitByBlocks, unitsByMode, worldTalliesFile, type WorldTallyRecord } from '../../src/eval/world-tallies';
 
 /**
  * A 24-frame clip with `colorOk` prompt-colour frames, `present` agent frames and `followed` of `pairs` action pairs,
@@ -154,6 +154,25 @@ describe('tallies file', () => {
     expect(worldFigures(unitsByMode(withBlocks).world.flat()).block_count_acc).toBeCloseTo(18 / 48, 12);
     expect(worldFigures(unitsByMode(withoutBlocks).world.flat()).block_count_acc).toBeNull();
     expect(splitByBlocks([])).toEqual({ withoutBlocks: [], withBlocks: [] });
+  });
+
+  it("gives each prompt's figures over its seeds, T2V prompts first, each mode in order of first appearance", () => {
+    const plain = 'a cyan ball in a gray room';
+    const t2v = (o: Partial<WorldTallyRecord>) => rec({ mode: 't2v', prompt: plain, frames: 16, colorOk: 16, roomOk: 16, blockFrames: 0, blockOk: 0, present: 4, pairs: 0, followed: 0, ...o });
+    // world unit 0 at two seeds, then a T2V prompt at two seeds, then world unit 1 once
+    const clips = [rec(), t2v({ unit: 0, seed: 100 }), rec({ seed: 1200, colorOk: 20, blockOk: 6, present: 24, pairs: 12, followed: 11 }), rec({ unit: 1, seed: 201, prompt: plain, blockFrames: 0, blockOk: 0 }), t2v({ unit: 0, seed: 1100, present: 12, colorOk: 8 })];
+    const byPrompt = figuresByPrompt(parseWorldTallies(file(clips), 'base.json').clips);
+    expect(byPrompt.map((p) => [p.mode, p.prompt, p.clips, p.frames])).toEqual([
+      ['t2v', plain, 2, 32],
+      ['world', rec().prompt, 2, 48],
+      ['world', plain, 1, 24],
+    ]);
+    // T2V: colour (16 + 8) / 32, one agent (4 + 12) / 32, no pairs, no blocks named
+    expect(byPrompt[0]).toMatchObject({ prompt_color_acc: 0.75, agent_present_rate: 0.5, action_follow_acc: null, action_pairs: 0, block_count_acc: null });
+    // world unit 0: colour (10 + 20) / 48 = 0.625, one agent (12 + 24) / 48 = 0.75, followed (5 + 11) / (8 + 12) = 0.8, blocks (18 + 6) / 48 = 0.5
+    expect(byPrompt[1]).toMatchObject({ prompt_color_acc: 0.625, agent_present_rate: 0.75, action_follow_acc: 0.8, action_pairs: 20, block_count_acc: 0.5 });
+    expect(byPrompt[2]).toMatchObject({ prompt_color_acc: 0.4167, agent_present_rate: 0.5, action_follow_acc: 0.625, block_count_acc: null });
+    expect(figuresByPrompt([])).toEqual([]);
   });
 
   it.each([
