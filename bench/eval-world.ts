@@ -45,13 +45,14 @@
  * `--prompt-set held-out` runs the held-out set instead of the default one (`eval`; src/eval/world-held-out.ts): 16
  * other T2V prompts (seeds 500–515) and 16 other world sessions (seeds 600–615) of the same grammar and shape, to check
  * whether what a change gained on the default set holds on prompts it was not chosen on. `--prompt-set color-pairs` runs
- * one prompt per ordered pair of agent and block colours, "a <agent> ball in a dark blue room with two <block> blocks"
+ * one prompt per ordered pair of agent and block colours, "a|an <agent> ball in a dark blue room with two <block> blocks"
  * (42 T2V clips, seeds 700–741, and 42 world sessions, seeds 800–841; src/eval/world-color-pairs.ts), to find the
  * pairs a model loses the agent on. A baseline of another set is refused before any clip is generated (it has none of
  * this set's clips). The JSON line then also holds `"prompt_set"`, the set's name.
  *
  * `--per-prompt` adds `"per_prompt"`: each prompt's figures over its seeds (`figuresByPrompt`: mode, prompt, clips and
- * the figures of the top level), T2V prompts first, in the set's order.
+ * the point figures of the top level, without intervals or a baseline's difference), T2V prompts first, in the set's
+ * order; with one clip per prompt at `--seeds 1`, run more seeds to compare prompts.
  *
  * `--strips DIR` also writes each clip of the first seed as a PNG frame strip (t2v-<i>.png, world-<i>.png) with the
  * prompts and actions in DIR/strips.json, for the model card.

@@ -41,6 +41,7 @@ describe('eval:world command line', () => {
     [['--prompt-set', 'held-out', '--baseline', file('default-set.json', tallies([t2v0]))], /error: --baseline: baseline: has no clip t2v unit 0 seed 500 \(run it with at least as many --seeds\)/],
     // nor of the colour-pair set's (its first T2V clip is the red agent beside green blocks at seed 700)
     [['--prompt-set', 'color-pairs', '--baseline', file('default-set-2.json', tallies([t2v0]))], /error: --baseline: baseline: has no clip t2v unit 0 seed 700 \(run it with at least as many --seeds\)/],
+    [['--prompt-set', 'colour-pairs'], /--prompt-set <set>' argument 'colour-pairs' is invalid. Allowed choices are eval, held-out, color-pairs/],
     [['--per-prompt', 'yes'], /error: too many arguments\. Expected 0 arguments but got 1/],
     [['--strips', '--seeds', '4'], /--strips is missing its value \("--seeds" looks like a flag\)/],
     [['--strips', '-h'], /--strips is missing its value \("-h" looks like a flag\)/],

@@ -171,6 +171,7 @@ describe('tallies file', () => {
     expect(byPrompt[0]).toMatchObject({ prompt_color_acc: 0.75, agent_present_rate: 0.5, action_follow_acc: null, action_pairs: 0, block_count_acc: null });
     // world unit 0: colour (10 + 20) / 48 = 0.625, one agent (12 + 24) / 48 = 0.75, followed (5 + 11) / (8 + 12) = 0.8, blocks (18 + 6) / 48 = 0.5
     expect(byPrompt[1]).toMatchObject({ prompt_color_acc: 0.625, agent_present_rate: 0.75, action_follow_acc: 0.8, action_pairs: 20, block_count_acc: 0.5 });
+    // world unit 1, rec()'s counts: colour 10 / 24, one agent 12 / 24, followed 5 / 8
     expect(byPrompt[2]).toMatchObject({ prompt_color_acc: 0.4167, agent_present_rate: 0.5, action_follow_acc: 0.625, block_count_acc: null });
     expect(figuresByPrompt([])).toEqual([]);
   });
