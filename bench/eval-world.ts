@@ -146,7 +146,7 @@ function parseOptions(argv: readonly string[]): EvalOptions {
     .addOption(new Option('--strips <dir>', 'also write the clips of the first seed as PNG frame strips, with strips.json').argParser(text('--strips')))
     .addOption(new Option('--matmul-dtype <dtype>', "dtype of the DiT's matrix products").choices(MATMUL_DTYPES))
     .addOption(new Option('--steps-per-chunk <n>', "world sessions' denoise steps per chunk after the first (1–50; default: the engine's)").argParser(numeric({ flag: '--steps-per-chunk', integer: true, min: 1, max: 50 })))
-    .addOption(new Option('--prompt-set <set>', 'eval, the default prompt set; held-out, other prompts of the same grammar and shape (src/eval/world-held-out.ts); or color-pairs, one prompt per agent and block colour pair (src/eval/world-color-pairs.ts)').choices(Object.keys(PROMPT_SETS)).default('eval'))
+    .addOption(new Option('--prompt-set <set>', 'eval, the default prompt set; held-out, other prompts of the same grammar and shape (src/eval/world-held-out.ts); or color-pairs, one prompt per ordered pair of agent and block colours, 42 (src/eval/world-color-pairs.ts)').choices(Object.keys(PROMPT_SETS)).default('eval'))
     .addOption(new Option('--per-prompt', "also print each prompt's figures over its seeds (\"per_prompt\")"))
     .addOption(new Option('--first-frame <start>', 'world sessions start from the prompt, or from a frame of the world with the agent at the spawn point or at least 12 px from it (not scored)').choices(['prompt', 'spawn', 'off-centre']).default('prompt'))
     .exitOverride((e) => process.exit(e.exitCode === 0 ? 0 : 2));

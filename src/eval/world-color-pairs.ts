@@ -2,7 +2,7 @@ import { evalSession, type WORLD_EVAL_SESSIONS } from './world-clips';
 import { OBJECT_COLORS } from './world-palette';
 
 /** The room of every colour-pair prompt: the README's ("a white ball in a dark blue room with two yellow blocks"). */
-export const COLOR_PAIR_ROOM = 'dark blue';
+const COLOR_PAIR_ROOM = 'dark blue';
 
 /**
  * The colour-pair prompt set of `npm run eval:world -- --prompt-set color-pairs` (bench/eval-world.ts): one prompt per
