@@ -50,6 +50,13 @@
  * pairs a model loses the agent on. A baseline of another set is refused before any clip is generated (it has none of
  * this set's clips). The JSON line then also holds `"prompt_set"`, the set's name.
  *
+ * `--prompt "TEXT"` evaluates one prompt of the world grammar instead of a set (what a user's own prompt scores): one
+ * T2V clip (seed 900) and one world session (seed 950; the default set's first session's actions: up, right, down,
+ * left, 4 frames each) per `--seeds` repeat; its intervals take each clip as a unit (the seeds are its independent
+ * samples; a set's unit is the prompt). A prompt outside the grammar is refused by name before any model loads,
+ * as is `--prompt` with `--prompt-set`. The JSON line then also holds `"prompt"`. Two weights compare on it with
+ * `--tallies-out` and `--baseline`, as on a set.
+ *
  * `--per-prompt` adds `"per_prompt"`: each prompt's figures over its seeds (`figuresByPrompt`: mode, prompt, clips and
  * the point figures of the top level, without intervals or a baseline's difference), T2V prompts first, in the set's
  * order; with one clip per prompt at `--seeds 1`, run more seeds to compare prompts.
@@ -60,7 +67,7 @@
  * Run: npm run build && npm run eval:world [-- --models-dir DIR] [-- --model ID] [-- --seeds K] [-- --tallies-out FILE]
  *   [-- --baseline FILE [-- --allow-other-settings]] [-- --guidance-scale G] [-- --strips DIR]
  *   [-- --matmul-dtype bfloat16] (the DiT's matrix products on bf16 operands) [-- --first-frame spawn|off-centre]
- *   [-- --steps-per-chunk N] [-- --prompt-set held-out|color-pairs] [-- --per-prompt]
+ *   [-- --steps-per-chunk N] [-- --prompt-set held-out|color-pairs | -- --prompt "TEXT"] [-- --per-prompt]
  */
 import { Command, InvalidArgumentError, Option } from 'commander';
 import { NUMERIC_FLAGS, parseNumericFlag } from '../src/cli/generate';
@@ -70,10 +77,11 @@ import * as path from 'node:path';
 import { Engine } from '../src/engine/engine';
 import { frameStripPng } from '../src/eval/frame-strip';
 import { tallyWorldClip, worldFigures, type WorldEvalClip } from '../src/eval/world-eval';
-import { worldDifference, worldIntervals } from '../src/eval/world-intervals';
+import { clipUnits, pairedClipUnits, worldDifference, worldIntervals } from '../src/eval/world-intervals';
 import { SettingsMismatchError, baselineRecord, checkSameClips, figuresByPrompt, pairWithBaseline, readWorldTallies, settingDifference, splitByBlocks, unitsByMode, worldTalliesFile, type WorldTalliesFile, type WorldTallyRecord } from '../src/eval/world-tallies';
 import { ACTION_KEYS } from '../src/models/wan/actions';
-import { T2V_EVAL_PROMPTS, t2vClip, worldClip, worldClipFromFrame, WORLD_EVAL_SESSIONS } from '../src/eval/world-clips';
+import { evalSession, T2V_EVAL_PROMPTS, t2vClip, worldClip, worldClipFromFrame, WORLD_EVAL_SESSIONS } from '../src/eval/world-clips';
+import { parseWorldPrompt } from '../src/eval/world-palette';
 import { T2V_HELD_OUT_PROMPTS, T2V_HELD_OUT_SEED, WORLD_HELD_OUT_SESSIONS } from '../src/eval/world-held-out';
 import { COLOR_PAIR_PROMPTS, T2V_COLOR_PAIR_SEED, WORLD_COLOR_PAIR_SESSIONS } from '../src/eval/world-color-pairs';
 import type { AgentStart } from '../src/eval/world-first-frame';
@@ -88,6 +96,12 @@ const PROMPT_SETS = {
   'held-out': { t2v: T2V_HELD_OUT_PROMPTS, t2vSeed: T2V_HELD_OUT_SEED, world: WORLD_HELD_OUT_SESSIONS },
   'color-pairs': { t2v: COLOR_PAIR_PROMPTS, t2vSeed: T2V_COLOR_PAIR_SEED, world: WORLD_COLOR_PAIR_SESSIONS },
 } as const;
+
+/** `--prompt`'s seeds: its T2V clip's and its world session's (apart from every set's, under the `--seeds` stride). */
+const ONE_PROMPT_SEEDS = { t2v: 900, world: 950 } as const;
+
+/** The prompts and seeds of a run: a set of `--prompt-set`, or `--prompt`'s one prompt. */
+type PromptSet = { t2v: readonly string[]; t2vSeed: number; world: typeof WORLD_EVAL_SESSIONS };
 
 /** eval:world's options (commander: unknown flags and bad values exit 2 with a message naming the flag). */
 interface EvalOptions {
@@ -108,6 +122,8 @@ interface EvalOptions {
   stepsPerChunk?: number;
   /** Which prompts and seeds: the default set, the held-out one or the colour pairs. */
   promptSet: keyof typeof PROMPT_SETS;
+  /** One prompt of the world grammar instead of a set. */
+  prompt?: string;
   /** Add each prompt's figures (`per_prompt`). */
   perPrompt?: boolean;
 }
@@ -147,6 +163,14 @@ function parseOptions(argv: readonly string[]): EvalOptions {
     .addOption(new Option('--matmul-dtype <dtype>', "dtype of the DiT's matrix products").choices(MATMUL_DTYPES))
     .addOption(new Option('--steps-per-chunk <n>', "world sessions' denoise steps per chunk after the first (1–50; default: the engine's)").argParser(numeric({ flag: '--steps-per-chunk', integer: true, min: 1, max: 50 })))
     .addOption(new Option('--prompt-set <set>', 'eval, the default prompt set; held-out, other prompts of the same grammar and shape (src/eval/world-held-out.ts); or color-pairs, one prompt per ordered pair of agent and block colours, 42 (src/eval/world-color-pairs.ts)').choices(Object.keys(PROMPT_SETS)).default('eval'))
+    .addOption(
+      new Option('--prompt <text>', 'evaluate one prompt of the world grammar instead of a set: a T2V clip and a world session per --seeds repeat (seeds 900, 950)')
+        .conflicts('promptSet')
+        .argParser((raw: string) => {
+          if (parseWorldPrompt(raw) === undefined) throw new InvalidArgumentError(`the prompt is outside the world grammar: "a|an <colour> <noun> in a <room colour> room[ with a|an|two|three <colour> block(s)]", with the colours and nouns of src/eval/world-palette.ts (e.g. "a white ball in a dark blue room with two yellow blocks")`);
+          return raw;
+        }),
+    )
     .addOption(new Option('--per-prompt', "also print each prompt's figures over its seeds (\"per_prompt\")"))
     .addOption(new Option('--first-frame <start>', 'world sessions start from the prompt, or from a frame of the world with the agent at the spawn point or at least 12 px from it (not scored)').choices(['prompt', 'spawn', 'off-centre']).default('prompt'))
     .exitOverride((e) => process.exit(e.exitCode === 0 ? 0 : 2));
@@ -174,9 +198,9 @@ interface PlannedClip extends Pick<WorldTallyRecord, 'mode' | 'unit' | 'seed' | 
   generate: (engine: Engine) => Promise<WorldEvalClip>;
 }
 
-/** The set: every T2V prompt and world session at `seeds` seeds, in generation order. */
-function plan({ seeds, model, guidanceScale, firstFrame, promptSet }: Pick<EvalOptions, 'seeds' | 'model' | 'guidanceScale' | 'firstFrame' | 'promptSet'>): PlannedClip[] {
-  const set = PROMPT_SETS[promptSet];
+/** The set (or `--prompt`'s one prompt): every T2V prompt and world session at `seeds` seeds, in generation order. */
+function plan({ seeds, model, guidanceScale, firstFrame, promptSet, prompt }: Pick<EvalOptions, 'seeds' | 'model' | 'guidanceScale' | 'firstFrame' | 'promptSet' | 'prompt'>): PlannedClip[] {
+  const set: PromptSet = prompt === undefined ? PROMPT_SETS[promptSet] : { t2v: [prompt], t2vSeed: ONE_PROMPT_SEEDS.t2v, world: [evalSession(ONE_PROMPT_SEEDS.world)(prompt, 0)] };
   const clips: PlannedClip[] = [];
   for (let k = 0; k < seeds; k++) {
     for (const [i, prompt] of set.t2v.entries()) {
@@ -255,15 +279,17 @@ async function main(): Promise<void> {
       const units = unitsByMode(clips);
       if (!modes.some((m) => units[m].length > 0)) return undefined;
       const paired = o.baseline && pairWithBaseline(clips, o.baseline.clips, sameSettings);
+      // a set's unit is the prompt; --prompt's one prompt leaves its clips (seeds) as the independent samples
+      const onePrompt = o.prompt !== undefined;
       return {
         ...worldFigures(modes.flatMap((m) => units[m].flat())),
-        ci95: worldIntervals(modes.map((m) => units[m])),
-        ...(paired ? { vs_baseline: worldDifference(modes.map((m) => paired[m])) } : {}),
+        ci95: worldIntervals(modes.map((m) => (onePrompt ? clipUnits(units[m]) : units[m]))),
+        ...(paired ? { vs_baseline: worldDifference(modes.map((m) => (onePrompt ? pairedClipUnits(paired[m]) : paired[m]))) } : {}),
       };
     };
     const { withoutBlocks, withBlocks } = splitByBlocks(records);
     const section = (modes: ReadonlyArray<'t2v' | 'world'>) => ({ ...report(records, modes), prompts_without_blocks: report(withoutBlocks, modes), prompts_with_blocks: report(withBlocks, modes) });
-    console.log(JSON.stringify({ ...section(['t2v', 'world']), t2v: section(['t2v']), world: section(['world']), ...(o.firstFrame !== 'prompt' ? { first_frame: o.firstFrame } : {}), ...(o.promptSet !== 'eval' ? { prompt_set: o.promptSet } : {}), ...(o.perPrompt ? { per_prompt: figuresByPrompt(records) } : {}) }));
+    console.log(JSON.stringify({ ...section(['t2v', 'world']), t2v: section(['t2v']), world: section(['world']), ...(o.firstFrame !== 'prompt' ? { first_frame: o.firstFrame } : {}), ...(o.promptSet !== 'eval' ? { prompt_set: o.promptSet } : {}), ...(o.prompt !== undefined ? { prompt: o.prompt } : {}), ...(o.perPrompt ? { per_prompt: figuresByPrompt(records) } : {}) }));
     if (o.talliesOut !== undefined) writeFileSync(o.talliesOut, JSON.stringify(worldTalliesFile(records)));
     if (o.strips !== undefined) writeStrips(o.strips, stripClips);
   } finally {

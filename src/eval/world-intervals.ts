@@ -78,3 +78,24 @@ export function worldDifference(strata: readonly (readonly PairedWorldUnit[])[])
     }),
   ) as WorldDifference;
 }
+
+/**
+ * Units of one clip each, in order: the units of a one-prompt evaluation (`eval:world --prompt`), where the prompt is
+ * fixed and its clips at different seeds are the independent samples. With the prompt as the unit such an evaluation
+ * would have a single unit per mode, and every bootstrap resample would draw the same clips (a zero-width interval).
+ */
+export function clipUnits(units: readonly WorldEvalUnit[]): WorldEvalUnit[] {
+  return units.flatMap((u) => u.map((clip) => [clip]));
+}
+
+/**
+ * Paired units of one clip each, in order (as `clipUnits`, for `worldDifference`): the candidate's i-th clip of a unit
+ * with the baseline's i-th, the order `pairWithBaseline` gives both.
+ * @throws RangeError when a unit's candidate and baseline hold different numbers of clips
+ */
+export function pairedClipUnits(units: readonly PairedWorldUnit[]): PairedWorldUnit[] {
+  return units.flatMap((u) => {
+    if (u.candidate.length !== u.baseline.length) throw new RangeError(`pairedClipUnits: a unit holds ${u.candidate.length} candidate clips and ${u.baseline.length} baseline clips`);
+    return u.candidate.map((clip, i) => ({ candidate: [clip], baseline: [u.baseline[i]] }));
+  });
+}

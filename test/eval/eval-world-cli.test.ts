@@ -42,6 +42,14 @@ describe('eval:world command line', () => {
     // nor of the colour-pair set's (its first T2V clip is the red agent beside green blocks at seed 700)
     [['--prompt-set', 'color-pairs', '--baseline', file('default-set-2.json', tallies([t2v0]))], /error: --baseline: baseline: has no clip t2v unit 0 seed 700 \(run it with at least as many --seeds\)/],
     [['--prompt-set', 'colour-pairs'], /--prompt-set <set>' argument 'colour-pairs' is invalid. Allowed choices are eval, held-out, color-pairs/],
+    [['--prompt', 'a purple ball in a dark blue room'], /--prompt <text>' argument 'a purple ball in a dark blue room' is invalid\. the prompt is outside the world grammar/],
+    [['--prompt', 'a red ball'], /argument 'a red ball' is invalid\. the prompt is outside the world grammar: "a\|an <colour> <noun> in a <room colour> room/],
+    [['--prompt', 'a constructor ball in a dark blue room'], /argument 'a constructor ball in a dark blue room' is invalid\. the prompt is outside the world grammar/],
+    [['--prompt', ''], /argument '' is invalid\. the prompt is outside the world grammar/],
+    [['--prompt'], /option '--prompt <text>' argument missing/],
+    [['--prompt', 'a red ball in a dark blue room', '--prompt-set', 'held-out'], /option '--prompt <text>' cannot be used with option '--prompt-set <set>'/],
+    // a baseline of the default set holds no clip of a one-prompt run (seed 900)
+    [['--prompt', 'a red ball in a dark blue room', '--baseline', file('default-set-3.json', tallies([t2v0]))], /error: --baseline: baseline: has no clip t2v unit 0 seed 900 \(run it with at least as many --seeds\)/],
     [['--per-prompt', 'yes'], /error: too many arguments\. Expected 0 arguments but got 1/],
     [['--strips', '--seeds', '4'], /--strips is missing its value \("--seeds" looks like a flag\)/],
     [['--strips', '-h'], /--strips is missing its value \("-h" looks like a flag\)/],
@@ -122,9 +130,25 @@ describe('eval:world command line', () => {
     expect(r.status).toBe(2);
   });
 
+  it('--prompt runs one prompt: its first clip is a T2V clip of it at seed 900, paired with a baseline of that prompt', () => {
+    const ours = defaultModelSpec().defaults.guidanceScale;
+    const prompt = 'a white ball in a dark blue room with two yellow blocks';
+    const t2v = { task: 'T2V', width: 64, height: 64, numFrames: 16, fps: 8, numInferenceSteps: 20, guidanceScale: ours + 1, flowShift: 3, sampler: 'euler', matmulDtype: 'float32' };
+    const counts = (frames: number) => ({ frames, colorOk: 0, roomOk: 0, blockFrames: frames, blockOk: 0, present: 0, pairs: 0, followed: 0 });
+    const base = tallies([
+      { mode: 't2v', unit: 0, seed: 900, prompt, ...counts(16), settings: t2v },
+      { mode: 'world', unit: 0, seed: 950, prompt, ...counts(24), settings: {} },
+    ]);
+    const r = run('--prompt', prompt, '--baseline', file('one-prompt-base.json', base));
+    // the baseline holds the run's clips, so the first one is generated and refused only for its guidance
+    expect(r.stderr).toContain(`error: --baseline: baseline: clip t2v unit 0 seed 900 ran with guidanceScale ${ours + 1}, this run ${ours} (compare`);
+    expect(r.stdout).toBe('');
+    expect(r.status).toBe(2);
+  });
+
   it('--help lists every option and exits 0', () => {
     const r = run('--help');
     expect(r.status).toBe(0);
-    for (const flag of ['--models-dir <dir>', '--model <id>', '--seeds <k>', '--guidance-scale <g>', '--tallies-out <file>', '--baseline <file>', '--allow-other-settings', '--strips <dir>', '--matmul-dtype <dtype>', '--first-frame <start>', '--steps-per-chunk <n>', '--prompt-set <set>', '--per-prompt']) expect(r.stdout).toContain(flag);
+    for (const flag of ['--models-dir <dir>', '--model <id>', '--seeds <k>', '--guidance-scale <g>', '--tallies-out <file>', '--baseline <file>', '--allow-other-settings', '--strips <dir>', '--matmul-dtype <dtype>', '--first-frame <start>', '--steps-per-chunk <n>', '--prompt-set <set>', '--prompt <text>', '--per-prompt']) expect(r.stdout).toContain(flag);
   });
 });

@@ -5,7 +5,7 @@
  * comparison (src/eval/world-tallies.ts), with hostile files.
  */
 import { worldFigures, type WorldClipTally } from '../../src/eval/world-eval';
-import { worldDifference, worldIntervals, type PairedWorldUnit } from '../../src/eval/world-intervals';
+import { clipUnits, pairedClipUnits, worldDifference, worldIntervals, type PairedWorldUnit } from '../../src/eval/world-intervals';
 import { mkdtempSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import * as path from 'node:path';
@@ -59,6 +59,37 @@ describe('worldIntervals', () => {
 
   it('refuses no unit', () => {
     expect(() => worldIntervals([[], []])).toThrow(/no unit to resample/);
+  });
+});
+
+describe('one-prompt units (eval:world --prompt)', () => {
+  it('one clip per unit, in order', () => {
+    const [a, b, c] = [clip(1), clip(2), clip(3)];
+    expect(clipUnits([[a, b], [c]])).toEqual([[a], [b], [c]]);
+    expect(clipUnits([])).toEqual([]);
+  });
+
+  it("pairs each candidate clip with the baseline's clip at the same place", () => {
+    const [a, b, x, y] = [clip(1), clip(2), clip(10), clip(20)];
+    expect(pairedClipUnits([{ candidate: [a, b], baseline: [x, y] }])).toEqual([
+      { candidate: [a], baseline: [x] },
+      { candidate: [b], baseline: [y] },
+    ]);
+    expect(() => pairedClipUnits([{ candidate: [a, b], baseline: [x] }])).toThrow(/holds 2 candidate clips and 1 baseline clips/);
+  });
+
+  it('one prompt at 12 seeds, half of them failing whole: the prompt as unit gives a zero-width interval, the clips ±0.28', () => {
+    const onePrompt = [Array.from({ length: 12 }, (_, i) => clip(i % 2 ? 24 : 0))];
+    expect(worldIntervals([onePrompt]).prompt_color_acc).toEqual([0.5, 0.5]);
+    const [lo, hi] = worldIntervals([clipUnits(onePrompt)]).prompt_color_acc!;
+    expect(lo).toBeLessThan(0.3);
+    expect(hi).toBeGreaterThan(0.7);
+    // paired: a candidate 2 colour frames better on the failing seeds only differs by +1/24 with a non-zero-width interval
+    const better = onePrompt[0].map((t, i) => (i % 2 ? t : { ...t, colorOk: 2 }));
+    const d = worldDifference([pairedClipUnits([{ candidate: better, baseline: onePrompt[0] }])]).prompt_color_acc;
+    expect(d.diff).toBeCloseTo(1 / 24, 3);
+    expect(d.ci95![0]).toBeLessThan(d.ci95![1]);
+    expect(worldDifference([[{ candidate: better, baseline: onePrompt[0] }]]).prompt_color_acc.ci95).toEqual([0.042, 0.042]);
   });
 });
 
