@@ -53,7 +53,8 @@
  * `--prompt "TEXT"` evaluates one prompt of the world grammar instead of a set (what a user's own prompt scores): one
  * T2V clip (seed 900) and one world session (seed 950; the default set's first session's actions: up, right, down,
  * left, 4 frames each) per `--seeds` repeat; its intervals take each clip as a unit (the seeds are its independent
- * samples; a set's unit is the prompt). A prompt outside the grammar is refused by name before any model loads,
+ * samples; a set's unit is the prompt; under 10 seeds a note says the intervals are not usable). The prompt is kept
+ * trimmed and lower-case, as the grammar reads it, so that runs of it pair. A prompt outside the grammar is refused by name before any model loads,
  * as is `--prompt` with `--prompt-set`. The JSON line then also holds `"prompt"`. Two weights compare on it with
  * `--tallies-out` and `--baseline`, as on a set.
  *
@@ -166,7 +167,9 @@ function parseOptions(argv: readonly string[]): EvalOptions {
     .addOption(
       new Option('--prompt <text>', 'evaluate one prompt of the world grammar instead of a set: a T2V clip and a world session per --seeds repeat (seeds 900, 950)')
         .conflicts('promptSet')
-        .argParser((raw: string) => {
+        .argParser((given: string) => {
+          // one spelling per prompt, so that runs of it pair: trimmed and lower-case, as the grammar reads it
+          const raw = text('--prompt')(given).trim().toLowerCase();
           if (parseWorldPrompt(raw) === undefined) throw new InvalidArgumentError(`the prompt is outside the world grammar: "a|an <colour> <noun> in a <room colour> room[ with a|an|two|three <colour> block(s)]", with the colours and nouns of src/eval/world-palette.ts (e.g. "a white ball in a dark blue room with two yellow blocks")`);
           return raw;
         }),
@@ -176,6 +179,7 @@ function parseOptions(argv: readonly string[]): EvalOptions {
     .exitOverride((e) => process.exit(e.exitCode === 0 ? 0 : 2));
   const o = cmd.parse(argv, { from: 'user' }).opts<EvalOptions>();
   if (o.allowOtherSettings && !o.baseline) cmd.error('error: --allow-other-settings needs --baseline (it says which baseline settings may differ)');
+  if (o.prompt !== undefined && o.seeds < 10) console.error(`note: --prompt at --seeds ${o.seeds}: its intervals resample ${o.seeds} clip${o.seeds === 1 ? ' (zero width)' : 's'} per mode; run --seeds 20 or more for a usable one`);
   return o;
 }
 

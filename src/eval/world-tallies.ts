@@ -223,7 +223,8 @@ export class SettingsMismatchError extends Error {
  * hold more), and, unless `sameSettings` is false, the same settings where the run's record carries them. `eval:world`
  * calls it with the planned clips (frame counts and settings left out) before generating any, and again as each clip
  * is scored.
- * @throws SettingsMismatchError when only a setting differs; Error otherwise, as `pairWithBaseline`
+ * @throws SettingsMismatchError when only a setting differs; Error otherwise, as `pairWithBaseline` (a missing clip with
+ *   a hint: fewer seeds, or other prompts)
  */
 export function checkSameClips(
   run: ReadonlyArray<Pick<WorldTallyRecord, 'mode' | 'unit' | 'seed' | 'prompt'> & { frames?: number; settings?: WorldClipSettings }>,
@@ -233,12 +234,23 @@ export function checkSameClips(
   const base = new Map(baseline.map((r) => [keyOf(r), r]));
   for (const r of run) {
     const b = base.get(keyOf(r));
-    if (b === undefined) throw new Error(`baseline: has no clip ${keyOf(r)} (run it with at least as many --seeds)`);
+    if (b === undefined) throw new Error(`baseline: has no clip ${keyOf(r)} (${missingHint(r, baseline)})`);
     if (b.prompt !== r.prompt) throw new Error(`baseline: clip ${keyOf(r)} has prompt ${JSON.stringify(b.prompt)}, this run ${JSON.stringify(r.prompt)}`);
     if (r.frames !== undefined && b.frames !== r.frames) throw new Error(`baseline: clip ${keyOf(r)} has ${b.frames} frames, this run ${r.frames}`);
     const differs = sameSettings && r.settings && settingDifference(r.settings, b.settings);
     if (differs) throw new SettingsMismatchError(`baseline: clip ${keyOf(r)} ran with ${differs} (compare runs of the same sampler settings)`);
   }
+}
+
+/**
+ * Why a baseline lacks a run's clip, as a hint: it holds the clip's prompt at other seeds (a run of fewer `--seeds`),
+ * another prompt in its place (a run of another prompt set or `--prompt`), or nothing in its place (fewer prompts).
+ */
+function missingHint(r: Pick<WorldTallyRecord, 'mode' | 'unit' | 'prompt'>, baseline: readonly WorldTallyRecord[]): string {
+  const same = baseline.filter((b) => b.mode === r.mode && b.unit === r.unit);
+  if (same.some((b) => b.prompt === r.prompt)) return 'run it with at least as many --seeds';
+  if (same.length > 0) return `it has prompt ${JSON.stringify(same[0].prompt)} there: a run of another --prompt-set or --prompt`;
+  return 'it holds fewer prompts: a run of another --prompt-set or --prompt';
 }
 
 /** The baseline's record of a run's clip (same mode, unit and seed), if it holds one. */

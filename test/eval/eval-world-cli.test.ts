@@ -38,9 +38,9 @@ describe('eval:world command line', () => {
     [['--prompt-set', 'train'], /--prompt-set <set>' argument 'train' is invalid. Allowed choices are eval, held-out, color-pairs/],
     [['--prompt-set'], /option '--prompt-set <set>' argument missing/],
     // a baseline of the default set does not hold the held-out set's clips (other seeds and prompts)
-    [['--prompt-set', 'held-out', '--baseline', file('default-set.json', tallies([t2v0]))], /error: --baseline: baseline: has no clip t2v unit 0 seed 500 \(run it with at least as many --seeds\)/],
+    [['--prompt-set', 'held-out', '--baseline', file('default-set.json', tallies([t2v0]))], /error: --baseline: baseline: has no clip t2v unit 0 seed 500 \(it has prompt "a red ball in a dark blue room" there: a run of another --prompt-set or --prompt\)/],
     // nor of the colour-pair set's (its first T2V clip is the red agent beside green blocks at seed 700)
-    [['--prompt-set', 'color-pairs', '--baseline', file('default-set-2.json', tallies([t2v0]))], /error: --baseline: baseline: has no clip t2v unit 0 seed 700 \(run it with at least as many --seeds\)/],
+    [['--prompt-set', 'color-pairs', '--baseline', file('default-set-2.json', tallies([t2v0]))], /error: --baseline: baseline: has no clip t2v unit 0 seed 700 \(it has prompt "a red ball in a dark blue room" there: a run of another --prompt-set or --prompt\)/],
     [['--prompt-set', 'colour-pairs'], /--prompt-set <set>' argument 'colour-pairs' is invalid. Allowed choices are eval, held-out, color-pairs/],
     [['--prompt', 'a purple ball in a dark blue room'], /--prompt <text>' argument 'a purple ball in a dark blue room' is invalid\. the prompt is outside the world grammar/],
     [['--prompt', 'a red ball'], /argument 'a red ball' is invalid\. the prompt is outside the world grammar: "a\|an <colour> <noun> in a <room colour> room/],
@@ -49,13 +49,16 @@ describe('eval:world command line', () => {
     [['--prompt'], /option '--prompt <text>' argument missing/],
     [['--prompt', 'a red ball in a dark blue room', '--prompt-set', 'held-out'], /option '--prompt <text>' cannot be used with option '--prompt-set <set>'/],
     // a baseline of the default set holds no clip of a one-prompt run (seed 900)
-    [['--prompt', 'a red ball in a dark blue room', '--baseline', file('default-set-3.json', tallies([t2v0]))], /error: --baseline: baseline: has no clip t2v unit 0 seed 900 \(run it with at least as many --seeds\)/],
+    [['--prompt', 'a red ball in a gray room', '--baseline', file('default-set-3.json', tallies([t2v0]))], /error: --baseline: baseline: has no clip t2v unit 0 seed 900 \(it has prompt "a red ball in a dark blue room" there: a run of another --prompt-set or --prompt\)/],
+    // the default set's first prompt: the baseline holds it, at another seed
+    [['--prompt', 'a red ball in a dark blue room', '--baseline', file('default-set-4.json', tallies([t2v0]))], /has no clip t2v unit 0 seed 900 \(run it with at least as many --seeds\)/],
+    [['--prompt', '-h'], /--prompt is missing its value \("-h" looks like a flag\)/],
     [['--per-prompt', 'yes'], /error: too many arguments\. Expected 0 arguments but got 1/],
     [['--strips', '--seeds', '4'], /--strips is missing its value \("--seeds" looks like a flag\)/],
     [['--strips', '-h'], /--strips is missing its value \("-h" looks like a flag\)/],
     [['--tallies-out', '--seeds'], /--tallies-out is missing its value/],
     [['--baseline', '/nonexistent/base.json'], /\/nonexistent\/base.json: cannot read \(ENOENT\)/],
-    [['--baseline', file('other-set.json', tallies([t2v0]))], /error: --baseline: baseline: has no clip t2v unit 1 seed 101 \(run it with at least as many --seeds\)/],
+    [['--baseline', file('other-set.json', tallies([t2v0]))], /error: --baseline: baseline: has no clip t2v unit 1 seed 101 \(it holds fewer prompts: a run of another --prompt-set or --prompt\)/],
     [['--seeds', '2', '--baseline', file('one-seed.json', tallies([t2v0]))], /has no clip t2v unit 1 seed 101/],
     [['--allow-other-settings', '--baseline', file('one-prompt.json', tallies([t2v0]))], /has no clip t2v unit 1 seed 101/],
     [['--baseline', file('text.json', 'not json')], /text\.json: not JSON/],
@@ -139,7 +142,9 @@ describe('eval:world command line', () => {
       { mode: 't2v', unit: 0, seed: 900, prompt, ...counts(16), settings: t2v },
       { mode: 'world', unit: 0, seed: 950, prompt, ...counts(24), settings: {} },
     ]);
-    const r = run('--prompt', prompt, '--baseline', file('one-prompt-base.json', base));
+    // given with other spacing and case: kept as the grammar reads it, so it pairs with the baseline's spelling
+    const r = run('--prompt', `  ${prompt.toUpperCase()} `, '--baseline', file('one-prompt-base.json', base));
+    expect(r.stderr).toContain('note: --prompt at --seeds 1: its intervals resample 1 clip (zero width) per mode; run --seeds 20 or more for a usable one');
     // the baseline holds the run's clips, so the first one is generated and refused only for its guidance
     expect(r.stderr).toContain(`error: --baseline: baseline: clip t2v unit 0 seed 900 ran with guidanceScale ${ours + 1}, this run ${ours} (compare`);
     expect(r.stdout).toBe('');
