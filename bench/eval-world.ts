@@ -54,9 +54,9 @@
  * T2V clip (seed 900) and one world session (seed 950; the default set's first session's actions: up, right, down,
  * left, 4 frames each) per `--seeds` repeat; its intervals take each clip as a unit (the seeds are its independent
  * samples; a set's unit is the prompt; under 10 seeds a note says the intervals are not usable). The prompt is kept
- * trimmed and lower-case, as the grammar reads it, so that runs of it pair. A prompt outside the grammar is refused by name before any model loads,
- * as is `--prompt` with `--prompt-set`. The JSON line then also holds `"prompt"`. Two weights compare on it with
- * `--tallies-out` and `--baseline`, as on a set.
+ * trimmed and lower-case, as the grammar reads it, so that runs of it pair. A prompt outside the grammar is refused
+ * by name before any model loads, as is `--prompt` with `--prompt-set`. The JSON line then also holds `"prompt"`. Two
+ * weights compare on it with `--tallies-out` and `--baseline`, as on a set.
  *
  * `--per-prompt` adds `"per_prompt"`: each prompt's figures over its seeds (`figuresByPrompt`: mode, prompt, clips and
  * the point figures of the top level, without intervals or a baseline's difference), T2V prompts first, in the set's
