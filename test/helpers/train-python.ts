@@ -17,7 +17,7 @@ export const CHECK_MODEL_DIR = path.join(ROOT, 'dist', 'tools', 'train', 'check-
 export const SAFETENSORS = ['text_encoder.safetensors', 'transformer.safetensors', 'vae.safetensors'];
 
 /** Runs `tools/train/<script>` with `args` in the repository root (at most 300 s; status null past that). */
-export function runTrainScript(script: 'train.py' | 'recipe.py', args: string[]): SpawnSyncReturns<string> {
+export function runTrainScript(script: 'train.py' | 'recipe.py' | 'average_weights.py', args: string[]): SpawnSyncReturns<string> {
   return spawnSync(PYTHON, [path.join(ROOT, 'tools', 'train', script), ...args], { cwd: ROOT, encoding: 'utf8', timeout: 300_000 });
 }
 
