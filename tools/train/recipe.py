@@ -1,5 +1,5 @@
-"""The embedded default's training recipe (issue 8) as one command: two runs of train.py, the second continued from
-the first.
+"""The embedded default's training recipe (issue 8) as one command: three runs of train.py, the second and third
+continued from the first, and the weighted average of the last two.
 
 1. ``train.py --out OUT/stage1 --seed S`` with the text stage (500 steps), the text stage's attribute loss kept beside
    the DiT's (λ 0.1), a block weight of 10 in every DiT phase and every scene's agent starting at the world's spawn
@@ -8,22 +8,26 @@ the first.
    makes the DiT draw the blocks (the latent cells they cover weigh 11× in the loss); it costs action following. The
    spawn point lifted all three target figures of the recipe's output, two beyond their intervals
    (docs/model-card.md, "The spawn point in every phase").
-2. ``train.py --out OUT --init OUT/stage1 --seed S+2 --dit-steps 0 --finetune-steps 0 --teacher-forcing-steps 1600``:
-   the teacher-forcing phase again, on the same data (seed S + 2 + 0 phases + 1, as in stage 1), without the block
-   weight or the attribute loss. Measured in docs/model-card.md ("Text encoder"): this last phase decides the
-   trade; without the block weight it lifts prompt colour, action following and agent presence, and most of the blocks
-   go (block count 0.459 → 0.117 after the spawn point).
+2. ``train.py --out OUT/stage2 --init OUT/stage1 --seed S+2 --dit-steps 0 --finetune-steps 0
+   --teacher-forcing-steps 1600``: the teacher-forcing phase again, on the same data (seed S + 2 + 0 phases + 1, as in
+   stage 1), without the block weight or the attribute loss. Measured in docs/model-card.md ("Text encoder"): this
+   last phase decides the trade; without the block weight it lifts prompt colour, action following and agent
+   presence, and most of the blocks go (block count 0.459 → 0.117 after the spawn point).
+3. ``OUT/stage2-long``: stage 2's command with ``--teacher-forcing-steps 3200``. Alone it gains world sessions and
+   loses T2V's agent on npm start's prompt (docs/model-card.md, "The last phase's length, batches and seed").
+4. ``average_weights.py --out OUT --model OUT/stage2 0.75 --model OUT/stage2-long 0.25``: ¾ of stage 2's weights with
+   ¼ of stage 2-long's (a model soup; docs/model-card.md, "Averaging second runs"), which keeps most of what each
+   run is better at.
 
-OUT then holds the model directory the runtime loads (its model.json names both runs), the second run's log and
-summary; OUT/stage1 holds the first run's. Each run is a train.py command with the flags below, so either can be
-repeated or resumed on its own; ``--resume`` continues whichever stage was stopped (a finished stage 1 is kept when
-its ``repeat`` line has every option the recipe gives it; a run without a checkpoint starts from its beginning).
-Wall time: about 86 minutes on 2 cores with nothing else running (the sum of its phases' times run alone); 123.8 as
-one command on a machine running evaluations and tests beside it (docs/model-card.md, "Command"), which wrote the
-bytes of its two commands run separately, as the recipe without ``--start spawn`` did in 82.8 minutes.
+OUT then holds the model directory the runtime loads (its model.json names the runs and weights); each run's log and
+summary are in its own directory. Each run is a train.py command with the flags below, so any can be repeated or
+resumed on its own; ``--resume`` continues whichever run was stopped (a finished run is kept when its ``repeat``
+line has every option the recipe gives it; a run without a checkpoint starts from its beginning) and averages again.
+Wall time: about 112 minutes on 2 cores with nothing else running, the sum of its runs' times run alone (86 for
+stages 1 and 2, 26 for stage 2-long; the average takes seconds); not yet measured as one command.
 
-Exit status: 2 for a bad flag of its own or one a run refuses (with the run's message); else that of the first run
-that fails (128 + N for a run killed by signal N); else 0.
+Exit status: 2 for a bad flag of its own or one a run or the average refuses (with its message); else that of the
+first run that fails (128 + N for a run killed by signal N); else 0.
 """
 import argparse
 import json
@@ -33,14 +37,19 @@ import sys
 import time
 from typing import List, Optional, Tuple
 
+from average_weights import AverageError, average_model_dirs
+
 HERE = os.path.dirname(os.path.abspath(__file__))
 TRAIN = os.path.join(HERE, "train.py")
 
 #: stage 1's flags beyond --out and --seed (the recipe's step counts are train.py's defaults)
 STAGE1 = ["--text-steps", "500", "--text-encoder", "joint", "--text-aux-weight", "0.1", "--block-weight", "10",
           "--start", "spawn"]
-#: stage 2's steps: one more teacher-forcing phase, as long as the recipe's
+#: stage 2's steps: one more teacher-forcing phase, as long as the recipe's; stage 2-long's: twice that
 STAGE2_TEACHER_STEPS = 1600
+STAGE2_LONG_TEACHER_STEPS = 3200
+#: the average's weights of stage 2 and stage 2-long (docs/model-card.md, "Averaging second runs")
+AVERAGE = (0.75, 0.25)
 #: fine-tune phases of stage 1: stage 2's seed is S + this, so its teacher-forcing data seed is stage 1's
 FINETUNE_PHASES = 2
 #: the largest --seed: stage 2's teacher-forcing data seed S + FINETUNE_PHASES + 1 must stay a numpy seed (< 2**32)
@@ -49,24 +58,29 @@ SEED_MAX = 2**32 - 1 - (FINETUNE_PHASES + 1)
 THREADS_MAX = 1024
 #: --short: a few steps of every stage, to check the pipeline (the tests), not to train
 SHORT1 = ["--vae-steps", "2", "--text-steps", "3", "--dit-steps", "2", "--finetune-steps", "1,1", "--teacher-forcing-steps", "2"]
-SHORT2_TEACHER_STEPS = 2
+SHORT2_TEACHER_STEPS, SHORT2_LONG_TEACHER_STEPS = 2, 4
 
 
 def stage_commands(out: str, seed: int, threads: int, short: bool) -> List[Tuple[str, List[str]]]:
-    """The recipe writing to ``out``: per run, its output directory and train.py argument list (the script's path
-    first, without the interpreter)."""
+    """The recipe's runs writing under ``out``: per run, its output directory and train.py argument list (the
+    script's path first, without the interpreter): stage 1, stage 2 and stage 2-long."""
     first = os.path.join(out, "stage1")
     # argparse keeps the last of a repeated flag: the short run's --text-steps 3 overrides the recipe's 500
     flags1 = STAGE1 + (SHORT1 if short else [])
     stage1 = [TRAIN, "--out", first, "--seed", str(seed), "--threads", str(threads), *flags1]
-    steps2 = SHORT2_TEACHER_STEPS if short else STAGE2_TEACHER_STEPS
-    stage2 = [TRAIN, "--out", out, "--init", first, "--seed", str(seed + FINETUNE_PHASES), "--threads", str(threads),
-              "--dit-steps", "0", "--finetune-steps", "0", "--teacher-forcing-steps", str(steps2)]
-    return [(first, stage1), (out, stage2)]
+
+    def second(name: str, steps: int) -> Tuple[str, List[str]]:
+        d = os.path.join(out, name)
+        return d, [TRAIN, "--out", d, "--init", first, "--seed", str(seed + FINETUNE_PHASES), "--threads", str(threads),
+                   "--dit-steps", "0", "--finetune-steps", "0", "--teacher-forcing-steps", str(steps)]
+
+    return [(first, stage1),
+            second("stage2", SHORT2_TEACHER_STEPS if short else STAGE2_TEACHER_STEPS),
+            second("stage2-long", SHORT2_LONG_TEACHER_STEPS if short else STAGE2_LONG_TEACHER_STEPS)]
 
 
-def finished_stage1_problem(summary_file: str, cmd: List[str]) -> Optional[str]:
-    """Why the finished run whose ``train_summary.json`` is ``summary_file`` is not the run of ``cmd`` (stage 1's
+def finished_run_problem(summary_file: str, cmd: List[str]) -> Optional[str]:
+    """Why the finished run whose ``train_summary.json`` is ``summary_file`` is not the run of ``cmd`` (a stage's
     train.py arguments), or None if it is: every option ``cmd`` gives that changes the tensors must have the same
     value in the run's ``repeat`` line (numbers compared as numbers; the last of a repeated flag counts)."""
     try:
@@ -111,25 +125,34 @@ def main(argv: Optional[List[str]] = None) -> None:
     except OSError as e:
         ap.error(f"--out {a.out}: cannot create the directory ({e.strerror})")
     t0 = time.time()
-    for k, (out, cmd) in enumerate(stage_commands(a.out, a.seed, a.threads, a.short), start=1):
+    runs = stage_commands(a.out, a.seed, a.threads, a.short)
+    for k, (out, cmd) in enumerate(runs, start=1):
+        name = os.path.basename(out)
         summary = os.path.join(out, "train_summary.json")
-        if a.resume and k == 1 and os.path.isfile(summary) and not os.path.isfile(os.path.join(out, "checkpoint.pt")):
-            problem = finished_stage1_problem(summary, cmd)
+        if a.resume and os.path.isfile(summary) and not os.path.isfile(os.path.join(out, "checkpoint.pt")):
+            problem = finished_run_problem(summary, cmd)
             if problem:
                 ap.error(f"--resume: {problem}")
-            print(f"recipe: stage 1 finished in {out}; kept", flush=True)
+            print(f"recipe: {name} finished in {out}; kept", flush=True)
             continue
         if a.resume and os.path.isfile(os.path.join(out, "checkpoint.pt")):
             cmd = cmd + ["--resume"]
-        print(f"recipe: stage {k}: {sys.executable} {' '.join(os.path.relpath(c) if c == TRAIN else c for c in cmd)}", flush=True)
+        print(f"recipe: {name}: {sys.executable} {' '.join(os.path.relpath(c) if c == TRAIN else c for c in cmd)}", flush=True)
         rc = subprocess.call([sys.executable, *cmd])
         if rc == 2:  # train.py refused its input (its message above): resuming would meet the same refusal
-            print(f"recipe: stage {k} refused its input (exit 2)", file=sys.stderr)
+            print(f"recipe: {name} refused its input (exit 2)", file=sys.stderr)
             sys.exit(2)
         if rc != 0:  # a crash or a signal (subprocess gives -N for signal N; the shell's convention is 128 + N)
             code = 128 - rc if rc < 0 else rc
-            print(f"recipe: stage {k} failed (exit {code}); rerun with --resume to continue", file=sys.stderr)
+            print(f"recipe: {name} failed (exit {code}); rerun with --resume to continue", file=sys.stderr)
             sys.exit(code)
+    models = [(out, w) for (out, _), w in zip(runs[1:], AVERAGE)]
+    print(f"recipe: average: {', '.join(f'{w:g} × {d}' for d, w in models)} -> {a.out}", flush=True)
+    try:
+        average_model_dirs(a.out, models)
+    except AverageError as e:
+        print(f"recipe: average refused its input: {e}", file=sys.stderr)
+        sys.exit(2)
     print(f"recipe: done in {(time.time() - t0) / 60:.1f} min; model in {a.out}", flush=True)
 
 
