@@ -153,6 +153,9 @@ def main(argv: Optional[List[str]] = None) -> None:
     except AverageError as e:
         print(f"recipe: average refused its input: {e}", file=sys.stderr)
         sys.exit(2)
+    except OSError as e:
+        print(f"recipe: writing the average failed: {e.filename2 or e.filename or a.out}: {e.strerror or e}; rerun with --resume to average again", file=sys.stderr)
+        sys.exit(1)
     print(f"recipe: done in {(time.time() - t0) / 60:.1f} min; model in {a.out}", flush=True)
 
 
