@@ -23,8 +23,9 @@ OUT then holds the model directory the runtime loads (its model.json names the r
 summary are in its own directory. Each run is a train.py command with the flags below, so any can be repeated or
 resumed on its own; ``--resume`` continues whichever run was stopped (a finished run is kept when its ``repeat``
 line has every option the recipe gives it; a run without a checkpoint starts from its beginning) and averages again.
-Wall time: about 112 minutes on 2 cores with nothing else running, the sum of its runs' times run alone (86 for
-stages 1 and 2, 26 for stage 2-long; the average takes seconds); not yet measured as one command.
+Wall time: 122.9 minutes as one command on 2 cores (2026-12-07), with tests run beside its VAE stage (20.0 minutes
+against 8.3 alone); about 111 with nothing else running (stage 1 85.0 − 11.7, stage 2 12.8, stage 2-long 25.0, the
+average seconds). It wrote the shipped files byte for byte (docs/model-card.md, "Command").
 
 Exit status: 2 for a bad flag of its own or one a run or the average refuses (with its message); else that of the
 first run that fails (128 + N for a run killed by signal N); else 0.
