@@ -3,9 +3,10 @@
  * its commands (train.py, recipe.py) as a user runs them.
  */
 import { spawnSync, SpawnSyncReturns } from 'node:child_process';
-import { mkdtempSync } from 'node:fs';
+import { mkdtempSync, readFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import * as path from 'node:path';
+import { parseSafetensors, SafetensorsFile } from '../../src/models/weights/safetensors';
 
 /** The repository root (commands run there). */
 export const ROOT = path.resolve(__dirname, '..', '..');
@@ -19,6 +20,11 @@ export const SAFETENSORS = ['text_encoder.safetensors', 'transformer.safetensors
 /** Runs `tools/train/<script>` with `args` in the repository root (at most 300 s; status null past that). */
 export function runTrainScript(script: 'train.py' | 'recipe.py' | 'average_weights.py', args: string[]): SpawnSyncReturns<string> {
   return spawnSync(PYTHON, [path.join(ROOT, 'tools', 'train', script), ...args], { cwd: ROOT, encoding: 'utf8', timeout: 300_000 });
+}
+
+/** The weights file `file` of model directory `dir`, parsed by the runtime's safetensors reader. */
+export function readModelFile(dir: string, file: string): SafetensorsFile {
+  return parseSafetensors(readFileSync(path.join(dir, file)), file);
 }
 
 /** A fresh empty directory under the OS temp folder, named `omnirx-<prefix>-…`. */

@@ -6,9 +6,9 @@
  */
 import { mkdirSync, readdirSync, readFileSync, writeFileSync } from 'node:fs';
 import * as path from 'node:path';
-import { parseSafetensors, serializeSafetensors, SafetensorsDtype } from '../../src/models/weights/safetensors';
+import { serializeSafetensors, SafetensorsDtype } from '../../src/models/weights/safetensors';
 import { itRefuses, Refusal } from '../helpers/cli-refusals';
-import { runTrainScript, SAFETENSORS, scratchDir } from '../helpers/train-python';
+import { readModelFile as read, runTrainScript, SAFETENSORS, scratchDir } from '../helpers/train-python';
 
 const average = (args: string[]) => runTrainScript('average_weights.py', args);
 
@@ -72,10 +72,6 @@ function modelDir(name: string, model: Model): string {
   writeFileSync(path.join(dir, 'model.json'), JSON.stringify(model.spec));
   writeFileSync(path.join(dir, 'tokenizer.json'), JSON.stringify(model.tokenizer));
   return dir;
-}
-
-function read(dir: string, file: string) {
-  return parseSafetensors(readFileSync(path.join(dir, file)), file);
 }
 
 describe('average_weights.py', () => {

@@ -10,9 +10,8 @@
 import { spawn, spawnSync } from 'node:child_process';
 import { existsSync, mkdirSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import * as path from 'node:path';
-import { parseSafetensors, SafetensorsFile } from '../../src/models/weights/safetensors';
 import { itRefuses } from '../helpers/cli-refusals';
-import { CHECK_MODEL_DIR, PYTHON, ROOT, runTrainScript, SAFETENSORS, scratchDir } from '../helpers/train-python';
+import { CHECK_MODEL_DIR, PYTHON, readModelFile as weights, ROOT, runTrainScript, SAFETENSORS, scratchDir } from '../helpers/train-python';
 
 const RECIPE = path.join(ROOT, 'tools', 'train', 'recipe.py');
 const CHECK = CHECK_MODEL_DIR;
@@ -21,10 +20,6 @@ const scratch = () => scratchDir('recipe');
 
 function json(file: string): Record<string, unknown> {
   return JSON.parse(readFileSync(file, 'utf8')) as Record<string, unknown>;
-}
-
-function weights(dir: string, file: string): SafetensorsFile {
-  return parseSafetensors(readFileSync(path.join(dir, file)), file);
 }
 
 function metadata(dir: string, file: string): Record<string, string> {

@@ -127,7 +127,7 @@ def main(argv: Optional[List[str]] = None) -> None:
         ap.error(f"--out {a.out}: cannot create the directory ({e.strerror})")
     t0 = time.time()
     runs = stage_commands(a.out, a.seed, a.threads, a.short)
-    for k, (out, cmd) in enumerate(runs, start=1):
+    for out, cmd in runs:
         name = os.path.basename(out)
         summary = os.path.join(out, "train_summary.json")
         if a.resume and os.path.isfile(summary) and not os.path.isfile(os.path.join(out, "checkpoint.pt")):
