@@ -28,7 +28,8 @@
  * 2026-12-04), which have no block counts.
  *
  * `--guidance-scale G` runs the T2V clips at classifier-free guidance scale G instead of the model's default (world
- * sessions run no guidance).
+ * sessions run no guidance); `--guidance-interval START,END` guides only the steps whose fraction i/N lies in
+ * [START, END) instead of the model's default interval.
  *
  * `--first-frame spawn|off-centre` starts every world session from a frame of the procedural world instead of the
  * prompt alone (image-to-world, docs/sessions.md): the session's prompt laid out with the blocks it names and the agent
@@ -66,7 +67,7 @@
  * prompts and actions in DIR/strips.json, for the model card.
  *
  * Run: npm run build && npm run eval:world [-- --models-dir DIR] [-- --model ID] [-- --seeds K] [-- --tallies-out FILE]
- *   [-- --baseline FILE [-- --allow-other-settings]] [-- --guidance-scale G] [-- --strips DIR]
+ *   [-- --baseline FILE [-- --allow-other-settings]] [-- --guidance-scale G] [-- --guidance-interval START,END] [-- --strips DIR]
  *   [-- --matmul-dtype bfloat16] (the DiT's matrix products on bf16 operands) [-- --first-frame spawn|off-centre]
  *   [-- --steps-per-chunk N] [-- --prompt-set held-out|color-pairs | -- --prompt "TEXT"] [-- --per-prompt]
  */
@@ -86,6 +87,7 @@ import { parseWorldPrompt } from '../src/eval/world-palette';
 import { T2V_HELD_OUT_PROMPTS, T2V_HELD_OUT_SEED, WORLD_HELD_OUT_SESSIONS } from '../src/eval/world-held-out';
 import { COLOR_PAIR_PROMPTS, T2V_COLOR_PAIR_SEED, WORLD_COLOR_PAIR_SESSIONS } from '../src/eval/world-color-pairs';
 import type { AgentStart } from '../src/eval/world-first-frame';
+import { isGuidanceInterval, parseGuidanceIntervalText, type GuidanceInterval } from '../src/request/guidance-interval';
 
 const T2V_FRAMES = 16;
 /** Seed offset between the repeats of `--seeds` (the sets' own seeds: 100–115 and 200–215; held out, 500–515 and 600–615). */
@@ -116,6 +118,8 @@ interface EvalOptions {
   allowOtherSettings?: boolean;
   /** T2V clips' guidance scale (default: the model's). */
   guidanceScale?: number;
+  /** T2V clips' guidance interval (default: the model's). */
+  guidanceInterval?: GuidanceInterval;
   matmulDtype?: (typeof MATMUL_DTYPES)[number];
   /** Where world sessions start: the prompt alone, or a frame of the world with the agent there (image-to-world). */
   firstFrame: 'prompt' | AgentStart;
@@ -144,6 +148,13 @@ const text = (flag: string) => (raw: string): string => {
   return raw;
 };
 
+/** `--guidance-interval`'s parser: "start,end", two decimal fractions of the steps with start ≤ end. */
+const guidanceIntervalArg = (raw: string): GuidanceInterval => {
+  const pair = parseGuidanceIntervalText(raw);
+  if (pair === undefined || !isGuidanceInterval(pair)) throw new InvalidArgumentError(`--guidance-interval must be "start,end", two numbers in [0, 1] with start ≤ end (e.g. 0,0.25); got ${JSON.stringify(raw)}`);
+  return pair;
+};
+
 function parseOptions(argv: readonly string[]): EvalOptions {
   const cmd = new Command('eval-world')
     .description('quality figures of the world model on fixed-seed T2V clips and world sessions (docs/model-card.md)')
@@ -151,6 +162,7 @@ function parseOptions(argv: readonly string[]): EvalOptions {
     .addOption(new Option('--model <id>', "registered model id (default: the engine's default model)").argParser(text('--model')))
     .addOption(new Option('--seeds <k>', 'run every prompt and session at k seeds (1–100)').default(1).argParser(numeric({ flag: '--seeds', integer: true, min: 1, max: 100 })))
     .addOption(new Option('--guidance-scale <g>', "T2V clips' classifier-free guidance scale (default: the model's; world sessions run none)").argParser(numeric(NUMERIC_FLAGS.find((f) => f.flag === '--guidance-scale')!)))
+    .addOption(new Option('--guidance-interval <start,end>', "T2V clips' guidance interval: the fractions [start, end) of the denoise steps guided (default: the model's)").argParser(guidanceIntervalArg))
     .addOption(new Option('--tallies-out <file>', "write every clip's counts as JSON, a baseline for later runs").argParser(text('--tallies-out')))
     .addOption(new Option('--baseline <file>', "compare with the tallies of another run with at least as many --seeds (paired 95 % intervals)").argParser((raw: string) => {
       try {
@@ -203,13 +215,13 @@ interface PlannedClip extends Pick<WorldTallyRecord, 'mode' | 'unit' | 'seed' | 
 }
 
 /** The set (or `--prompt`'s one prompt): every T2V prompt and world session at `seeds` seeds, in generation order. */
-function plan({ seeds, model, guidanceScale, firstFrame, promptSet, prompt }: Pick<EvalOptions, 'seeds' | 'model' | 'guidanceScale' | 'firstFrame' | 'promptSet' | 'prompt'>): PlannedClip[] {
+function plan({ seeds, model, guidanceScale, guidanceInterval, firstFrame, promptSet, prompt }: Pick<EvalOptions, 'seeds' | 'model' | 'guidanceScale' | 'guidanceInterval' | 'firstFrame' | 'promptSet' | 'prompt'>): PlannedClip[] {
   const set: PromptSet = prompt === undefined ? PROMPT_SETS[promptSet] : { t2v: [prompt], t2vSeed: ONE_PROMPT_SEEDS.t2v, world: [evalSession(ONE_PROMPT_SEEDS.world)(prompt, 0)] };
   const clips: PlannedClip[] = [];
   for (let k = 0; k < seeds; k++) {
     for (const [i, prompt] of set.t2v.entries()) {
       const seed = set.t2vSeed + i + SEED_STRIDE * k;
-      clips.push({ mode: 't2v', unit: i, seed, prompt, repeat: k, generate: (e) => t2vClip(e, { model, prompt, seed, frames: T2V_FRAMES, guidanceScale }) });
+      clips.push({ mode: 't2v', unit: i, seed, prompt, repeat: k, generate: (e) => t2vClip(e, { model, prompt, seed, frames: T2V_FRAMES, guidanceScale, guidanceInterval }) });
     }
     for (const [i, s] of set.world.entries()) {
       const seed = s.seed + SEED_STRIDE * k;

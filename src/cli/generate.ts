@@ -6,6 +6,7 @@ import { OmniError } from '../errors';
 import { checkOutputPath, encodeMp4 } from '../media/mp4';
 import type { VideoArtifact } from '../request/artifacts';
 import type { ErrorEvent, OmniEvent } from '../request/omni-event';
+import { parseGuidanceIntervalText } from '../request/guidance-interval';
 import { OmniRequestSchema, TaskSchema, type OmniRequestInput } from '../request/omni-request';
 import { createProgressReporter } from './progress';
 import { isMatmulDtype, MATMUL_DTYPES, type MatmulDtype } from '../native/plan-builder';
@@ -94,9 +95,10 @@ export const FLAG_FOR_PARAM: Readonly<Record<string, string>> = Object.freeze({
   model: '--model',
   task: '--task',
   ...Object.fromEntries(NUMERIC_FLAGS.map((f) => [`diffusion.${f.key}`, f.flag])),
+  'diffusion.guidanceInterval': '--guidance-interval',
 });
 
-const STRING_FLAGS = ['--prompt', '--negative-prompt', '--out', '--model', '--task', '--models-dir', '--matmul-dtype'] as const;
+const STRING_FLAGS = ['--prompt', '--negative-prompt', '--out', '--model', '--task', '--models-dir', '--matmul-dtype', '--guidance-interval'] as const;
 const ALL_FLAGS = new Set<string>([...STRING_FLAGS, ...NUMERIC_FLAGS.map((f) => f.flag), '--help', '-h']);
 
 const INT_RE = /^[+-]?\d+$/;
@@ -155,6 +157,14 @@ function buildCommand(): Command {
     const range = `${f.integer ? 'integer' : 'number'} in [${f.min}, ${f.max}]`;
     cmd.addOption(new Option(`${f.flag} <${f.integer ? 'n' : 'x'}>`, `${f.help}; ${range} (default: ${f.key === 'seed' ? 'random, printed with the result' : "the model's"})`).argParser((raw: string) => parseNumericFlag(f, raw)));
   }
+  const interval = text('--guidance-interval');
+  cmd.addOption(
+    new Option('--guidance-interval <start,end>', "fractions [start, end) of the denoise steps that run guidance, e.g. 0,0.25 (default: the model's)").argParser((raw: string) => {
+      const pair = parseGuidanceIntervalText(interval(raw));
+      if (pair === undefined) throw argError('--guidance-interval', `--guidance-interval must be two numbers "start,end", e.g. 0,0.25; got ${JSON.stringify(raw)}`);
+      return pair;
+    }),
+  );
   cmd.addOption(new Option('--model <id>', "registered model id (default: the engine's default model)").argParser(text('--model')));
   cmd.addOption(new Option('--task <task>', `task, one of ${TaskSchema.options.join(', ')}`).default('T2V').argParser(text('--task')));
   cmd.addOption(new Option('--models-dir <dir>', 'directory of model checkpoints (default: the engine\'s)').argParser(text('--models-dir')));
@@ -171,7 +181,8 @@ function buildCommand(): Command {
 
 function issueToArgError(issue: z.core.$ZodIssue, request: OmniRequestInput): OmniError {
   const dotted = issue.path.map(String).join('.');
-  const flag = FLAG_FOR_PARAM[dotted];
+  // An element of a pair (diffusion.guidanceInterval.0) is named by the pair's flag.
+  const flag = FLAG_FOR_PARAM[dotted] ?? FLAG_FOR_PARAM[dotted.replace(/\.\d+$/, '')];
   const name = flag ?? dotted;
   let got: unknown = request;
   for (const k of issue.path) got = got !== null && typeof got === 'object' ? (got as Record<PropertyKey, unknown>)[k] : undefined;
@@ -208,18 +219,19 @@ export function parseGenerateArgs(argv: readonly string[], output: { writeOut: (
   if (cmd.args.length > 0) {
     throw argError(undefined, `unexpected argument${cmd.args.length > 1 ? 's' : ''} ${cmd.args.map((a) => JSON.stringify(a)).join(' ')} (give the prompt with --prompt "...")`);
   }
-  const opts = cmd.opts<Record<string, string | number | undefined>>();
+  const opts = cmd.opts<Record<string, string | number | [number, number] | undefined>>();
 
   const inputs: OmniRequestInput['inputs'] = { prompt: (opts.prompt as string | undefined) ?? DEFAULT_PROMPT };
   if (opts.negativePrompt !== undefined) inputs.negativePrompt = opts.negativePrompt as string;
   const request: OmniRequestInput = { task: opts.task as OmniRequestInput['task'], inputs };
   if (opts.model !== undefined) request.model = opts.model as string;
-  const diffusion: Record<string, number> = {};
+  const diffusion: Record<string, number | [number, number]> = {};
   for (const f of NUMERIC_FLAGS) {
     const attr = f.flag.slice(2).replace(/-([a-z])/g, (_m, c: string) => c.toUpperCase());
     const v = opts[attr];
     if (typeof v === 'number') diffusion[f.key] = v;
   }
+  if (Array.isArray(opts.guidanceInterval)) diffusion.guidanceInterval = opts.guidanceInterval;
   if (Object.keys(diffusion).length > 0) request.diffusion = diffusion as OmniRequestInput['diffusion'];
 
   const parsed = OmniRequestSchema.safeParse(request);

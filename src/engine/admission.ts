@@ -1,5 +1,6 @@
 import { OmniError } from '../errors';
 import type { WanT2VModel } from '../models/wan/wan-t2v';
+import type { CFGPolicy } from '../pipeline/policies/cfg';
 import type { FlowShiftPolicy } from '../pipeline/policies/flow-shift';
 import type { SamplerPolicy } from '../pipeline/policies/sampler-policy';
 import type { ResolvedParams } from '../pipeline/params';
@@ -8,13 +9,13 @@ import type { OmniRequest } from '../request/omni-request';
 import { randomSeed } from '../util/rng';
 
 /**
- * Applies the model's defaults (and the deployment's flow-shift policy) to a validated request and checks what
+ * Applies the model's defaults (and the deployment's flow-shift policy, sampler and guidance interval) to a validated request and checks what
  * only the model and the combined ceilings can decide. Values the model cannot honour are rejected, never
  * adjusted.
  * @throws OmniError OMNIRX_ERR_UNSUPPORTED_VALUE (width/height not a multiple of the model's stride, an output the
  *   task does not produce) or OMNIRX_ERR_INVALID_REQUEST (a combined ceiling), with `param` naming the field.
  */
-export function resolveParams(req: OmniRequest, model: WanT2VModel, limits: RequestLimits, policies: { flowShift: FlowShiftPolicy; sampler: SamplerPolicy }): ResolvedParams {
+export function resolveParams(req: OmniRequest, model: WanT2VModel, limits: RequestLimits, policies: { cfg: CFGPolicy; flowShift: FlowShiftPolicy; sampler: SamplerPolicy }): ResolvedParams {
   const d = model.spec.defaults;
   const x = req.diffusion;
   const isImage = req.task === 'T2I';
@@ -31,6 +32,7 @@ export function resolveParams(req: OmniRequest, model: WanT2VModel, limits: Requ
     fps: x.fps ?? d.fps,
     numInferenceSteps: policies.sampler.steps(x.sampler, x.numInferenceSteps, d.numInferenceSteps),
     guidanceScale: x.guidanceScale ?? d.guidanceScale,
+    guidanceInterval: x.guidanceInterval ?? d.guidanceInterval ?? policies.cfg.interval,
     flowShift: policies.flowShift.resolve(x.flowShift, d.flowShift, width, height),
     sampler: x.sampler ?? policies.sampler.defaultSampler,
     seed: x.seed ?? randomSeed(),

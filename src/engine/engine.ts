@@ -93,24 +93,31 @@ interface Waiter {
 
 /**
  * The denoise work of a resolved request: `steps` (a custom sigma schedule's length − 1, else `numInferenceSteps`),
- * DiT `forwards` (two per step when classifier-free guidance needs the negative branch) and whether it is `guided`.
+ * DiT `forwards` (two on each step that classifier-free guidance runs on, by the request's guidance interval, one on
+ * the others) and whether any step is `guided`.
  * The engine and the disaggregated front both report it in `admitted`.
  */
 export function denoiseWork(p: ResolvedParams, nodeParams: Record<string, unknown>, cfg: WanT2VPolicies['cfg']): { steps: number; forwards: number; guided: boolean } {
-  const guided = cfg.needsNegative(p.guidanceScale);
+  const guided = cfg.needsNegative(p.guidanceScale, p.guidanceInterval);
   const custom = (nodeParams.denoise as DenoiseNodeParams | undefined)?.sigmas;
   const steps = custom !== undefined ? custom.length - 1 : p.numInferenceSteps;
-  return { steps, forwards: steps * (guided ? 2 : 1), guided };
+  let forwards = 0;
+  for (let i = 0; i < steps; i++) forwards += cfg.plan(i, steps, p.guidanceScale, p.guidanceInterval).dispatch === 'single' ? 1 : 2;
+  return { steps, forwards, guided };
 }
 
-/** The `admitted` event of request `requestId`: the values actually used and the work `estimate` (`ms` when predicted). */
+/**
+ * The `admitted` event of request `requestId`: the values actually used (the guidance interval as
+ * `guidanceIntervalStart` / `guidanceIntervalEnd`, as event params are scalars) and the work `estimate` (`ms` when
+ * predicted).
+ */
 export function requestAdmittedEvent(requestId: string, p: ResolvedParams, estimate: { steps: number; forwards: number; ms?: number }): OmniEvent {
-  const { task, model, width, height, numFrames, fps, numInferenceSteps, guidanceScale, flowShift, sampler, seed, priority } = p;
+  const { task, model, width, height, numFrames, fps, numInferenceSteps, guidanceScale, guidanceInterval, flowShift, sampler, seed, priority } = p;
   return {
     type: 'admitted',
     requestId,
     model,
-    params: { task, width, height, numFrames, fps, numInferenceSteps, guidanceScale, flowShift, sampler, seed, priority, ...(p.previewEvery !== undefined ? { previewEvery: p.previewEvery } : {}) },
+    params: { task, width, height, numFrames, fps, numInferenceSteps, guidanceScale, guidanceIntervalStart: guidanceInterval[0], guidanceIntervalEnd: guidanceInterval[1], flowShift, sampler, seed, priority, ...(p.previewEvery !== undefined ? { previewEvery: p.previewEvery } : {}) },
     estimate,
   };
 }

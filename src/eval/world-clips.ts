@@ -1,5 +1,6 @@
 import { lastValueFrom, toArray } from 'rxjs';
 import type { Engine } from '../engine/engine';
+import type { GuidanceInterval } from '../request/guidance-interval';
 import type { OmniEvent } from '../request/omni-event';
 import { ACTION_KEYS } from '../models/wan/actions';
 import type { SessionAction } from '../request/session-request';
@@ -80,11 +81,19 @@ function splitFrames(frames: Uint8Array, n: number, width: number, height: numbe
 
 /**
  * One T2V clip for the world evaluation: a text-to-video request (bidirectional sampling) at 64×64 with the model's
- * default steps and guidance scale (`guidanceScale` overrides the latter), `frames` frames, seed `seed`.
+ * default steps, guidance scale and guidance interval (`guidanceScale` and `guidanceInterval` override them), `frames`
+ * frames, seed `seed`.
  * @throws Error when the request ends with an error event, without a video artifact or without an admitted event.
  */
-export async function t2vClip(engine: Engine, o: { model?: string; prompt: string; seed: number; frames: number; guidanceScale?: number }): Promise<WorldEvalClip> {
-  const diffusion = { seed: o.seed, numFrames: o.frames, width: 64, height: 64, ...(o.guidanceScale !== undefined ? { guidanceScale: o.guidanceScale } : {}) };
+export async function t2vClip(engine: Engine, o: { model?: string; prompt: string; seed: number; frames: number; guidanceScale?: number; guidanceInterval?: GuidanceInterval }): Promise<WorldEvalClip> {
+  const diffusion = {
+    seed: o.seed,
+    numFrames: o.frames,
+    width: 64,
+    height: 64,
+    ...(o.guidanceScale !== undefined ? { guidanceScale: o.guidanceScale } : {}),
+    ...(o.guidanceInterval !== undefined ? { guidanceInterval: o.guidanceInterval } : {}),
+  };
   const events = await lastValueFrom(
     engine.generate({ ...(o.model ? { model: o.model } : {}), task: 'T2V', inputs: { prompt: o.prompt }, diffusion }).pipe(toArray()),
   );

@@ -1,4 +1,5 @@
 import { z } from 'zod';
+import { GuidanceIntervalSchema } from '../request/guidance-interval';
 import { T5ConfigSchema } from './t5/config';
 import { VaeConfigSchema } from './vae/config';
 import { WanDiTConfigSchema } from './wan/config';
@@ -11,6 +12,8 @@ export const DiffusionDefaultsSchema = z.strictObject({
   fps: z.number().int().positive(),
   numInferenceSteps: z.number().int().positive(),
   guidanceScale: z.number().nonnegative(),
+  /** Fractions [start, end) of the denoise steps that run guidance when a request names none; absent: the deployment's (every step by default). */
+  guidanceInterval: GuidanceIntervalSchema.optional(),
   flowShift: z.number().positive(),
 });
 export type DiffusionDefaults = z.infer<typeof DiffusionDefaultsSchema>;

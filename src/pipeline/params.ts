@@ -1,3 +1,4 @@
+import type { GuidanceInterval } from '../request/guidance-interval';
 import type { Task, OutputModality } from '../request/omni-request';
 import type { SamplerName } from './policies/sampler-policy';
 
@@ -15,6 +16,8 @@ export interface ResolvedParams {
   fps: number;
   numInferenceSteps: number;
   guidanceScale: number;
+  /** Fractions [start, end) of the denoise steps that run classifier-free guidance (the request's, else the model's default, else the deployment's). */
+  guidanceInterval: GuidanceInterval;
   flowShift: number;
   sampler: SamplerName;
   /** Unsigned 32-bit seed of the initial noise. */

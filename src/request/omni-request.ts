@@ -1,4 +1,5 @@
 import { z } from 'zod';
+import { GuidanceIntervalSchema } from './guidance-interval';
 import { DEFAULT_LIMITS, type RequestLimits } from './limits';
 
 /** Declared task; never inferred from the inputs (DESIGN.md §2). */
@@ -44,6 +45,11 @@ export function createOmniRequestSchema(limits: RequestLimits = DEFAULT_LIMITS) 
           numInferenceSteps: z.number().int().min(1).max(limits.maxSteps).optional(),
           /** Classifier-free guidance scale; 1 disables the unconditional forward. */
           guidanceScale: z.number().min(0).max(50).optional(),
+          /**
+           * Fractions [start, end) of the denoise steps that run guidance: step i of N is guided when start ≤ i/N < end
+           * (Kynkäänniemi et al. 2024). The model's default, else every step, when absent.
+           */
+          guidanceInterval: GuidanceIntervalSchema.optional(),
           /** Flow shift applied to the sigma schedule (sigma' = s·sigma / (1 + (s − 1)·sigma)). */
           flowShift: z.number().min(0.01).max(100).optional(),
           /** Sampler of the denoise loop (flow-matching Euler, UniPC order 2, DMD few-step); the deployment's default when absent. */

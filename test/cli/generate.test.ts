@@ -181,6 +181,7 @@ describe('omnirx generate: success', () => {
       [
         '--prompt', 'p', '--negative-prompt', 'blurry', '--steps', '7', '--seed', '0', '--width', '32', '--height', '16',
         '--frames', '4', '--fps', '4', '--guidance-scale', '5.5', '--flow-shift=3', '--model', 'wan-tiny', '--task', 'T2V', '--out', out,
+        '--guidance-interval', '0,0.25',
       ],
       fakeEngine(happyEvents(syntheticVideo(32, 16, 4, 4), 1)),
     );
@@ -190,7 +191,7 @@ describe('omnirx generate: success', () => {
       task: 'T2V',
       model: 'wan-tiny',
       inputs: { prompt: 'p', negativePrompt: 'blurry' },
-      diffusion: { numInferenceSteps: 7, seed: 0, width: 32, height: 16, numFrames: 4, fps: 4, guidanceScale: 5.5, flowShift: 3 },
+      diffusion: { numInferenceSteps: 7, seed: 0, width: 32, height: 16, numFrames: 4, fps: 4, guidanceScale: 5.5, flowShift: 3, guidanceInterval: [0, 0.25] },
     });
   });
 
@@ -278,6 +279,12 @@ describe('omnirx generate: argument errors exit 2 and name the flag', () => {
     ['empty out', ['--out', ''], /--out must be a file path/],
     ['unknown matmul dtype', ['--matmul-dtype', 'fp8'], /--matmul-dtype must be one of float32, bfloat16; got "fp8"/],
     ['missing matmul dtype value', ['--matmul-dtype', '--seed', '3'], /--matmul-dtype is missing its value/],
+    ['guidance interval not a pair', ['--guidance-interval', '0.25'], /--guidance-interval must be two numbers "start,end", e\.g\. 0,0\.25; got "0\.25"/],
+    ['guidance interval not numbers', ['--guidance-interval', 'a,b'], /--guidance-interval must be two numbers/],
+    ['guidance interval reversed', ['--guidance-interval', '0.5,0.25'], /--guidance-interval: start must not exceed end .*; got \[0\.5,0\.25\]/],
+    ['guidance interval past 1', ['--guidance-interval', '0,1.5'], /--guidance-interval: .*got 1\.5/],
+    ['guidance interval negative', ['--guidance-interval', '-0.5,0.5'], /--guidance-interval: .*got -0\.5/],
+    ['missing guidance interval value', ['--guidance-interval', '--seed', '3'], /--guidance-interval is missing its value/],
   ];
   it.each(other)('%s', async (_name, argv, re) => {
     const r = await run(argv, fakeEngine([]));

@@ -2,6 +2,7 @@ import { readFileSync, writeFileSync } from 'node:fs';
 import * as path from 'node:path';
 import { firstValueFrom, lastValueFrom, toArray, filter, take } from 'rxjs';
 import { Engine } from '../../src/engine/engine';
+import { CFGPolicy } from '../../src/pipeline/policies/cfg';
 import type { OmniEvent } from '../../src/request/omni-event';
 import type { OmniRequestInput } from '../../src/request/omni-request';
 import { finalOf } from '../helpers/events';
@@ -135,6 +136,96 @@ describe('Engine.generate', () => {
     const admitted = events.find((e) => e.type === 'admitted');
     expect(admitted?.type === 'admitted' && admitted.estimate).toMatchObject({ steps: 2, forwards: 2 });
     finalOf(events);
+  });
+
+  describe('guidance interval', () => {
+    const admittedOf = (events: OmniEvent[]) => {
+      const a = events.find((e) => e.type === 'admitted');
+      if (a?.type !== 'admitted') throw new Error('no admitted event');
+      return a;
+    };
+    const bytes = (events: OmniEvent[]) => {
+      const v = finalOf(events).artifacts.video;
+      if (v.kind !== 'video') throw new Error('expected a video');
+      return Buffer.from(v.frames);
+    };
+    /** The step previews' pixels (previewEvery 1: the clean first frame each step predicts from its guided velocity). */
+    const previews = (events: OmniEvent[]) => events.flatMap((e) => (e.type === 'chunk' && e.artifact.kind === 'image' ? [Buffer.from(e.artifact.pixels)] : []));
+
+    it('guides only the steps whose fraction i/N lies in [start, end), reports the interval and counts the forwards', async () => {
+      const all = await run(req({ numInferenceSteps: 4 }, { outputs: { previewEvery: 1 } }));
+      const none = await run(req({ numInferenceSteps: 4, guidanceScale: 1 }, { outputs: { previewEvery: 1 } }));
+      const early = await run(req({ numInferenceSteps: 4, guidanceInterval: [0, 0.5] }, { outputs: { previewEvery: 1 } }));
+      const late = await run(req({ numInferenceSteps: 4, guidanceInterval: [0.5, 1] }, { outputs: { previewEvery: 1 } }));
+      // Defaults: every step guided (the deployment's [0, 1]), two forwards each.
+      expect(admittedOf(all).params).toMatchObject({ guidanceScale: 4, guidanceIntervalStart: 0, guidanceIntervalEnd: 1 });
+      expect(admittedOf(all).estimate).toMatchObject({ steps: 4, forwards: 8 });
+      expect(admittedOf(early).params).toMatchObject({ guidanceIntervalStart: 0, guidanceIntervalEnd: 0.5 });
+      expect(admittedOf(early).estimate).toMatchObject({ steps: 4, forwards: 6 });
+      expect(admittedOf(late).estimate).toMatchObject({ steps: 4, forwards: 6 });
+      const [pa, pn, pe, pl] = [all, none, early, late].map(previews);
+      expect(pa).toHaveLength(3); // steps 0–2: the last step's prediction is the final video, not previewed
+      // [0, 0.5) of 4 steps guides steps 0 and 1: their predictions are the fully guided run's, step 2's is not.
+      expect(pe[0].equals(pa[0]) && pe[1].equals(pa[1])).toBe(true);
+      expect(pe[2].equals(pa[2])).toBe(false);
+      // [0.5, 1) guides steps 2 and 3 only: steps 0 and 1 are the unguided run's.
+      expect(pl[0].equals(pn[0]) && pl[1].equals(pn[1])).toBe(true);
+      expect(pl[2].equals(pn[2])).toBe(false);
+      expect(bytes(early).equals(bytes(all))).toBe(false);
+      expect(bytes(early).equals(bytes(none))).toBe(false);
+    });
+
+    it('[0, 1] is the default; an empty interval is guidance scale 1 (one forward a step, the same bytes)', async () => {
+      const all = await run(req({ numInferenceSteps: 3 }));
+      const explicit = await run(req({ numInferenceSteps: 3, guidanceInterval: [0, 1] }));
+      expect(bytes(explicit).equals(bytes(all))).toBe(true);
+      const empty = await run(req({ numInferenceSteps: 3, guidanceInterval: [0.4, 0.4] }));
+      const none = await run(req({ numInferenceSteps: 3, guidanceScale: 1 }));
+      expect(admittedOf(empty).estimate).toMatchObject({ steps: 3, forwards: 3 });
+      expect(bytes(empty).equals(bytes(none))).toBe(true);
+    });
+
+    it("a model's default interval applies when the request names none, and the request's wins over it", async () => {
+      const dir = await makeModelsDir([{ spec: { ...tinySpec('tiny-gi'), defaults: { ...tinySpec().defaults, guidanceInterval: [0, 0.5] } }, seed: 1 }]);
+      const e = await Engine.create({ modelsDir: dir, defaultModel: 'tiny' });
+      try {
+        const go = (over: Partial<OmniRequestInput['diffusion']>) => lastValueFrom(e.generate(req({ numInferenceSteps: 4, ...over }, { model: 'tiny-gi' })).pipe(toArray()));
+        const byModel = await go({});
+        expect(admittedOf(byModel).params).toMatchObject({ guidanceIntervalStart: 0, guidanceIntervalEnd: 0.5 });
+        expect(admittedOf(byModel).estimate).toMatchObject({ forwards: 6 });
+        // The same seed-1 weights as 'tiny', so the bytes are 'tiny''s at [0, 0.5).
+        const tinyEarly = await lastValueFrom(e.generate(req({ numInferenceSteps: 4, guidanceInterval: [0, 0.5] })).pipe(toArray()));
+        expect(bytes(byModel).equals(bytes(tinyEarly))).toBe(true);
+        const byRequest = await go({ guidanceInterval: [0, 1] });
+        expect(admittedOf(byRequest).params).toMatchObject({ guidanceIntervalStart: 0, guidanceIntervalEnd: 1 });
+        expect(admittedOf(byRequest).estimate).toMatchObject({ forwards: 8 });
+      } finally {
+        await e.close();
+      }
+    });
+
+    it("a deployment's CFG policy interval is the default when neither the request nor the model names one", async () => {
+      const e = await Engine.create({ modelsDir, defaultModel: 'tiny', policies: { cfg: CFGPolicy.classic([0.5, 1]) } });
+      try {
+        const events = await lastValueFrom(e.generate(req({ numInferenceSteps: 4 })).pipe(toArray()));
+        expect(admittedOf(events).params).toMatchObject({ guidanceIntervalStart: 0.5, guidanceIntervalEnd: 1 });
+        expect(admittedOf(events).estimate).toMatchObject({ forwards: 6 });
+        const late = await run(req({ numInferenceSteps: 4, guidanceInterval: [0.5, 1] }));
+        expect(bytes(events).equals(bytes(late))).toBe(true);
+      } finally {
+        await e.close();
+      }
+    });
+
+    it('a bad interval is one error event naming diffusion.guidanceInterval; the engine keeps serving', async () => {
+      for (const guidanceInterval of [[0.6, 0.2], [0, 1.5], [-0.1, 0.5], [0, Number.NaN], [0.2], [0, 0.5, 1]]) {
+        const events = await run(req({ guidanceInterval: guidanceInterval as [number, number] }));
+        expect(events).toHaveLength(1);
+        expect(events[0]).toMatchObject({ type: 'error', code: 'OMNIRX_ERR_INVALID_REQUEST' });
+        expect(events[0].type === 'error' && events[0].param).toMatch(/^diffusion\.guidanceInterval/);
+      }
+      expect(finalOf(await run(req({ numInferenceSteps: 2 }))).artifacts.video.kind).toBe('video');
+    });
   });
 
   it('runs the UniPC and DMD samplers a request names; DMD runs its distilled step count and rejects another', async () => {

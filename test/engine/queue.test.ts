@@ -3,6 +3,7 @@ import { estimateMemory, resolveParams } from '../../src/engine/admission';
 import { Engine, type EngineOptions } from '../../src/engine/engine';
 import type { ScheduleDecision } from '../../src/engine/scheduler';
 import { loadNative, type NativeBinding } from '../../src/native/binding';
+import { CFGPolicy } from '../../src/pipeline/policies/cfg';
 import { SamplerPolicy } from '../../src/pipeline/policies/sampler-policy';
 import { FlowShiftPolicy } from '../../src/pipeline/policies/flow-shift';
 import { DEFAULT_LIMITS } from '../../src/request/limits';
@@ -197,7 +198,7 @@ describe('memory admission', () => {
   /** The claim the engine will make for `input` (the same estimate the engine computes). */
   async function claimOf(engine: Engine, input: OmniRequestInput) {
     const model = await engine.models.get(input.model);
-    return estimateMemory(resolveParams(OmniRequestSchema.parse(input), model, DEFAULT_LIMITS, { flowShift: FlowShiftPolicy.fixed(), sampler: SamplerPolicy.of() }), model);
+    return estimateMemory(resolveParams(OmniRequestSchema.parse(input), model, DEFAULT_LIMITS, { cfg: CFGPolicy.classic(), flowShift: FlowShiftPolicy.fixed(), sampler: SamplerPolicy.of() }), model);
   }
 
   it('a request that can never fit the budget fails with OMNIRX_ERR_MEMORY naming the bytes', async () => {

@@ -253,6 +253,7 @@ describe('parity with the PyTorch reference (tools/reference)', () => {
         fps: 6,
         numInferenceSteps: t.steps,
         guidanceScale: t.guidance,
+        guidanceInterval: [0, 1],
         flowShift: t.shift,
         sampler: 'euler',
         seed: 1,

@@ -64,6 +64,23 @@ describe('CFGPolicy', () => {
     expect(p.needsNegative(4)).toBe(false);
   });
 
+  it("a request's interval passed to plan and needsNegative replaces the policy's (its deployment default)", () => {
+    const p = CFGPolicy.classic([0.5, 1]);
+    expect(dispatches(p, 4, 3)).toEqual(['single', 'single', 'sequential', 'sequential']);
+    const withRequest = (interval: [number, number]) => Array.from({ length: 4 }, (_, i) => p.plan(i, 4, 3, interval).dispatch);
+    expect(withRequest([0, 0.5])).toEqual(['sequential', 'sequential', 'single', 'single']);
+    expect(withRequest([0, 1])).toEqual(['sequential', 'sequential', 'sequential', 'sequential']);
+    // 20 steps at [0, 0.25): steps 0–4 guided (5/20 = 0.25 is outside).
+    const on = Array.from({ length: 20 }, (_, i) => p.plan(i, 20, 2, [0, 0.25]).dispatch).flatMap((d, i) => (d === 'single' ? [] : [i]));
+    expect(on).toEqual([0, 1, 2, 3, 4]);
+    expect(p.plan(0, 4, 3, [0, 0.5])).toEqual({ dispatch: 'sequential', scale: 3 });
+    expect(p.needsNegative(3, [0.3, 0.3])).toBe(false);
+    expect(p.needsNegative(3, [0, 0.1])).toBe(true);
+    // The none variant and scale 1 never guide, whatever the interval.
+    expect(CFGPolicy.none().plan(0, 4, 3, [0, 1]).dispatch).toBe('single');
+    expect(p.plan(0, 4, 1, [0, 1]).dispatch).toBe('single');
+  });
+
   it('names encode the variant and the interval', () => {
     expect(CFGPolicy.classic().name).toBe('classic-cfg');
     expect(CFGPolicy.batched().name).toBe('batched-cfg');

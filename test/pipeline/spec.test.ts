@@ -58,6 +58,7 @@ const params = (over: Partial<ResolvedParams> = {}): ResolvedParams => ({
   fps: 6,
   numInferenceSteps: 3,
   guidanceScale: 4,
+  guidanceInterval: [0, 1],
   flowShift: 2,
   sampler: 'euler',
   seed: 1,

@@ -159,6 +159,29 @@ describe('OmniRequestSchema: hostile diffusion values', () => {
     for (const i of issues) expect(i).toEqual({ path: `diffusion.${field}`, code });
   });
 
+  it.each<[unknown, string, string]>([
+    [[0.5, 0.25], 'diffusion.guidanceInterval', 'custom'],
+    [[-0.1, 0.5], 'diffusion.guidanceInterval.0', 'too_small'],
+    [[0, 1.0000001], 'diffusion.guidanceInterval.1', 'too_big'],
+    [[0, Number.NaN], 'diffusion.guidanceInterval.1', 'invalid_type'],
+    [[0, Infinity], 'diffusion.guidanceInterval.1', 'invalid_type'],
+    [['0', 0.5], 'diffusion.guidanceInterval.0', 'invalid_type'],
+    [[0.25], 'diffusion.guidanceInterval', 'too_small'],
+    [[0, 0.25, 1], 'diffusion.guidanceInterval', 'too_big'],
+    [[], 'diffusion.guidanceInterval', 'too_small'],
+    ['0,0.25', 'diffusion.guidanceInterval', 'invalid_type'],
+    [{ start: 0, end: 0.25 }, 'diffusion.guidanceInterval', 'invalid_type'],
+    [null, 'diffusion.guidanceInterval', 'invalid_type'],
+  ])('rejects guidanceInterval %p at %s (%s)', (guidanceInterval, path, code) => {
+    expect(issuesOf(withDiffusion({ guidanceInterval }))[0]).toEqual({ path, code });
+  });
+
+  it('accepts guidance intervals from empty to whole and keeps them', () => {
+    for (const interval of [[0, 1], [0, 0.25], [0.5, 0.5], [1, 1], [0, 0]]) {
+      expect(OmniRequestSchema.parse(withDiffusion({ guidanceInterval: interval })).diffusion.guidanceInterval).toEqual(interval);
+    }
+  });
+
   it.each([
     [1.5, 'invalid_type'],
     [101, 'too_big'],

@@ -19,6 +19,8 @@ export interface UsedParams {
   fps: number | null;
   num_inference_steps: number | null;
   guidance_scale: number | null;
+  /** [start, end) fractions of the denoise steps that ran guidance. */
+  guidance_interval: [number, number] | null;
   flow_shift: number | null;
   sampler: string | null;
   seed: number | null;
@@ -55,7 +57,7 @@ export class VideoJob {
   completedSteps = 0;
   readonly createdAt = nowSeconds();
   readonly events = new ReplaySubject<PublicEvent>(MAX_HISTORY);
-  readonly params: UsedParams = { width: null, height: null, num_frames: null, fps: null, num_inference_steps: null, guidance_scale: null, flow_shift: null, sampler: null, seed: null };
+  readonly params: UsedParams = { width: null, height: null, num_frames: null, fps: null, num_inference_steps: null, guidance_scale: null, guidance_interval: null, flow_shift: null, sampler: null, seed: null };
   /** Resolves when the job ended (completed, failed or cancelled). */
   readonly done: Promise<void>;
   subscription: Subscription | undefined;
@@ -225,6 +227,7 @@ export class JobTable {
           fps: num('fps'),
           num_inference_steps: num('numInferenceSteps'),
           guidance_scale: num('guidanceScale'),
+          guidance_interval: num('guidanceIntervalStart') !== null && num('guidanceIntervalEnd') !== null ? [num('guidanceIntervalStart'), num('guidanceIntervalEnd')] : null,
           flow_shift: num('flowShift'),
           sampler: typeof p.sampler === 'string' ? p.sampler : null,
           seed: num('seed'),

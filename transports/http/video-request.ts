@@ -1,4 +1,5 @@
 import { z } from 'zod';
+import { GuidanceIntervalSchema, parseGuidanceIntervalText } from '../../src/request/guidance-interval';
 import type { OmniRequestInput } from '../../src/request/omni-request';
 import { HttpError } from './errors';
 
@@ -34,6 +35,8 @@ export const VideoCreateBodySchema = z.strictObject({
   fps: int.optional(),
   num_inference_steps: int.optional(),
   guidance_scale: z.number().optional(),
+  /** Extension: [start, end) fractions of the denoise steps that run guidance (a form field: "start,end"). */
+  guidance_interval: GuidanceIntervalSchema.optional(),
   negative_prompt: z.string().max(100_000).optional(),
   seed: int.optional(),
   /** Extension: a preview (the first frame the step predicts) on the job's SSE stream every this many steps. */
@@ -50,6 +53,8 @@ export const ImageGenerateBodySchema = z.strictObject({
   response_format: z.string().optional(),
   num_inference_steps: int.optional(),
   guidance_scale: z.number().optional(),
+  /** Extension: [start, end) fractions of the denoise steps that run guidance (a form field: "start,end"). */
+  guidance_interval: GuidanceIntervalSchema.optional(),
   negative_prompt: z.string().max(100_000).optional(),
   seed: int.optional(),
 });
@@ -59,13 +64,15 @@ export type ImageGenerateBody = z.infer<typeof ImageGenerateBodySchema>;
 const NUMERIC_FIELDS = new Set(['num_frames', 'fps', 'num_inference_steps', 'guidance_scale', 'seed', 'preview_every']);
 
 /**
- * Converts the numeric multipart fields from text to numbers when the whole text is a decimal number; anything
- * else stays a string so the schema rejects it naming the field (never a silent `NaN` or truncation).
+ * Converts the numeric multipart fields from text to numbers when the whole text is a decimal number, and
+ * `guidance_interval` from "start,end" (two decimal numbers) to a pair; anything else stays a string so the schema
+ * rejects it naming the field (never a silent `NaN` or truncation).
  */
 export function coerceFormFields(fields: Record<string, string>): Record<string, unknown> {
   const out: Record<string, unknown> = {};
   for (const [k, v] of Object.entries(fields)) {
-    out[k] = NUMERIC_FIELDS.has(k) && /^\s*-?\d+(\.\d+)?([eE][-+]?\d+)?\s*$/.test(v) ? Number(v) : v;
+    if (k === 'guidance_interval') out[k] = parseGuidanceIntervalText(v) ?? v;
+    else out[k] = NUMERIC_FIELDS.has(k) && /^\s*-?\d+(\.\d+)?([eE][-+]?\d+)?\s*$/.test(v) ? Number(v) : v;
   }
   return out;
 }
@@ -95,6 +102,7 @@ const FIELD_OF_PATH: Record<string, string> = {
   'diffusion.fps': 'fps',
   'diffusion.numInferenceSteps': 'num_inference_steps',
   'diffusion.guidanceScale': 'guidance_scale',
+  'diffusion.guidanceInterval': 'guidance_interval',
   'diffusion.seed': 'seed',
   'outputs.previewEvery': 'preview_every',
   diffusion: 'size',
@@ -143,6 +151,7 @@ export function toVideoRequest(body: VideoCreateBody, requestId: string, modelId
   if (body.fps !== undefined) diffusion.fps = body.fps;
   if (body.num_inference_steps !== undefined) diffusion.numInferenceSteps = body.num_inference_steps;
   if (body.guidance_scale !== undefined) diffusion.guidanceScale = body.guidance_scale;
+  if (body.guidance_interval !== undefined) diffusion.guidanceInterval = body.guidance_interval;
   if (body.seed !== undefined) diffusion.seed = body.seed;
   const inputs = body.negative_prompt === undefined ? { prompt: body.prompt } : { prompt: body.prompt, negativePrompt: body.negative_prompt };
   const outputs = body.preview_every === undefined ? {} : { outputs: { previewEvery: body.preview_every } };
@@ -162,6 +171,7 @@ export function toImageRequest(body: ImageGenerateBody, requestId: string): Omni
   if (body.size !== undefined) Object.assign(diffusion, body.size);
   if (body.num_inference_steps !== undefined) diffusion.numInferenceSteps = body.num_inference_steps;
   if (body.guidance_scale !== undefined) diffusion.guidanceScale = body.guidance_scale;
+  if (body.guidance_interval !== undefined) diffusion.guidanceInterval = body.guidance_interval;
   if (body.seed !== undefined) diffusion.seed = body.seed;
   const inputs = body.negative_prompt === undefined ? { prompt: body.prompt } : { prompt: body.prompt, negativePrompt: body.negative_prompt };
   return { requestId, ...(body.model === undefined ? {} : { model: body.model }), task: 'T2I', inputs, diffusion };

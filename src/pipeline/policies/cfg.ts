@@ -1,3 +1,4 @@
+import { isGuidanceInterval, type GuidanceInterval } from '../../request/guidance-interval';
 import type { Policy } from './policy';
 
 /** How the guidance branches of one step are dispatched. */
@@ -17,8 +18,9 @@ export interface GuidancePlan {
  * - `batched`: one forward with the two branches stacked as a batch of 2;
  * - `none`: one conditional forward (distilled or embedded-guidance models).
  * `interval` gates guidance to steps whose fraction i/N lies in [start, end) (Kynkäänniemi et al. 2024,
- * "Applying guidance in a limited interval"); outside it a step runs the conditional branch only. A scale of 1
- * never needs the unconditional branch.
+ * "Applying guidance in a limited interval"); outside it a step runs the conditional branch only. The policy's
+ * interval is the deployment's default: a request's resolved `guidanceInterval` (its own, else its model's default,
+ * else this one) is passed to `plan` and `needsNegative`. A scale of 1 never needs the unconditional branch.
  */
 export class CFGPolicy implements Policy {
   readonly slot = 'guidance' as const;
@@ -26,17 +28,17 @@ export class CFGPolicy implements Policy {
 
   private constructor(
     readonly variant: 'classic' | 'batched' | 'none',
-    readonly interval: readonly [number, number],
+    readonly interval: GuidanceInterval,
   ) {
-    if (!(interval[0] >= 0 && interval[1] <= 1 && interval[0] <= interval[1])) throw new RangeError(`CFG interval [${interval.join(', ')}] must satisfy 0 ≤ start ≤ end ≤ 1`);
+    if (!isGuidanceInterval(interval)) throw new RangeError(`CFG interval [${(interval as readonly number[]).join(', ')}] must satisfy 0 ≤ start ≤ end ≤ 1`);
     this.name = `${variant}-cfg${interval[0] > 0 || interval[1] < 1 ? `[${interval[0]},${interval[1]})` : ''}`;
   }
 
-  static classic(interval: readonly [number, number] = [0, 1]): CFGPolicy {
+  static classic(interval: GuidanceInterval = [0, 1]): CFGPolicy {
     return new CFGPolicy('classic', interval);
   }
 
-  static batched(interval: readonly [number, number] = [0, 1]): CFGPolicy {
+  static batched(interval: GuidanceInterval = [0, 1]): CFGPolicy {
     return new CFGPolicy('batched', interval);
   }
 
@@ -44,15 +46,15 @@ export class CFGPolicy implements Policy {
     return new CFGPolicy('none', [0, 1]);
   }
 
-  /** True when some step of a request with this scale needs the unconditional branch. */
-  needsNegative(scale: number): boolean {
-    return this.variant !== 'none' && scale !== 1 && this.interval[1] > this.interval[0];
+  /** True when some step of a request with this scale and guidance interval needs the unconditional branch. */
+  needsNegative(scale: number, interval: GuidanceInterval = this.interval): boolean {
+    return this.variant !== 'none' && scale !== 1 && interval[1] > interval[0];
   }
 
-  /** The plan for step `index` of `total`. */
-  plan(index: number, total: number, scale: number): GuidancePlan {
+  /** The plan for step `index` of `total`, guided when `interval` (default: the policy's) holds index/total. */
+  plan(index: number, total: number, scale: number, interval: GuidanceInterval = this.interval): GuidancePlan {
     const f = index / total;
-    const on = this.needsNegative(scale) && f >= this.interval[0] && f < this.interval[1];
+    const on = this.needsNegative(scale, interval) && f >= interval[0] && f < interval[1];
     if (!on) return { dispatch: 'single', scale: 1 };
     return { dispatch: this.variant === 'batched' ? 'batched' : 'sequential', scale };
   }

@@ -1,4 +1,5 @@
 import { OmniError } from '../../errors';
+import type { GuidanceInterval } from '../../request/guidance-interval';
 import { createTensor } from '../../native/binding';
 import type { DiTShape, ForwardRow } from '../../models/wan/dit';
 import { Rng } from '../../util/rng';
@@ -27,6 +28,8 @@ export interface DenoiseLoopState {
   context: Float32Array;
   negative: Float32Array | undefined;
   scale: number;
+  /** The request's guidance interval (fractions of the steps guided). */
+  interval: GuidanceInterval;
 }
 
 /** Node parameters of `denoise`: an explicit sigma schedule replaces the shifted linear one. */
@@ -54,7 +57,7 @@ function explicitSigmas(schedule: readonly number[]): SamplerState {
 export function createDenoiseLoop(policies: { cfg: CFGPolicy; expert: ExpertRouting; sampler: SamplerPolicy }): LoopStage<WanT2VContext, WanT2VState, DenoiseLoopState> {
   const { cfg, expert } = policies;
   const total = (loop: DenoiseLoopState) => loop.sigmas.length;
-  const planOf = (loop: DenoiseLoopState): GuidancePlan => cfg.plan(loop.index, total(loop), loop.scale);
+  const planOf = (loop: DenoiseLoopState): GuidancePlan => cfg.plan(loop.index, total(loop), loop.scale, loop.interval);
   const expertOf = (loop: DenoiseLoopState) => expert.select(loop.sigmas[loop.index] * 1000);
   const shapeKey = (loop: DenoiseLoopState) => `${loop.shape.frames}x${loop.shape.height}x${loop.shape.width}`;
 
@@ -120,6 +123,7 @@ export function createDenoiseLoop(policies: { cfg: CFGPolicy; expert: ExpertRout
         context: Float32Array.from(state.promptEmbeds.data),
         negative: state.negativeEmbeds === undefined ? undefined : Float32Array.from(state.negativeEmbeds.data),
         scale: ctx.params.guidanceScale,
+        interval: ctx.params.guidanceInterval,
       };
     },
 

@@ -2,6 +2,7 @@ import { z } from 'zod';
 import type { FeatureCache } from '../../cache/feature-cache';
 import type { WanComponent, WanT2VModel } from '../../models/wan/wan-t2v';
 import { createTensor, type NativeBinding } from '../../native/binding';
+import { GuidanceIntervalSchema } from '../../request/guidance-interval';
 import { OutputModalitySchema, TaskSchema } from '../../request/omni-request';
 import type { Artifact } from '../../request/artifacts';
 import {
@@ -84,6 +85,7 @@ export const ResolvedParamsSchema = z.strictObject({
   fps: z.number().positive(),
   numInferenceSteps: z.number().int().positive(),
   guidanceScale: z.number(),
+  guidanceInterval: GuidanceIntervalSchema,
   flowShift: z.number(),
   sampler: z.enum(SAMPLER_NAMES),
   seed: z.number().int().nonnegative(),

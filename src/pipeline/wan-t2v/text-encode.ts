@@ -59,7 +59,7 @@ export function createTextEncodeStage(cfg: CFGPolicy): Stage<WanT2VContext, WanT
     name: 'text_encoder',
     async forward(ctx, state) {
       state.promptEmbeds = await encodePrompt(ctx, state, ctx.params.prompt);
-      if (cfg.needsNegative(ctx.params.guidanceScale) && !ctx.signal.aborted) state.negativeEmbeds = await encodePrompt(ctx, state, ctx.params.negativePrompt);
+      if (cfg.needsNegative(ctx.params.guidanceScale, ctx.params.guidanceInterval) && !ctx.signal.aborted) state.negativeEmbeds = await encodePrompt(ctx, state, ctx.params.negativePrompt);
     },
   };
 }

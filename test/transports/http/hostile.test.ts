@@ -168,6 +168,12 @@ describe('hostile input gets a clear 4xx in the error shape, and the server keep
       [{ prompt: 'a', num_inference_steps: 1000 }, 'num_inference_steps'],
       [{}, 'prompt'],
       [{ prompt: '' }, 'prompt'],
+      [{ prompt: 'a', guidance_interval: [0.5, 0.25] }, 'guidance_interval'],
+      [{ prompt: 'a', guidance_interval: [0, 2] }, 'guidance_interval.1'],
+      [{ prompt: 'a', guidance_interval: [-1, 0.5] }, 'guidance_interval.0'],
+      [{ prompt: 'a', guidance_interval: [0] }, 'guidance_interval'],
+      [{ prompt: 'a', guidance_interval: '0,0.5' }, 'guidance_interval'],
+      [{ prompt: 'a', guidance_interval: { start: 0, end: 0.5 } }, 'guidance_interval'],
     ];
     for (const [body, param] of cases) {
       const r = await postJson(body);
@@ -193,6 +199,15 @@ describe('hostile input gets a clear 4xx in the error shape, and the server keep
     const r = await post('/v1/videos', form, {});
     expect(r.status).toBe(400);
     expect(r.json.error.param).toBe('num_frames');
+    // guidance_interval as "start,end": a reversed pair is refused for what it is, text that is not two numbers too.
+    for (const [text, message] of [['0.5,0.25', /start must not exceed end/], ['0,0.5,1', /guidance_interval/], ['abc', /guidance_interval/]] as const) {
+      const f = new FormData();
+      f.append('prompt', 'a');
+      f.append('guidance_interval', text);
+      const g = await post('/v1/videos', f, {});
+      expect([g.status, g.json.error.param]).toEqual([400, 'guidance_interval']);
+      expect(g.json.error.message).toMatch(message);
+    }
   });
 
   it('input_reference is rejected (no model does I2V), JSON or multipart, never ignored', async () => {

@@ -39,7 +39,7 @@ describe('the official openai client against omnirx serve', () => {
   it('creates a video job (multipart, seconds as a string), polls it to completed and downloads an MP4 that ffprobe validates', async () => {
     // 16x8, 1 s at 6 fps = 6 frames; the extra fields ride along in the multipart form.
     const created = await createVideo({ prompt: 'a red ball in a blue room', model: 'tiny', seconds: '1', size: '16x8', fps: 6, num_inference_steps: 2, seed: 11 });
-    expect(created).toMatchObject({ object: 'video', model: 'tiny', size: '16x8', seconds: '1', num_frames: 6, fps: 6, num_inference_steps: 2, seed: 11, guidance_scale: 4, error: null });
+    expect(created).toMatchObject({ object: 'video', model: 'tiny', size: '16x8', seconds: '1', num_frames: 6, fps: 6, num_inference_steps: 2, seed: 11, guidance_scale: 4, guidance_interval: [0, 1], error: null });
     expect(created.id).toMatch(/^video_[0-9a-f]{32}$/);
     expect(['queued', 'in_progress', 'completed']).toContain(created.status);
 
@@ -63,6 +63,17 @@ describe('the official openai client against omnirx serve', () => {
     const file = path.join(outDir, 'b.mp4');
     writeFileSync(file, Buffer.from(await (await client.videos.downloadContent(created.id)).arrayBuffer()));
     expectH264Mp4(file, { width: 8, height: 8, frames: 5, fps: 5 });
+  });
+
+  it('guidance_interval (a multipart "start,end" field) guides only its steps, and the job reports the interval used', async () => {
+    const created = await createVideo({ prompt: 'a red ball', seconds: '1', size: '8x8', fps: 2, num_inference_steps: 4, seed: 5, guidance_interval: '0,0.5' });
+    expect(created).toMatchObject({ guidance_scale: 4, guidance_interval: [0, 0.5] });
+    const done = await pollDone(created.id);
+    expect(done.status).toBe('completed');
+    const full = await createVideo({ prompt: 'a red ball', seconds: '1', size: '8x8', fps: 2, num_inference_steps: 4, seed: 5 });
+    await pollDone(full.id);
+    const bytesOf = async (id: string) => Buffer.from(await (await client.videos.downloadContent(id)).arrayBuffer());
+    expect((await bytesOf(created.id)).equals(await bytesOf(full.id))).toBe(false);
   });
 
   it('lists jobs newest first', async () => {

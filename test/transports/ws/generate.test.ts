@@ -122,6 +122,8 @@ describe('hostile input on /v1/stream', () => {
     ['preview_every', { type: 'generate', request: { prompt: 'a', preview_every: 2 } }, { code: 'invalid_message', param: 'request.preview_every' }],
     ['a bad size', { type: 'generate', request: { prompt: 'a', size: 'big' } }, { code: 'invalid_message', param: 'request.size' }],
     ['num_frames as a string', { type: 'generate', request: { prompt: 'a', num_frames: '9' } }, { code: 'invalid_message', param: 'request.num_frames' }],
+    ['a reversed guidance interval', { type: 'generate', request: { prompt: 'a', guidance_interval: [0.75, 0.25] } }, { code: 'invalid_message', param: 'request.guidance_interval' }],
+    ['a guidance interval past 1', { type: 'generate', request: { prompt: 'a', guidance_interval: [0, 7] } }, { code: 'invalid_message', param: 'request.guidance_interval.1' }],
     ['an unknown format', { type: 'generate', format: 'webm', request: { prompt: 'a' } }, { code: 'invalid_message', param: 'format' }],
     ['a credit of 0', { type: 'credit', frames: 0 }, { code: 'invalid_message', param: 'frames' }],
     ['a fractional credit', { type: 'credit', frames: 1.5 }, { code: 'invalid_message', param: 'frames' }],
