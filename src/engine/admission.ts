@@ -9,8 +9,8 @@ import type { OmniRequest } from '../request/omni-request';
 import { randomSeed } from '../util/rng';
 
 /**
- * Applies the model's defaults (and the deployment's flow-shift policy, sampler and guidance interval) to a validated request and checks what
- * only the model and the combined ceilings can decide. Values the model cannot honour are rejected, never
+ * Applies the model's defaults (and the deployment's flow-shift policy, sampler and guidance interval) to a validated
+ * request and checks what only the model and the combined ceilings can decide. Values the model cannot honour are rejected, never
  * adjusted.
  * @throws OmniError OMNIRX_ERR_UNSUPPORTED_VALUE (width/height not a multiple of the model's stride, an output the
  *   task does not produce) or OMNIRX_ERR_INVALID_REQUEST (a combined ceiling), with `param` naming the field.
