@@ -186,7 +186,8 @@ function issueToArgError(issue: z.core.$ZodIssue, request: OmniRequestInput): Om
   const name = flag ?? dotted;
   let got: unknown = request;
   for (const k of issue.path) got = got !== null && typeof got === 'object' ? (got as Record<PropertyKey, unknown>)[k] : undefined;
-  const gotText = typeof got === 'string' ? (got.length > 40 ? `${got.length} characters` : JSON.stringify(got)) : JSON.stringify(got);
+  // JSON.stringify writes a non-finite number (a pair element read from 1e999) as null: print it as a number.
+  const gotText = typeof got === 'string' ? (got.length > 40 ? `${got.length} characters` : JSON.stringify(got)) : typeof got === 'number' ? String(got) : JSON.stringify(got);
   let message: string;
   if (issue.code === 'invalid_value') {
     message = `${name} must be one of ${issue.values.map(String).join(', ')}; got ${gotText}`;

@@ -13,7 +13,7 @@ import { buildPipeline, type BuiltPipeline } from '../pipeline/spec';
 import type { WanT2VContext } from '../pipeline/wan-t2v/context';
 import { defaultWanT2VPolicies, wanT2VPipelineSpec, type WanT2VPolicies } from '../pipeline/wan-t2v/pipeline';
 import { WanT2VState } from '../pipeline/wan-t2v/state';
-import type { DenoiseNodeParams } from '../pipeline/wan-t2v/denoise-loop';
+import { denoiseWork } from '../pipeline/wan-t2v/denoise-work';
 import { actionAdaLNInjector, type ConditioningInjector } from '../pipeline/policies/conditioning-injector';
 import { CacheBudgetsSchema, SessionConfigSchema, type CacheBudgets, type DeployConfig, type DeployTask, type SessionConfig } from '../placement/deploy-config';
 import { createSessionRequestSchema, type SessionRequestInput } from '../request/session-request';
@@ -89,21 +89,6 @@ interface Waiter {
   settled?: { model: WanT2VModel; params: ResolvedParams; nodeParams: Record<string, unknown>; claim: { residentBytes: number; peakBytes: number } } | { error: unknown };
   start: () => void;
   fail: (err: unknown) => void;
-}
-
-/**
- * The denoise work of a resolved request: `steps` (a custom sigma schedule's length − 1, else `numInferenceSteps`),
- * DiT `forwards` (two on each step that classifier-free guidance runs on, by the request's guidance interval, one on
- * the others) and whether any step is `guided`.
- * The engine and the disaggregated front both report it in `admitted`.
- */
-export function denoiseWork(p: ResolvedParams, nodeParams: Record<string, unknown>, cfg: WanT2VPolicies['cfg']): { steps: number; forwards: number; guided: boolean } {
-  const guided = cfg.needsNegative(p.guidanceScale, p.guidanceInterval);
-  const custom = (nodeParams.denoise as DenoiseNodeParams | undefined)?.sigmas;
-  const steps = custom !== undefined ? custom.length - 1 : p.numInferenceSteps;
-  let forwards = 0;
-  for (let i = 0; i < steps; i++) forwards += cfg.plan(i, steps, p.guidanceScale, p.guidanceInterval).dispatch === 'single' ? 1 : 2;
-  return { steps, forwards, guided };
 }
 
 /**
@@ -426,11 +411,13 @@ export class Engine {
   }
 
   private admittedEvent(requestId: string, p: ResolvedParams, model: WanT2VModel, nodeParams: Record<string, unknown>): OmniEvent {
-    const { steps, forwards, guided } = denoiseWork(p, nodeParams, this.policies.cfg);
+    const { steps, guidedSteps, forwards } = denoiseWork(p, nodeParams, this.policies.cfg);
     const [pt, ph, pw] = model.spec.transformer.patchSize;
     const s = 2 ** (model.spec.vae.channels.length - 1);
     const shape = `${p.numFrames / pt}x${p.height / s / ph * ph}x${p.width / s / pw * pw}`;
-    const ms = this.steps.estimate({ model: `${model.spec.id}/transformer`, phase: 'denoise', shape, guidance: guided ? (this.policies.cfg.variant === 'batched' ? 'batched' : 'sequential') : 'single' }, steps);
+    // Priced step by step: guided steps at the policy's guided cost, the others at a single forward's.
+    const key = { model: `${model.spec.id}/transformer`, phase: 'denoise', shape } as const;
+    const ms = this.steps.estimate({ ...key, guidance: this.policies.cfg.variant === 'batched' ? 'batched' : 'sequential' }, guidedSteps) + this.steps.estimate({ ...key, guidance: 'single' }, steps - guidedSteps);
     return requestAdmittedEvent(requestId, p, { steps, forwards, ms: Math.round(ms) });
   }
 

@@ -1,4 +1,5 @@
-import { denoiseWork, requestAdmittedEvent } from '../engine/engine';
+import { requestAdmittedEvent } from '../engine/engine';
+import { denoiseWork } from '../pipeline/wan-t2v/denoise-work';
 import type { ResolvedParams } from '../pipeline/params';
 import type { WanT2VPolicies } from '../pipeline/wan-t2v/pipeline';
 import type { OmniEvent } from '../request/omni-event';

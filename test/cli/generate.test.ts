@@ -284,6 +284,7 @@ describe('omnirx generate: argument errors exit 2 and name the flag', () => {
     ['guidance interval reversed', ['--guidance-interval', '0.5,0.25'], /--guidance-interval: start must not exceed end .*; got \[0\.5,0\.25\]/],
     ['guidance interval past 1', ['--guidance-interval', '0,1.5'], /--guidance-interval: .*got 1\.5/],
     ['guidance interval negative', ['--guidance-interval', '-0.5,0.5'], /--guidance-interval: .*got -0\.5/],
+    ['guidance interval overflowing', ['--guidance-interval', '1e999,1'], /--guidance-interval: .*got Infinity$/m],
     ['missing guidance interval value', ['--guidance-interval', '--seed', '3'], /--guidance-interval is missing its value/],
   ];
   it.each(other)('%s', async (_name, argv, re) => {

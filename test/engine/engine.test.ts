@@ -3,6 +3,7 @@ import * as path from 'node:path';
 import { firstValueFrom, lastValueFrom, toArray, filter, take } from 'rxjs';
 import { Engine } from '../../src/engine/engine';
 import { CFGPolicy } from '../../src/pipeline/policies/cfg';
+import { CostModel } from '../../src/engine/scheduler';
 import type { OmniEvent } from '../../src/request/omni-event';
 import type { OmniRequestInput } from '../../src/request/omni-request';
 import { finalOf } from '../helpers/events';
@@ -212,6 +213,37 @@ describe('Engine.generate', () => {
         expect(admittedOf(events).estimate).toMatchObject({ forwards: 6 });
         const late = await run(req({ numInferenceSteps: 4, guidanceInterval: [0.5, 1] }));
         expect(bytes(events).equals(bytes(late))).toBe(true);
+      } finally {
+        await e.close();
+      }
+    });
+
+    it('an interval that holds no step i/N runs as scale 1: no negative prompt encoded, one forward a step, the same bytes', async () => {
+      // 4 steps: i/N = 0, 0.25, 0.5, 0.75, none in [0.3, 0.45).
+      const over = { numInferenceSteps: 4, seed: 21 };
+      const gap = await run(req({ ...over, guidanceInterval: [0.3, 0.45] }));
+      expect(admittedOf(gap).estimate).toMatchObject({ steps: 4, forwards: 4 });
+      expect(bytes(gap).equals(bytes(await run(req({ ...over, guidanceScale: 1 }))))).toBe(true);
+      // Native calls: each request encodes a prompt no other test encodes (the text feature cache cannot serve it) and,
+      // were its negative prompt (also new) encoded, one call more.
+      const calls = async (prompt: string, negativePrompt: string, d: Partial<OmniRequestInput['diffusion']>) => {
+        const before = engine.native.stats().completed;
+        finalOf(await run(req({ ...over, ...d }, { inputs: { prompt, negativePrompt } })));
+        return engine.native.stats().completed - before;
+      };
+      const unguided = await calls('room room red ball', 'ball ball room', { guidanceScale: 1 });
+      expect(await calls('room room blue ball', 'ball ball red', { guidanceInterval: [0.3, 0.45] })).toBe(unguided);
+      // …and a guided step does encode it: one call more, plus the step's second forward.
+      expect(await calls('room room red red', 'ball ball blue', { guidanceInterval: [0.25, 0.45] })).toBe(unguided + 2);
+    });
+
+    it('the admitted time estimate prices guided steps at the guided cost and the others at a single forward', async () => {
+      const key = (guidance: string) => CostModel.keyOf({ model: 'tiny/transformer', phase: 'denoise', shape: '3x8x8', guidance });
+      const e = await Engine.create({ modelsDir, defaultModel: 'tiny', costSeed: { [key('sequential')]: 30, [key('single')]: 10 } });
+      try {
+        // 4 steps, [0, 0.5): steps 0 and 1 guided (2 × 30 ms), steps 2 and 3 not (2 × 10 ms).
+        const events = await lastValueFrom(e.generate(req({ numInferenceSteps: 4, guidanceInterval: [0, 0.5] })).pipe(toArray()));
+        expect(admittedOf(events).estimate).toEqual({ steps: 4, forwards: 6, ms: 80 });
       } finally {
         await e.close();
       }

@@ -53,7 +53,7 @@ export const ImageGenerateBodySchema = z.strictObject({
   response_format: z.string().optional(),
   num_inference_steps: int.optional(),
   guidance_scale: z.number().optional(),
-  /** Extension: [start, end) fractions of the denoise steps that run guidance (a form field: "start,end"). */
+  /** Extension: [start, end) fractions of the denoise steps that run guidance. */
   guidance_interval: GuidanceIntervalSchema.optional(),
   negative_prompt: z.string().max(100_000).optional(),
   seed: int.optional(),

@@ -46,7 +46,10 @@ export class CFGPolicy implements Policy {
     return new CFGPolicy('none', [0, 1]);
   }
 
-  /** True when some step of a request with this scale and guidance interval needs the unconditional branch. */
+  /**
+   * True when this scale and guidance interval allow guidance at all (not the none variant, scale ≠ 1, a non-empty
+   * interval). Whether a step of a given count falls in the interval is `plan`'s to say (`denoiseWork` counts them).
+   */
   needsNegative(scale: number, interval: GuidanceInterval = this.interval): boolean {
     return this.variant !== 'none' && scale !== 1 && interval[1] > interval[0];
   }

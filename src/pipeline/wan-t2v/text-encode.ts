@@ -4,6 +4,7 @@ import type { WanT2VModel } from '../../models/wan/wan-t2v';
 import type { CFGPolicy } from '../policies/cfg';
 import type { RequestState } from '../request-state';
 import type { Stage } from '../stage';
+import { denoiseWork } from './denoise-work';
 import type { WanT2VContext } from './context';
 import type { WanT2VState } from './state';
 
@@ -59,7 +60,7 @@ export function createTextEncodeStage(cfg: CFGPolicy): Stage<WanT2VContext, WanT
     name: 'text_encoder',
     async forward(ctx, state) {
       state.promptEmbeds = await encodePrompt(ctx, state, ctx.params.prompt);
-      if (cfg.needsNegative(ctx.params.guidanceScale, ctx.params.guidanceInterval) && !ctx.signal.aborted) state.negativeEmbeds = await encodePrompt(ctx, state, ctx.params.negativePrompt);
+      if (denoiseWork(ctx.params, ctx.nodeParams, cfg).guidedSteps > 0 && !ctx.signal.aborted) state.negativeEmbeds = await encodePrompt(ctx, state, ctx.params.negativePrompt);
     },
   };
 }

@@ -200,7 +200,7 @@ describe('hostile input gets a clear 4xx in the error shape, and the server keep
     expect(r.status).toBe(400);
     expect(r.json.error.param).toBe('num_frames');
     // guidance_interval as "start,end": a reversed pair is refused for what it is, text that is not two numbers too.
-    for (const [text, message] of [['0.5,0.25', /start must not exceed end/], ['0,0.5,1', /guidance_interval/], ['abc', /guidance_interval/]] as const) {
+    for (const [text, message] of [['0.5,0.25', /start must not exceed end/], ['0,0.5,1', /as text: "start,end"/], ['abc', /as text: "start,end"/]] as const) {
       const f = new FormData();
       f.append('prompt', 'a');
       f.append('guidance_interval', text);
