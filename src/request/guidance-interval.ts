@@ -22,9 +22,9 @@ export function isGuidanceInterval(interval: readonly number[]): interval is Gui
 /**
  * Reads a guidance interval written as text, "start,end" (as a CLI flag or a multipart form field gives it), e.g.
  * "0,0.25": two decimal numbers, each optionally signed, with or without a leading digit (".5"), or in exponent
- * notation (the CLI's number syntax). Only the text is checked
- * here; whether the pair is a guidance interval is `GuidanceIntervalSchema`'s to say, so its message names the
- * real problem (a start after the end, a fraction out of [0, 1]).
+ * notation (the CLI's number syntax). Only the text is checked here; whether the pair is a guidance interval is
+ * `GuidanceIntervalSchema`'s to say, so its message names the real problem (a start after the end, a fraction out
+ * of [0, 1]).
  * @returns the two numbers, or undefined when the text is not two decimal numbers separated by one comma
  */
 export function parseGuidanceIntervalText(raw: string): [number, number] | undefined {

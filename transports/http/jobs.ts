@@ -220,6 +220,7 @@ export class JobTable {
       case 'admitted': {
         const p = ev.params;
         const num = (k: string) => (typeof p[k] === 'number' ? (p[k] as number) : null);
+        const [start, end] = [num('guidanceIntervalStart'), num('guidanceIntervalEnd')];
         Object.assign(job.params, {
           width: num('width'),
           height: num('height'),
@@ -227,7 +228,7 @@ export class JobTable {
           fps: num('fps'),
           num_inference_steps: num('numInferenceSteps'),
           guidance_scale: num('guidanceScale'),
-          guidance_interval: num('guidanceIntervalStart') !== null && num('guidanceIntervalEnd') !== null ? [num('guidanceIntervalStart'), num('guidanceIntervalEnd')] : null,
+          guidance_interval: start !== null && end !== null ? [start, end] : null,
           flow_shift: num('flowShift'),
           sampler: typeof p.sampler === 'string' ? p.sampler : null,
           seed: num('seed'),
