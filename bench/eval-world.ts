@@ -29,7 +29,8 @@
  *
  * `--guidance-scale G` runs the T2V clips at classifier-free guidance scale G instead of the model's default (world
  * sessions run no guidance); `--guidance-interval START,END` guides only the steps whose fraction i/N lies in
- * [START, END) instead of the model's default interval.
+ * [START, END) instead of the model's default interval; `--eta E` re-noises each T2V Euler step with a share E of
+ * fresh noise instead of the model's default η (world sessions' chunk sampler has none).
  *
  * `--first-frame spawn|off-centre` starts every world session from a frame of the procedural world instead of the
  * prompt alone (image-to-world, docs/sessions.md): the session's prompt laid out with the blocks it names and the agent
@@ -67,7 +68,7 @@
  * prompts and actions in DIR/strips.json, for the model card.
  *
  * Run: npm run build && npm run eval:world [-- --models-dir DIR] [-- --model ID] [-- --seeds K] [-- --tallies-out FILE]
- *   [-- --baseline FILE [-- --allow-other-settings]] [-- --guidance-scale G] [-- --guidance-interval START,END] [-- --strips DIR]
+ *   [-- --baseline FILE [-- --allow-other-settings]] [-- --guidance-scale G] [-- --guidance-interval START,END] [-- --eta E] [-- --strips DIR]
  *   [-- --matmul-dtype bfloat16] (the DiT's matrix products on bf16 operands) [-- --first-frame spawn|off-centre]
  *   [-- --steps-per-chunk N] [-- --prompt-set held-out|color-pairs | -- --prompt "TEXT"] [-- --per-prompt]
  */
@@ -120,6 +121,8 @@ interface EvalOptions {
   guidanceScale?: number;
   /** T2V clips' guidance interval (default: the model's). */
   guidanceInterval?: GuidanceInterval;
+  /** T2V clips' η, the share of fresh noise re-noising each Euler step (default: the model's). */
+  eta?: number;
   matmulDtype?: (typeof MATMUL_DTYPES)[number];
   /** Where world sessions start: the prompt alone, or a frame of the world with the agent there (image-to-world). */
   firstFrame: 'prompt' | AgentStart;
@@ -163,6 +166,7 @@ function parseOptions(argv: readonly string[]): EvalOptions {
     .addOption(new Option('--seeds <k>', 'run every prompt and session at k seeds (1–100)').default(1).argParser(numeric({ flag: '--seeds', integer: true, min: 1, max: 100 })))
     .addOption(new Option('--guidance-scale <g>', "T2V clips' classifier-free guidance scale (default: the model's; world sessions run none)").argParser(numeric(NUMERIC_FLAGS.find((f) => f.flag === '--guidance-scale')!)))
     .addOption(new Option('--guidance-interval <start,end>', "T2V clips' guidance interval: the fractions [start, end) of the denoise steps guided (default: the model's)").argParser(guidanceIntervalArg))
+    .addOption(new Option('--eta <e>', "T2V clips' η: the share of fresh noise re-noising each Euler step, 0–1 (default: the model's; world sessions run none)").argParser(numeric(NUMERIC_FLAGS.find((f) => f.flag === '--eta')!)))
     .addOption(new Option('--tallies-out <file>', "write every clip's counts as JSON, a baseline for later runs").argParser(text('--tallies-out')))
     .addOption(new Option('--baseline <file>', "compare with the tallies of another run with at least as many --seeds (paired 95 % intervals)").argParser((raw: string) => {
       try {
@@ -215,13 +219,13 @@ interface PlannedClip extends Pick<WorldTallyRecord, 'mode' | 'unit' | 'seed' | 
 }
 
 /** The set (or `--prompt`'s one prompt): every T2V prompt and world session at `seeds` seeds, in generation order. */
-function plan({ seeds, model, guidanceScale, guidanceInterval, firstFrame, promptSet, prompt }: Pick<EvalOptions, 'seeds' | 'model' | 'guidanceScale' | 'guidanceInterval' | 'firstFrame' | 'promptSet' | 'prompt'>): PlannedClip[] {
+function plan({ seeds, model, guidanceScale, guidanceInterval, eta, firstFrame, promptSet, prompt }: Pick<EvalOptions, 'seeds' | 'model' | 'guidanceScale' | 'guidanceInterval' | 'eta' | 'firstFrame' | 'promptSet' | 'prompt'>): PlannedClip[] {
   const set: PromptSet = prompt === undefined ? PROMPT_SETS[promptSet] : { t2v: [prompt], t2vSeed: ONE_PROMPT_SEEDS.t2v, world: [evalSession(ONE_PROMPT_SEEDS.world)(prompt, 0)] };
   const clips: PlannedClip[] = [];
   for (let k = 0; k < seeds; k++) {
     for (const [i, prompt] of set.t2v.entries()) {
       const seed = set.t2vSeed + i + SEED_STRIDE * k;
-      clips.push({ mode: 't2v', unit: i, seed, prompt, repeat: k, generate: (e) => t2vClip(e, { model, prompt, seed, frames: T2V_FRAMES, guidanceScale, guidanceInterval }) });
+      clips.push({ mode: 't2v', unit: i, seed, prompt, repeat: k, generate: (e) => t2vClip(e, { model, prompt, seed, frames: T2V_FRAMES, guidanceScale, guidanceInterval, eta }) });
     }
     for (const [i, s] of set.world.entries()) {
       const seed = s.seed + SEED_STRIDE * k;

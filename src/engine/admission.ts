@@ -9,7 +9,7 @@ import type { OmniRequest } from '../request/omni-request';
 import { randomSeed } from '../util/rng';
 
 /**
- * Applies the model's defaults (and the deployment's flow-shift policy, sampler and guidance interval) to a validated
+ * Applies the model's defaults (and the deployment's flow-shift policy, sampler, η and guidance interval) to a validated
  * request and checks what only the model and the combined ceilings can decide. Values the model cannot honour are rejected, never
  * adjusted.
  * @throws OmniError OMNIRX_ERR_UNSUPPORTED_VALUE (width/height not a multiple of the model's stride, an output the
@@ -35,6 +35,7 @@ export function resolveParams(req: OmniRequest, model: WanT2VModel, limits: Requ
     guidanceInterval: x.guidanceInterval ?? d.guidanceInterval ?? policies.cfg.interval,
     flowShift: policies.flowShift.resolve(x.flowShift, d.flowShift, width, height),
     sampler: x.sampler ?? policies.sampler.defaultSampler,
+    eta: policies.sampler.eta(x.sampler, x.eta, d.eta),
     seed: x.seed ?? randomSeed(),
     modalities: req.outputs.modalities ?? [isImage ? 'image' : 'video'],
     returnLatents: req.outputs.returnLatents || (req.outputs.modalities ?? []).includes('latents'),

@@ -97,12 +97,12 @@ interface Waiter {
  * predicted).
  */
 export function requestAdmittedEvent(requestId: string, p: ResolvedParams, estimate: { steps: number; forwards: number; ms?: number }): OmniEvent {
-  const { task, model, width, height, numFrames, fps, numInferenceSteps, guidanceScale, guidanceInterval, flowShift, sampler, seed, priority } = p;
+  const { task, model, width, height, numFrames, fps, numInferenceSteps, guidanceScale, guidanceInterval, flowShift, sampler, eta, seed, priority } = p;
   return {
     type: 'admitted',
     requestId,
     model,
-    params: { task, width, height, numFrames, fps, numInferenceSteps, guidanceScale, guidanceIntervalStart: guidanceInterval[0], guidanceIntervalEnd: guidanceInterval[1], flowShift, sampler, seed, priority, ...(p.previewEvery !== undefined ? { previewEvery: p.previewEvery } : {}) },
+    params: { task, width, height, numFrames, fps, numInferenceSteps, guidanceScale, guidanceIntervalStart: guidanceInterval[0], guidanceIntervalEnd: guidanceInterval[1], flowShift, sampler, eta, seed, priority, ...(p.previewEvery !== undefined ? { previewEvery: p.previewEvery } : {}) },
     estimate,
   };
 }

@@ -81,11 +81,11 @@ function splitFrames(frames: Uint8Array, n: number, width: number, height: numbe
 
 /**
  * One T2V clip for the world evaluation: a text-to-video request (bidirectional sampling) at 64×64 with the model's
- * default steps, guidance scale and guidance interval (`guidanceScale` and `guidanceInterval` override them), `frames`
- * frames, seed `seed`.
+ * default steps, guidance scale, guidance interval and η (`guidanceScale`, `guidanceInterval` and `eta` override them),
+ * `frames` frames, seed `seed`.
  * @throws Error when the request ends with an error event, without a video artifact or without an admitted event.
  */
-export async function t2vClip(engine: Engine, o: { model?: string; prompt: string; seed: number; frames: number; guidanceScale?: number; guidanceInterval?: GuidanceInterval }): Promise<WorldEvalClip> {
+export async function t2vClip(engine: Engine, o: { model?: string; prompt: string; seed: number; frames: number; guidanceScale?: number; guidanceInterval?: GuidanceInterval; eta?: number }): Promise<WorldEvalClip> {
   const diffusion = {
     seed: o.seed,
     numFrames: o.frames,
@@ -93,6 +93,7 @@ export async function t2vClip(engine: Engine, o: { model?: string; prompt: strin
     height: 64,
     ...(o.guidanceScale !== undefined ? { guidanceScale: o.guidanceScale } : {}),
     ...(o.guidanceInterval !== undefined ? { guidanceInterval: o.guidanceInterval } : {}),
+    ...(o.eta !== undefined ? { eta: o.eta } : {}),
   };
   const events = await lastValueFrom(
     engine.generate({ ...(o.model ? { model: o.model } : {}), task: 'T2V', inputs: { prompt: o.prompt }, diffusion }).pipe(toArray()),

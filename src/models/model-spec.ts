@@ -1,4 +1,5 @@
 import { z } from 'zod';
+import { EtaSchema } from '../request/eta';
 import { GuidanceIntervalSchema } from '../request/guidance-interval';
 import { T5ConfigSchema } from './t5/config';
 import { VaeConfigSchema } from './vae/config';
@@ -15,6 +16,8 @@ export const DiffusionDefaultsSchema = z.strictObject({
   /** Fractions [start, end) of the denoise steps that run guidance when a request names none; absent: the deployment's (every step by default). */
   guidanceInterval: GuidanceIntervalSchema.optional(),
   flowShift: z.number().positive(),
+  /** Share of fresh noise in each Euler step's re-noising, [0, 1], when a request names none; absent: 0 (deterministic). Euler only. */
+  eta: EtaSchema.optional(),
 });
 export type DiffusionDefaults = z.infer<typeof DiffusionDefaultsSchema>;
 

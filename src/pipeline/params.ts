@@ -20,6 +20,8 @@ export interface ResolvedParams {
   guidanceInterval: GuidanceInterval;
   flowShift: number;
   sampler: SamplerName;
+  /** Share of fresh noise in each Euler step's re-noising, [0, 1] (0: deterministic; always 0 for the other samplers). */
+  eta: number;
   /** Unsigned 32-bit seed of the initial noise. */
   seed: number;
   modalities: OutputModality[];

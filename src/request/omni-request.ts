@@ -1,4 +1,5 @@
 import { z } from 'zod';
+import { EtaSchema } from './eta';
 import { GuidanceIntervalSchema } from './guidance-interval';
 import { DEFAULT_LIMITS, type RequestLimits } from './limits';
 
@@ -54,6 +55,12 @@ export function createOmniRequestSchema(limits: RequestLimits = DEFAULT_LIMITS) 
           flowShift: z.number().min(0.01).max(100).optional(),
           /** Sampler of the denoise loop (flow-matching Euler, UniPC order 2, DMD few-step); the deployment's default when absent. */
           sampler: z.enum(['euler', 'unipc', 'dmd']).optional(),
+          /**
+           * Share of fresh noise in each Euler step's re-noising, in [0, 1] (`stochasticEulerStep`): 0 is the
+           * deterministic Euler step, 1 re-noises the predicted clean latents with fresh noise alone. The model's
+           * default, else 0, when absent; Euler only.
+           */
+          eta: EtaSchema.optional(),
           /** Seed of the initial noise, an unsigned 32-bit integer; random when absent (echoed in `final`). */
           seed: z.number().int().min(0).max(0xffffffff).optional(),
         })

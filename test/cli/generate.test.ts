@@ -181,7 +181,7 @@ describe('omnirx generate: success', () => {
       [
         '--prompt', 'p', '--negative-prompt', 'blurry', '--steps', '7', '--seed', '0', '--width', '32', '--height', '16',
         '--frames', '4', '--fps', '4', '--guidance-scale', '5.5', '--flow-shift=3', '--model', 'wan-tiny', '--task', 'T2V', '--out', out,
-        '--guidance-interval', '0,0.25',
+        '--guidance-interval', '0,0.25', '--eta', '0.5',
       ],
       fakeEngine(happyEvents(syntheticVideo(32, 16, 4, 4), 1)),
     );
@@ -191,7 +191,7 @@ describe('omnirx generate: success', () => {
       task: 'T2V',
       model: 'wan-tiny',
       inputs: { prompt: 'p', negativePrompt: 'blurry' },
-      diffusion: { numInferenceSteps: 7, seed: 0, width: 32, height: 16, numFrames: 4, fps: 4, guidanceScale: 5.5, flowShift: 3, guidanceInterval: [0, 0.25] },
+      diffusion: { numInferenceSteps: 7, seed: 0, width: 32, height: 16, numFrames: 4, fps: 4, guidanceScale: 5.5, flowShift: 3, eta: 0.5, guidanceInterval: [0, 0.25] },
     });
   });
 
@@ -225,7 +225,7 @@ describe('omnirx generate: argument errors exit 2 and name the flag', () => {
   const intFlags = NUMERIC_FLAGS.filter((f) => f.integer);
   const realFlags = NUMERIC_FLAGS.filter((f) => !f.integer);
 
-  it('the integer flags are the six documented ones with schema ranges', () => {
+  it('the integer flags are the six documented ones, the real ones three, with schema ranges', () => {
     expect(intFlags.map((f) => `${f.flag} [${f.min}, ${f.max}]`)).toEqual([
       '--steps [1, 200]',
       '--seed [0, 4294967295]',
@@ -234,7 +234,7 @@ describe('omnirx generate: argument errors exit 2 and name the flag', () => {
       '--frames [1, 256]',
       '--fps [1, 120]',
     ]);
-    expect(realFlags.map((f) => `${f.flag} [${f.min}, ${f.max}]`)).toEqual(['--guidance-scale [0, 50]', '--flow-shift [0.01, 100]']);
+    expect(realFlags.map((f) => `${f.flag} [${f.min}, ${f.max}]`)).toEqual(['--guidance-scale [0, 50]', '--flow-shift [0.01, 100]', '--eta [0, 1]']);
   });
 
   const badInts = ['abc', '12abc', '-5', '0', '1e3', '99999', '2.5', '', '-0x10', '0x10', 'NaN', 'Infinity', ' 12', '9007199254740993'];
@@ -286,6 +286,7 @@ describe('omnirx generate: argument errors exit 2 and name the flag', () => {
     ['guidance interval negative', ['--guidance-interval', '-0.5,0.5'], /--guidance-interval: .*got -0\.5/],
     ['guidance interval overflowing', ['--guidance-interval', '1e999,1'], /--guidance-interval: .*got Infinity$/m],
     ['missing guidance interval value', ['--guidance-interval', '--seed', '3'], /--guidance-interval is missing its value/],
+    ['eta past 1', ['--eta', '1.5'], /--eta must be a number in \[0, 1\]; got "1\.5"/],
   ];
   it.each(other)('%s', async (_name, argv, re) => {
     const r = await run(argv, fakeEngine([]));

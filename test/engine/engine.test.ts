@@ -280,6 +280,72 @@ describe('Engine.generate', () => {
     expect(bad[bad.length - 1]).toMatchObject({ type: 'error', code: 'OMNIRX_ERR_UNSUPPORTED_VALUE', param: 'diffusion.numInferenceSteps' });
   });
 
+  describe('η (stochastic Euler steps)', () => {
+    const admittedOf = (events: OmniEvent[]) => {
+      const a = events.find((e) => e.type === 'admitted');
+      if (a?.type !== 'admitted') throw new Error('no admitted event');
+      return a;
+    };
+    const bytes = (events: OmniEvent[]) => {
+      const v = finalOf(events).artifacts.video;
+      if (v.kind !== 'video') throw new Error('expected a video');
+      return Buffer.from(v.frames);
+    };
+
+    it('η > 0 re-noises between steps: seeded, reported, other bytes than η 0; η 0 is the default Euler run', async () => {
+      const euler = await run(req({ numInferenceSteps: 3 }));
+      expect(admittedOf(euler).params).toMatchObject({ sampler: 'euler', eta: 0 });
+      expect(bytes(await run(req({ numInferenceSteps: 3, eta: 0 }))).equals(bytes(euler))).toBe(true);
+      const noisy = await run(req({ numInferenceSteps: 3, eta: 1 }));
+      expect(admittedOf(noisy).params).toMatchObject({ eta: 1 });
+      expect(bytes(noisy).equals(bytes(euler))).toBe(false);
+      expect(bytes(await run(req({ numInferenceSteps: 3, eta: 1 }))).equals(bytes(noisy))).toBe(true);
+      expect(bytes(await run(req({ numInferenceSteps: 3, eta: 0.5 }))).equals(bytes(noisy))).toBe(false);
+      // A one-step schedule [1, 0] has no step to re-noise into (its last step returns x̂₀): η changes nothing.
+      const one = (eta: number) => run(req({ eta }, { nodeParams: { denoise: { sigmas: [1, 0] } } }));
+      expect(bytes(await one(1)).equals(bytes(await one(0)))).toBe(true);
+      // …while a two-step custom schedule is re-noised as the sampler's own schedule is.
+      const two = (eta: number) => run(req({ eta }, { nodeParams: { denoise: { sigmas: [1, 0.5, 0] } } }));
+      expect(bytes(await two(1)).equals(bytes(await two(0)))).toBe(false);
+    });
+
+    it("a model's default η applies to Euler when the request names none; the request's wins; other samplers run η 0", async () => {
+      const dir = await makeModelsDir([{ spec: { ...tinySpec('tiny-eta'), defaults: { ...tinySpec().defaults, eta: 1 } }, seed: 1 }]);
+      const e = await Engine.create({ modelsDir: dir, defaultModel: 'tiny' });
+      try {
+        const go = (over: Partial<OmniRequestInput['diffusion']>, model = 'tiny-eta') => lastValueFrom(e.generate(req({ numInferenceSteps: 3, ...over }, { model })).pipe(toArray()));
+        const byModel = await go({});
+        expect(admittedOf(byModel).params).toMatchObject({ eta: 1 });
+        // The same seed-1 weights as 'tiny', so the bytes are 'tiny''s at η 1…
+        expect(bytes(byModel).equals(bytes(await go({ eta: 1 }, 'tiny')))).toBe(true);
+        // …and a request's η 0 gives 'tiny''s deterministic bytes.
+        const byRequest = await go({ eta: 0 });
+        expect(admittedOf(byRequest).params).toMatchObject({ eta: 0 });
+        expect(bytes(byRequest).equals(bytes(await go({}, 'tiny')))).toBe(true);
+        const unipc = await go({ sampler: 'unipc' });
+        expect(admittedOf(unipc).params).toMatchObject({ sampler: 'unipc', eta: 0 });
+        expect(bytes(unipc).equals(bytes(await go({ sampler: 'unipc' }, 'tiny')))).toBe(true);
+      } finally {
+        await e.close();
+      }
+    });
+
+    it('a bad η, or an η for another sampler, is one error event naming diffusion.eta; the engine keeps serving', async () => {
+      for (const eta of [-0.1, 1.01, Number.NaN, Number.POSITIVE_INFINITY, '0.5']) {
+        const events = await run(req({ eta: eta as number }));
+        expect(events).toHaveLength(1);
+        expect(events[0]).toMatchObject({ type: 'error', code: 'OMNIRX_ERR_INVALID_REQUEST', param: 'diffusion.eta' });
+      }
+      for (const sampler of ['unipc', 'dmd'] as const) {
+        // The schema accepts it; admission, which knows the sampler, refuses it before any step.
+        const events = await run(req({ sampler, eta: 0.5, guidanceScale: 1 }));
+        expect(events.map((e) => e.type)).toEqual(['queued', 'error']);
+        expect(events[1]).toMatchObject({ type: 'error', code: 'OMNIRX_ERR_UNSUPPORTED_VALUE', param: 'diffusion.eta' });
+      }
+      expect(finalOf(await run(req({ numInferenceSteps: 2, eta: 0.5 }))).artifacts.video.kind).toBe('video');
+    });
+  });
+
   it('bad input becomes one error event naming the field; nothing else runs', async () => {
     const before = engine.native.stats().completed;
     const events = await run({ task: 'T2V', inputs: { prompt: 'x' }, diffusion: { width: -16 } } as OmniRequestInput);

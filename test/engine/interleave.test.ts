@@ -255,6 +255,19 @@ describe('T2I step batching across requests', () => {
     // Different seeds give different images (the batch did not mix rows up into copies).
     expect(imageBytes(outs[0]).equals(imageBytes(outs[1]))).toBe(false);
   });
+
+  it('requests at η > 0 batch too: each re-noises from its own seeded stream and equals its solo run', async () => {
+    const batching = await engineWith({ batchWindowMs: 50 });
+    const solo = await engineWith();
+    const input = (seed: number, eta: number): OmniRequestInput => ({ model: 'tiny', task: 'T2I', inputs: { prompt: 'a blue ball' }, diffusion: { seed, eta, width: 16, height: 16, numInferenceSteps: 3 }, requestId: `eta-${seed}-${eta}` });
+    const runs = [input(1, 1), input(2, 0.5), input(3, 0)];
+    const decisions: ScheduleDecision[] = [];
+    const sub = batching.steps.decisions$.subscribe((d) => decisions.push(d));
+    const together = await Promise.all(runs.map((r) => collect(batching, r)));
+    sub.unsubscribe();
+    expect(decisions.some((d) => d.requestIds.length >= 2)).toBe(true);
+    for (const [i, r] of runs.entries()) expect(imageBytes(finalOf(together[i])).equals(imageBytes(finalOf(await collect(solo, r))))).toBe(true);
+  });
 });
 
 describe('expert routing', () => {

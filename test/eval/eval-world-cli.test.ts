@@ -78,6 +78,10 @@ describe('eval:world command line', () => {
       ['--guidance-interval', v],
       new RegExp(`--guidance-interval must be "start,end", two numbers in \\[0, 1\\] with start ≤ end \\(e\\.g\\. 0,0\\.25\\); got ${JSON.stringify(v).replace(/[.*+?^${}()|[\]\\]/g, '\\$&')}`),
     ]),
+    [['--eta', '1.5'], /--eta must be a number in \[0, 1\]; got "1\.5"/],
+    [['--eta', '-0.1'], /--eta must be a number in \[0, 1\]; got "-0\.1"/],
+    [['--eta', 'NaN'], /--eta must be a number in \[0, 1\]; got "NaN"/],
+    [['--eta', '--seeds'], /--eta must be a number in \[0, 1\]; got "--seeds"/],
     [['--steps-per-chunk', '0'], /--steps-per-chunk must be an integer in \[1, 50\]; got "0"/],
     [['--steps-per-chunk', '51'], /--steps-per-chunk must be an integer in \[1, 50\]; got "51"/],
     [['--steps-per-chunk', '2.5'], /--steps-per-chunk must be an integer in \[1, 50\]; got "2.5"/],
@@ -92,11 +96,13 @@ describe('eval:world command line', () => {
   // the default model's guidance interval, as the admitted event reports it
   const [start, end] = defaultModelSpec().defaults.guidanceInterval ?? [0, 1];
   const defaultInterval = { guidanceIntervalStart: start, guidanceIntervalEnd: end };
+  // …and its η
+  const defaultEta = defaultModelSpec().defaults.eta ?? 0;
 
-  // a baseline of every clip of a set (the default one unless `heldOut`), whose T2V clips ran at guidance scale `g` and
-  // the model's guidance interval and whose world sessions record no settings
+  // a baseline of every clip of a set (the default one unless `heldOut`), whose T2V clips ran at guidance scale `g`,
+  // the model's guidance interval and η, and whose world sessions record no settings
   const baselineAt = (g: number, heldOut = false) => {
-    const t2v = { task: 'T2V', width: 64, height: 64, numFrames: 16, fps: 8, numInferenceSteps: 20, guidanceScale: g, ...defaultInterval, flowShift: 3, sampler: 'euler', matmulDtype: 'float32' };
+    const t2v = { task: 'T2V', width: 64, height: 64, numFrames: 16, fps: 8, numInferenceSteps: 20, guidanceScale: g, ...defaultInterval, flowShift: 3, sampler: 'euler', eta: defaultEta, matmulDtype: 'float32' };
     // no frame scores anything; a prompt that names blocks has each of its frames scored on them
     const counts = (prompt: string, frames: number) => ({ frames, colorOk: 0, roomOk: 0, blockFrames: parseWorldPrompt(prompt)?.obstacleCount === undefined ? 0 : frames, blockOk: 0, present: 0, pairs: 0, followed: 0 });
     return tallies([
@@ -140,6 +146,15 @@ describe('eval:world command line', () => {
     expect(r.status).toBe(2);
   });
 
+  it("--eta sets the T2V clips' η: the first clip's admitted settings carry it", () => {
+    const ours = defaultModelSpec().defaults.guidanceScale;
+    const other = defaultEta === 0.25 ? 0.5 : 0.25;
+    const r = run('--eta', String(other), '--baseline', file('eta-at-default.json', baselineAt(ours)));
+    expect(r.stderr).toContain(`error: --baseline: baseline: clip t2v unit 0 seed 100 ran with eta ${defaultEta}, this run ${other} (compare`);
+    expect(r.stdout).toBe('');
+    expect(r.status).toBe(2);
+  });
+
   it('--prompt-set held-out runs the held-out set: its first clip is the first held-out T2V prompt at seed 500, paired with a held-out baseline', () => {
     const ours = defaultModelSpec().defaults.guidanceScale;
     const r = run('--prompt-set', 'held-out', '--baseline', file('held-out.json', baselineAt(ours + 1, true)));
@@ -152,7 +167,7 @@ describe('eval:world command line', () => {
   it('--prompt runs one prompt: its first clip is a T2V clip of it at seed 900, paired with a baseline of that prompt', () => {
     const ours = defaultModelSpec().defaults.guidanceScale;
     const prompt = 'a white ball in a dark blue room with two yellow blocks';
-    const t2v = { task: 'T2V', width: 64, height: 64, numFrames: 16, fps: 8, numInferenceSteps: 20, guidanceScale: ours + 1, ...defaultInterval, flowShift: 3, sampler: 'euler', matmulDtype: 'float32' };
+    const t2v = { task: 'T2V', width: 64, height: 64, numFrames: 16, fps: 8, numInferenceSteps: 20, guidanceScale: ours + 1, ...defaultInterval, flowShift: 3, sampler: 'euler', eta: defaultEta, matmulDtype: 'float32' };
     const counts = (frames: number) => ({ frames, colorOk: 0, roomOk: 0, blockFrames: frames, blockOk: 0, present: 0, pairs: 0, followed: 0 });
     const base = tallies([
       { mode: 't2v', unit: 0, seed: 900, prompt, ...counts(16), settings: t2v },

@@ -256,6 +256,7 @@ describe('parity with the PyTorch reference (tools/reference)', () => {
         guidanceInterval: [0, 1],
         flowShift: t.shift,
         sampler: 'euler',
+        eta: 0,
         seed: 1,
         modalities: ['video'],
         returnLatents: false,

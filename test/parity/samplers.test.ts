@@ -1,9 +1,9 @@
 /**
- * Parity of omnirx's UniPC and DMD samplers with an independent PyTorch reference
+ * Parity of omnirx's UniPC, DMD and η-re-noised Euler samplers with an independent PyTorch reference
  * (tools/reference/samplers_reference.py: Wan 2.1's FlowUniPCMultistepScheduler structure; Self-Forcing's few-step
- * loop). The fixture test/fixtures/reference/samplers.json (tools/reference/make_sampler_fixtures.py) holds, for a
+ * loop; DDIM's eq. 12 on the rectified-flow interpolant). The fixture test/fixtures/reference/samplers.json (tools/reference/make_sampler_fixtures.py) holds, for a
  * closed-form velocity field v(x, σ) = a·x + b·tanh(x) + σ·c + d and a fixed initial noise, the whole float64
- * trajectory of each configuration; DMD's re-noising ε is stored too and replayed here as the sampler's rng. torch
+ * trajectory of each configuration; DMD's and η-Euler's re-noising ε is stored too and replayed here as the sampler's rng. torch
  * is NOT needed to run this test; see tools/reference/README.md to regenerate the fixture.
  *
  * Tolerance: every intermediate state, max|ours − ref| / max|ref| ≤ 1e-5. omnirx keeps the state (x, the data
@@ -13,13 +13,13 @@
  * float64 one by ≤ 3.7e-7 on these trajectories (samplers.json `diagnostics.float32_vs_float64`), so 1e-5 leaves
  * ~25× headroom. Mistakes move the trajectories by far more (`diagnostics.sensitivity`): Wan's σ_max 0.999 instead
  * of 1 ≥ 3e-4, no corrector ≥ 9.7e-4, order 3 ≥ 9.4e-4, order 1 ≥ 5.8e-3, bh1 1.3e-2, Euler ≥ 2e-2, DMD re-noising with the wrong σ or
- * without the shift ≥ 0.28. Sigma lists: ≤ 1e-12 absolute (float64 on both sides; they differ only in how
+ * without the shift ≥ 0.28, Euler with η ignored, halved or its ε one step off ≥ 0.32. Sigma lists: ≤ 1e-12 absolute (float64 on both sides; they differ only in how
  * linspace rounds).
  *
  * Set OMNIRX_PARITY_REPORT=1 to print the measured errors.
  */
 import { dmdSampler } from '../../src/pipeline/samplers/dmd';
-import type { SamplerState } from '../../src/pipeline/samplers/sampler';
+import { flowMatchEulerSampler, type SamplerState } from '../../src/pipeline/samplers/sampler';
 import { uniPCSampler, WAN_UNIPC_SIGMA_MAX } from '../../src/pipeline/samplers/unipc';
 import { maxAbsErr, maxRelErr, ParityReport, readJson, REFERENCE_DIR } from '../helpers/fixtures';
 
@@ -45,12 +45,23 @@ interface DmdConfig {
   trajectory: number[][];
 }
 
+interface EulerEtaConfig {
+  name: string;
+  steps: number;
+  shift: number;
+  eta: number;
+  sigmas: number[];
+  renoise: number[][];
+  trajectory: number[][];
+}
+
 interface SamplerFixture {
   shape: number[];
   model: { a: number[]; b: number[]; c: number[]; d: number[] };
   noise: number[];
   unipc: UniPCConfig[];
   dmd: DmdConfig[];
+  euler_eta: EulerEtaConfig[];
   diagnostics: { wan_sigma_max: number; float32_vs_float64: Record<string, number> };
 }
 
@@ -115,6 +126,7 @@ describe('sampler parity with the PyTorch reference (tools/reference/samplers_re
     expect(fixture.shape.reduce((p, d) => p * d, 1)).toBe(fixture.noise.length);
     expect(fixture.unipc.map((c) => c.name)).toHaveLength(10);
     expect(fixture.dmd.map((c) => c.name)).toHaveLength(3);
+    expect(fixture.euler_eta.map((c) => c.eta)).toEqual([1, 0.6, 0.3]);
     expect(fixture.diagnostics.wan_sigma_max).toBe(WAN_UNIPC_SIGMA_MAX);
   });
 
@@ -138,6 +150,20 @@ describe('sampler parity with the PyTorch reference (tools/reference/samplers_re
       const noise = replay(cfg.renoise);
       const state = dmdSampler({ timesteps: cfg.timesteps }).create(cfg.timesteps.length, cfg.shift, noise.rng);
       const sigErr = report.record(`${name} sigmas`, maxAbsErr(state.sigmas, cfg.sigmas));
+      expect(sigErr).toBeLessThanOrEqual(SIGMA_ABS_TOL);
+
+      const traj = run(state);
+      expect(noise.used()).toBe(noise.total);
+      expect(traj).toHaveLength(cfg.trajectory.length);
+      report.record(name, worstStateErr(name, traj, cfg.trajectory));
+    });
+  });
+
+  describe('Euler with η re-noising (DDIM-style, diffusers stochastic_sampling at η = 1)', () => {
+    it.each(fixture.euler_eta.map((c) => [c.name, c] as const))('%s: sigmas and every intermediate state, replaying the fixture noise', (name, cfg) => {
+      const noise = replay(cfg.renoise);
+      const state = flowMatchEulerSampler.create(cfg.steps, cfg.shift, noise.rng, cfg.eta);
+      const sigErr = report.record(`${name} sigmas`, maxAbsErr(state.sigmas, cfg.sigmas.slice(0, cfg.steps)));
       expect(sigErr).toBeLessThanOrEqual(SIGMA_ABS_TOL);
 
       const traj = run(state);

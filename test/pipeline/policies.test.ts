@@ -1,6 +1,8 @@
 import { CFGPolicy } from '../../src/pipeline/policies/cfg';
 import { ExpertRouting } from '../../src/pipeline/policies/expert-routing';
 import { FlowShiftPolicy } from '../../src/pipeline/policies/flow-shift';
+import { SamplerPolicy } from '../../src/pipeline/policies/sampler-policy';
+import { OmniError } from '../../src/errors';
 
 const dispatches = (p: CFGPolicy, total: number, scale: number) => Array.from({ length: total }, (_, i) => p.plan(i, total, scale).dispatch);
 
@@ -194,5 +196,31 @@ describe('FlowShiftPolicy', () => {
     expect(() => FlowShiftPolicy.byResolution([{ maxPixels: 1000, shift: 0 }])).toThrow(/positive/);
     expect(() => FlowShiftPolicy.byResolution([{ maxPixels: 1000, shift: -1 }])).toThrow(RangeError);
     expect(() => FlowShiftPolicy.byResolution([{ maxPixels: 1000, shift: Number.NaN }])).toThrow(RangeError);
+  });
+});
+
+describe('SamplerPolicy η', () => {
+  it("Euler runs the request's η, else the model's default, else 0", () => {
+    const p = SamplerPolicy.of('euler');
+    expect(p.eta(undefined, 0.3, 1)).toBe(0.3);
+    expect(p.eta('euler', 0, 1)).toBe(0);
+    expect(p.eta(undefined, undefined, 1)).toBe(1);
+    expect(p.eta(undefined, undefined, undefined)).toBe(0);
+  });
+
+  it("the other samplers run η 0: the model's default does not apply to them and a request's η above 0 is refused naming diffusion.eta", () => {
+    expect(SamplerPolicy.of('euler').eta('unipc', undefined, 1)).toBe(0);
+    expect(SamplerPolicy.of('dmd').eta(undefined, 0, 1)).toBe(0);
+    for (const [deployment, requested] of [['euler', 'unipc'], ['dmd', undefined]] as const) {
+      let err: unknown;
+      try {
+        SamplerPolicy.of(deployment).eta(requested, 0.5, undefined);
+      } catch (e) {
+        err = e;
+      }
+      expect(err).toBeInstanceOf(OmniError);
+      expect(err).toMatchObject({ code: 'OMNIRX_ERR_UNSUPPORTED_VALUE', param: 'diffusion.eta' });
+      expect((err as Error).message).toMatch(/eta re-noises the euler sampler's steps; the (unipc|dmd) sampler takes none \(got 0\.5\)/);
+    }
   });
 });

@@ -1,6 +1,7 @@
 import { DEFAULT_DMD_TIMESTEPS, dmd, dmdSampler, dmdSigmas } from '../../src/pipeline/samplers/dmd';
-import { eulerStep, flowMatchSigmas } from '../../src/pipeline/samplers/flow-match-euler';
+import { eulerStep, flowMatchSigmas, stochasticEulerStep } from '../../src/pipeline/samplers/flow-match-euler';
 import { flowMatchEulerSampler, type SamplerState } from '../../src/pipeline/samplers/sampler';
+import { Rng } from '../../src/util/rng';
 import { uniPC, uniPCSampler, uniPCSigmas, WAN_UNIPC_SIGMA_MAX } from '../../src/pipeline/samplers/unipc';
 
 const noRng = (): number => {
@@ -263,5 +264,36 @@ describe('Euler behind the sampler interface', () => {
     expect(Array.from(x)).toEqual(Array.from(ref));
     expect(() => flowMatchEulerSampler.create(0, 1, noRng)).toThrow(RangeError);
     expect(() => state.step(x, x, 4)).toThrow(RangeError);
+  });
+
+  it('at η > 0 each step is stochasticEulerStep, drawing x.length normals per step but none at the last', () => {
+    const sig = flowMatchSigmas(3, 3);
+    const run = (eta: number) => {
+      const rng = new Rng(9);
+      let draws = 0;
+      const counted = () => {
+        draws++;
+        return rng.normal();
+      };
+      const state = flowMatchEulerSampler.create(3, 3, counted, eta);
+      const x = new Float32Array([1, -2, 0.5]);
+      for (let i = 0; i < 3; i++) state.step(x, Float32Array.from(x, (xi) => xi * 0.5 + i), i);
+      return { x, draws };
+    };
+    const ref = new Float32Array([1, -2, 0.5]);
+    const rng = new Rng(9);
+    for (let i = 0; i < 3; i++) stochasticEulerStep(ref, Float32Array.from(ref, (xi) => xi * 0.5 + i), sig[i], sig[i + 1], 0.7, () => rng.normal());
+    const stochastic = run(0.7);
+    expect(Array.from(stochastic.x)).toEqual(Array.from(ref));
+    expect(stochastic.draws).toBe(2 * 3);
+    expect(Array.from(run(0.7).x)).toEqual(Array.from(ref)); // the same draws give the same sample
+    expect(run(0).draws).toBe(0);
+    expect(() => flowMatchEulerSampler.create(3, 3, noRng, 1.5)).toThrow(/eta must lie in \[0, 1\]/);
+  });
+
+  it('UniPC and DMD take no η: 0 or absent only', () => {
+    expect(() => uniPC.create(4, 3, noRng, 0)).not.toThrow();
+    expect(() => uniPC.create(4, 3, noRng, 0.5)).toThrow(/unipc: eta .* Euler option/);
+    expect(() => dmdSampler().create(4, 3, noRng, 1)).toThrow(/dmd: eta .* Euler option/);
   });
 });

@@ -61,6 +61,7 @@ const params = (over: Partial<ResolvedParams> = {}): ResolvedParams => ({
   guidanceInterval: [0, 1],
   flowShift: 2,
   sampler: 'euler',
+  eta: 0,
   seed: 1,
   modalities: ['video'],
   returnLatents: false,

@@ -65,7 +65,7 @@ describe('StageWorker', () => {
     const output = createInProcessConnector();
     const denoise = host('denoise', input, output);
     void denoise.worker.start();
-    const params: ResolvedParams = { task: 'T2V', model: 'tiny', prompt: 'a', negativePrompt: '', width: 16, height: 16, numFrames: 3, fps: 6, numInferenceSteps: 2, guidanceScale: 1, guidanceInterval: [0, 1], flowShift: 2, sampler: 'euler', seed: 1, modalities: ['video'], returnLatents: false, priority: 0 };
+    const params: ResolvedParams = { task: 'T2V', model: 'tiny', prompt: 'a', negativePrompt: '', width: 16, height: 16, numFrames: 3, fps: 6, numInferenceSteps: 2, guidanceScale: 1, guidanceInterval: [0, 1], flowShift: 2, sampler: 'euler', eta: 0, seed: 1, modalities: ['video'], returnLatents: false, priority: 0 };
     const embeds = (shape: number[]): DiffusionStagePayload => ({
       schemaVersion: PAYLOAD_SCHEMA_VERSION,
       requestId: `r-${shape.join('x')}`,
@@ -81,14 +81,17 @@ describe('StageWorker', () => {
       // A guidance interval whose start is after its end, and one that is not a pair.
       await input.sender.put({ ...embeds([1, 8, 32]), requestId: 'r-bad-interval', metadata: { job: { params: { ...params, guidanceInterval: [0.9, 0.1] }, nodeParams: {} } } });
       await input.sender.put({ ...embeds([1, 8, 32]), requestId: 'r-bad-interval-2', metadata: { job: { params: { ...params, guidanceInterval: 'all' }, nodeParams: {} } } });
+      // An η outside [0, 1].
+      await input.sender.put({ ...embeds([1, 8, 32]), requestId: 'r-bad-eta', metadata: { job: { params: { ...params, eta: 7 }, nodeParams: {} } } });
       await input.sender.put(embeds([1, 8, 32]));
       // The stage works on them concurrently: match outputs by request.
-      const got = [await output.receiver.get(), await output.receiver.get(), await output.receiver.get(), await output.receiver.get(), await output.receiver.get()];
+      const got = await Promise.all(Array.from({ length: 6 }, () => output.receiver.get()));
       const byId = (id: string) => got.find((p) => p.requestId === id)!;
       const [a, b, c] = [byId('r-1x7x32'), byId('r-bad-job'), byId('r-1x8x32')];
       for (const id of ['r-bad-interval', 'r-bad-interval-2']) {
         expect(byId(id)).toMatchObject({ requestId: id, payloadType: STAGE_ERROR_PAYLOAD, metadata: { code: 'OMNIRX_ERR_PAYLOAD', message: expect.stringContaining('metadata.job.params.guidanceInterval') } });
       }
+      expect(byId('r-bad-eta')).toMatchObject({ payloadType: STAGE_ERROR_PAYLOAD, metadata: { code: 'OMNIRX_ERR_PAYLOAD', message: expect.stringContaining('metadata.job.params.eta') } });
       expect(a).toMatchObject({ requestId: 'r-1x7x32', payloadType: STAGE_ERROR_PAYLOAD, metadata: { code: 'OMNIRX_ERR_PAYLOAD', stage: 'denoise', message: 'tensor "prompt_embeds" is float32 [1, 7, 32], expected float32 [1, 8, 32]' } });
       expect(b).toMatchObject({ requestId: 'r-bad-job', payloadType: STAGE_ERROR_PAYLOAD, metadata: { code: 'OMNIRX_ERR_PAYLOAD', message: expect.stringContaining('metadata.job.params.seed') } });
       expect(c).toMatchObject({ requestId: 'r-1x8x32', payloadType: WAN_PAYLOAD.latents, sourceStage: 'denoise', targetStage: 'decode' });

@@ -176,6 +176,23 @@ describe('OmniRequestSchema: hostile diffusion values', () => {
     expect(issuesOf(withDiffusion({ guidanceInterval }))[0]).toEqual({ path, code });
   });
 
+  it.each<[unknown, string]>([
+    [-0.01, 'too_small'],
+    [1.0001, 'too_big'],
+    [Number.NaN, 'invalid_type'],
+    [Infinity, 'invalid_type'],
+    ['0.5', 'invalid_type'],
+    [null, 'invalid_type'],
+    [[0.5], 'invalid_type'],
+  ])('rejects eta %p (%s)', (eta, code) => {
+    expect(issuesOf(withDiffusion({ eta }))[0]).toEqual({ path: 'diffusion.eta', code });
+  });
+
+  it('accepts eta from 0 to 1 and keeps it; absent stays absent (the model decides)', () => {
+    for (const eta of [0, 0.25, 1]) expect(OmniRequestSchema.parse(withDiffusion({ eta })).diffusion.eta).toBe(eta);
+    expect(OmniRequestSchema.parse(withDiffusion({})).diffusion.eta).toBeUndefined();
+  });
+
   it('accepts guidance intervals from empty to whole and keeps them', () => {
     for (const interval of [[0, 1], [0, 0.25], [0.5, 0.5], [1, 1], [0, 0]]) {
       expect(OmniRequestSchema.parse(withDiffusion({ guidanceInterval: interval })).diffusion.guidanceInterval).toEqual(interval);

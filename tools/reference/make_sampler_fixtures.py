@@ -10,7 +10,9 @@ fixed initial noise, it stores the full float64 trajectory [x₀, x₁, …, x_N
   * UniPC-2 bh2 (samplers_reference.FlowUniPCMultistep) for steps 4, 5, 10, 20 × shift 1, 3 on omnirx's schedule
     (σ_max = 1), plus Wan's own schedule (σ_max = float32(0.999)) and a `disable_corrector` run;
   * DMD few-step sampling (samplers_reference.dmd_sample) for [1000, 750, 500, 250] with shift 1 and 5 (Self-Forcing's
-    warp) and a 2-step list, with the re-noising ε drawn here and stored (the test replays it as omnirx's rng).
+    warp) and a 2-step list, with the re-noising ε drawn here and stored (the test replays it as omnirx's rng);
+  * Euler with η re-noising (samplers_reference.euler_eta_sample) at η 1, 0.6 and 0.3, its ε drawn and stored the same
+    way (drawn after DMD's, so the earlier entries keep their values).
 
 Every input (a, b, c, d, the noise, ε) is rounded to float32 first, so omnirx's float32 arrays hold exactly the values
 the reference used. `diagnostics` records the float32-vs-float64 distance of the reference itself and how far plausible
@@ -51,6 +53,11 @@ DMD_CONFIGS: List[Dict] = [
     {"name": "dmd_default_shift1", "timesteps": list(ref.DEFAULT_DMD_TIMESTEPS), "shift": 1.0},
     {"name": "dmd_default_shift5", "timesteps": list(ref.DEFAULT_DMD_TIMESTEPS), "shift": 5.0},
     {"name": "dmd_2step_shift3", "timesteps": [1000, 500], "shift": 3.0},
+]
+ETA_CONFIGS: List[Dict] = [
+    {"name": "euler_eta1_steps4_shift3", "steps": 4, "shift": 3.0, "eta": 1.0},
+    {"name": "euler_eta0.6_steps5_shift1", "steps": 5, "shift": 1.0, "eta": 0.6},
+    {"name": "euler_eta0.3_steps10_shift3", "steps": 10, "shift": 3.0, "eta": 0.3},
 ]
 
 
@@ -113,6 +120,7 @@ def main() -> None:
         "noise": noise.tolist(),
         "unipc": [],
         "dmd": [],
+        "euler_eta": [],
         "diagnostics": {"float32_vs_float64": {}, "sensitivity": {}, "sigma1_limit": {}},
     }
     diag = meta["diagnostics"]
@@ -193,6 +201,23 @@ def main() -> None:
             other = ref.dmd_sample(model64, noise64, cfg["timesteps"], 1.0, eps64)
             out["shift_ignored"] = ref.max_traj_rel_err(other, traj)
         sens[cfg["name"]] = out
+
+    # ------------------------------------------------------------------------------------------- Euler with η
+    for cfg in ETA_CONFIGS:
+        steps, shift, eta = cfg["steps"], cfg["shift"], cfg["eta"]
+        eps = [f32(g.standard_normal(n)) for _ in range(steps - 1)]
+        eps64 = [torch.tensor(e, dtype=torch.float64).reshape(SHAPE) for e in eps]
+        sigmas = ref.unipc_sigmas(steps, shift)
+        traj = ref.euler_eta_sample(model64, noise64, steps, shift, eta, eps64)
+        traj32 = ref.euler_eta_sample(model32, noise32, steps, shift, eta, [e.float() for e in eps64])
+        diag["float32_vs_float64"][cfg["name"]] = ref.max_traj_rel_err(traj32, traj)
+        meta["euler_eta"].append({**cfg, "sigmas": sigmas.tolist(), "renoise": [e.tolist() for e in eps], "trajectory": [flat(x) for x in traj]})
+        zeros = [torch.zeros_like(e) for e in eps64]
+        sens[cfg["name"]] = {
+            "eta_ignored": ref.max_traj_rel_err(ref.euler_eta_sample(model64, noise64, steps, shift, 0.0, zeros), traj),
+            "other_eta": ref.max_traj_rel_err(ref.euler_eta_sample(model64, noise64, steps, shift, eta / 2, eps64), traj),
+            "renoise_shifted_one_step": ref.max_traj_rel_err(ref.euler_eta_sample(model64, noise64, steps, shift, eta, eps64[1:] + eps64[:1]), traj),
+        }
 
     # Self-Forcing's warp_denoising_step (float32 table lookup) vs the closed-form shift
     warp = ref.self_forcing_warp(ref.DEFAULT_DMD_TIMESTEPS, 5.0)

@@ -289,6 +289,35 @@ def dmd_sample(model: VelocityModel, noise: torch.Tensor, timesteps: Sequence[fl
 
 
 # ----------------------------------------------------------------------------------------------------------------
+# Stochastic Euler (η re-noising)
+# ----------------------------------------------------------------------------------------------------------------
+
+
+def euler_eta_sample(model: VelocityModel, noise: torch.Tensor, steps: int, shift: float, eta: float, renoise: Sequence[torch.Tensor]) -> List[torch.Tensor]:
+    """Euler on the shifted linspace schedule with DDIM-style re-noising (Song et al. 2021, eq. 12, on the
+    rectified-flow interpolant x_σ = (1 − σ)·x₀ + σ·ε): at each step the model's velocity gives the data and noise
+    predictions x₀ = x − σ·v and ε̂ = (x − (1 − σ)·x₀)/σ, and the next state keeps the marginal noise level σ' with a
+    fresh-noise scale η·σ': x' = (1 − σ')·x₀ + √(σ'² − (η·σ')²)·ε̂ + η·σ'·renoise[k]. η = 0 is the ODE step, η = 1
+    diffusers' ``FlowMatchEulerDiscreteScheduler(stochastic_sampling=True)``. The last step (σ' = 0) returns x₀ and
+    takes no ε. Returns [x₀, …, x_N]."""
+    sigmas = unipc_sigmas(steps, shift)
+    assert len(renoise) == steps - 1
+    x = noise.clone()
+    traj = [x.clone()]
+    for k in range(steps):
+        sigma, nxt = float(sigmas[k]), float(sigmas[k + 1])
+        x0 = x - sigma * model(x, sigma)
+        if nxt == 0.0:
+            x = x0
+        else:
+            eps_hat = (x - (1 - sigma) * x0) / sigma
+            fresh = eta * nxt
+            x = (1 - nxt) * x0 + math.sqrt(nxt * nxt - fresh * fresh) * eps_hat + fresh * renoise[k]
+        traj.append(x.clone())
+    return traj
+
+
+# ----------------------------------------------------------------------------------------------------------------
 # The closed-form "model" of the fixtures
 # ----------------------------------------------------------------------------------------------------------------
 

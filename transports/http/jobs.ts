@@ -23,6 +23,8 @@ export interface UsedParams {
   guidance_interval: [number, number] | null;
   flow_shift: number | null;
   sampler: string | null;
+  /** Share of fresh noise in each Euler step's re-noising (0: deterministic). */
+  eta: number | null;
   seed: number | null;
 }
 
@@ -57,7 +59,7 @@ export class VideoJob {
   completedSteps = 0;
   readonly createdAt = nowSeconds();
   readonly events = new ReplaySubject<PublicEvent>(MAX_HISTORY);
-  readonly params: UsedParams = { width: null, height: null, num_frames: null, fps: null, num_inference_steps: null, guidance_scale: null, guidance_interval: null, flow_shift: null, sampler: null, seed: null };
+  readonly params: UsedParams = { width: null, height: null, num_frames: null, fps: null, num_inference_steps: null, guidance_scale: null, guidance_interval: null, flow_shift: null, sampler: null, eta: null, seed: null };
   /** Resolves when the job ended (completed, failed or cancelled). */
   readonly done: Promise<void>;
   subscription: Subscription | undefined;
@@ -231,6 +233,7 @@ export class JobTable {
           guidance_interval: start !== null && end !== null ? [start, end] : null,
           flow_shift: num('flowShift'),
           sampler: typeof p.sampler === 'string' ? p.sampler : null,
+          eta: num('eta'),
           seed: num('seed'),
         });
         job.status = 'in_progress';

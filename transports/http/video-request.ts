@@ -1,4 +1,5 @@
 import { z } from 'zod';
+import { EtaSchema } from '../../src/request/eta';
 import { GuidanceIntervalSchema, parseGuidanceIntervalText } from '../../src/request/guidance-interval';
 import type { OmniRequestInput } from '../../src/request/omni-request';
 import { HttpError } from './errors';
@@ -37,6 +38,8 @@ export const VideoCreateBodySchema = z.strictObject({
   guidance_scale: z.number().optional(),
   /** Extension: [start, end) fractions of the denoise steps that run guidance (a form field: "start,end"). */
   guidance_interval: GuidanceIntervalSchema.optional(),
+  /** Extension: share of fresh noise in each Euler step's re-noising, [0, 1] (0: deterministic Euler). */
+  eta: EtaSchema.optional(),
   negative_prompt: z.string().max(100_000).optional(),
   seed: int.optional(),
   /** Extension: a preview (the first frame the step predicts) on the job's SSE stream every this many steps. */
@@ -55,13 +58,15 @@ export const ImageGenerateBodySchema = z.strictObject({
   guidance_scale: z.number().optional(),
   /** Extension: [start, end) fractions of the denoise steps that run guidance. */
   guidance_interval: GuidanceIntervalSchema.optional(),
+  /** Extension: share of fresh noise in each Euler step's re-noising, [0, 1]. */
+  eta: EtaSchema.optional(),
   negative_prompt: z.string().max(100_000).optional(),
   seed: int.optional(),
 });
 export type ImageGenerateBody = z.infer<typeof ImageGenerateBodySchema>;
 
 /** Form fields that carry numbers (multipart sends every value as text). */
-const NUMERIC_FIELDS = new Set(['num_frames', 'fps', 'num_inference_steps', 'guidance_scale', 'seed', 'preview_every']);
+const NUMERIC_FIELDS = new Set(['num_frames', 'fps', 'num_inference_steps', 'guidance_scale', 'eta', 'seed', 'preview_every']);
 
 /**
  * Converts the numeric multipart fields from text to numbers when the whole text is a decimal number, and
@@ -103,6 +108,7 @@ const FIELD_OF_PATH: Record<string, string> = {
   'diffusion.numInferenceSteps': 'num_inference_steps',
   'diffusion.guidanceScale': 'guidance_scale',
   'diffusion.guidanceInterval': 'guidance_interval',
+  'diffusion.eta': 'eta',
   'diffusion.seed': 'seed',
   'outputs.previewEvery': 'preview_every',
   diffusion: 'size',
@@ -152,6 +158,7 @@ export function toVideoRequest(body: VideoCreateBody, requestId: string, modelId
   if (body.num_inference_steps !== undefined) diffusion.numInferenceSteps = body.num_inference_steps;
   if (body.guidance_scale !== undefined) diffusion.guidanceScale = body.guidance_scale;
   if (body.guidance_interval !== undefined) diffusion.guidanceInterval = body.guidance_interval;
+  if (body.eta !== undefined) diffusion.eta = body.eta;
   if (body.seed !== undefined) diffusion.seed = body.seed;
   const inputs = body.negative_prompt === undefined ? { prompt: body.prompt } : { prompt: body.prompt, negativePrompt: body.negative_prompt };
   const outputs = body.preview_every === undefined ? {} : { outputs: { previewEvery: body.preview_every } };
@@ -172,6 +179,7 @@ export function toImageRequest(body: ImageGenerateBody, requestId: string): Omni
   if (body.num_inference_steps !== undefined) diffusion.numInferenceSteps = body.num_inference_steps;
   if (body.guidance_scale !== undefined) diffusion.guidanceScale = body.guidance_scale;
   if (body.guidance_interval !== undefined) diffusion.guidanceInterval = body.guidance_interval;
+  if (body.eta !== undefined) diffusion.eta = body.eta;
   if (body.seed !== undefined) diffusion.seed = body.seed;
   const inputs = body.negative_prompt === undefined ? { prompt: body.prompt } : { prompt: body.prompt, negativePrompt: body.negative_prompt };
   return { requestId, ...(body.model === undefined ? {} : { model: body.model }), task: 'T2I', inputs, diffusion };

@@ -55,4 +55,19 @@ export class SamplerPolicy implements Policy {
     }
     return n;
   }
+
+  /**
+   * η (the share of fresh noise re-noising each Euler step, `stochasticEulerStep`) the request will run: its own,
+   * else the model's default for Euler, else 0. Only Euler re-noises this way: a request that gives another
+   * sampler an η above 0 is rejected, and the model's default does not apply to it.
+   * @throws OmniError OMNIRX_ERR_UNSUPPORTED_VALUE with param `diffusion.eta`.
+   */
+  eta(name: SamplerName | undefined, requested: number | undefined, modelDefault: number | undefined): number {
+    const sampler = name ?? this.defaultSampler;
+    if (sampler === 'euler') return requested ?? modelDefault ?? 0;
+    if (requested !== undefined && requested !== 0) {
+      throw new OmniError('OMNIRX_ERR_UNSUPPORTED_VALUE', `eta re-noises the euler sampler's steps; the ${sampler} sampler takes none (got ${requested}): leave eta out or use sampler euler`, { param: 'diffusion.eta' });
+    }
+    return 0;
+  }
 }

@@ -1,4 +1,4 @@
-import { checkStepsAndShift, StepGuard, type Sampler, type SamplerState } from './sampler';
+import { checkNoEta, checkStepsAndShift, StepGuard, type Sampler, type SamplerState } from './sampler';
 
 /**
  * Few-step sampling for distribution-matching-distilled generators: DMD (Yin et al. 2024, "One-step Diffusion with
@@ -56,8 +56,9 @@ export function dmdSampler(options: DmdOptions = {}): DmdSampler {
   return {
     name: 'dmd',
     timesteps,
-    create(steps: number, shift: number, rng: () => number): SamplerState {
+    create(steps: number, shift: number, rng: () => number, eta?: number): SamplerState {
       checkStepsAndShift('dmd', steps, shift);
+      checkNoEta('dmd', eta);
       if (steps !== timesteps.length) throw new RangeError(`dmd: this sampler has ${timesteps.length} timesteps [${timesteps.join(', ')}], got steps = ${steps}`);
       if (typeof rng !== 'function') throw new RangeError('dmd: rng must be a function returning standard normal samples');
       const sigmas = dmdSigmas(timesteps, shift);

@@ -1,4 +1,4 @@
-import { eulerStep, flowMatchSigmas } from './flow-match-euler';
+import { flowMatchSigmas, stochasticEulerStep } from './flow-match-euler';
 
 /**
  * Sampler interface shared by the flow-matching samplers (Euler, UniPC, DMD few-step).
@@ -18,13 +18,22 @@ export interface SamplerState {
 
 export interface Sampler {
   readonly name: string;
-  create(steps: number, shift: number, rng: () => number /* standard normal source for re-noising */): SamplerState;
+  /**
+   * A request's state. `rng` is the standard normal source for re-noising; `eta` the share of fresh noise in each
+   * step's re-noising (Euler only: `stochasticEulerStep`; the other samplers accept 0 alone, default 0).
+   */
+  create(steps: number, shift: number, rng: () => number, eta?: number): SamplerState;
 }
 
 /** Throws RangeError unless `steps` is a positive integer and `shift` a positive finite number. */
 export function checkStepsAndShift(who: string, steps: number, shift: number): void {
   if (!Number.isInteger(steps) || steps < 1) throw new RangeError(`${who}: steps must be a positive integer, got ${steps}`);
   if (!(shift > 0) || !Number.isFinite(shift)) throw new RangeError(`${who}: shift must be a positive finite number, got ${shift}`);
+}
+
+/** Throws RangeError unless `eta` is absent or 0: for the samplers without Euler's η re-noising (UniPC, DMD). */
+export function checkNoEta(who: string, eta: number | undefined): void {
+  if (eta !== undefined && eta !== 0) throw new RangeError(`${who}: eta (stochastic re-noising) is an Euler option; got ${eta}`);
 }
 
 /**
@@ -53,20 +62,23 @@ export class StepGuard {
 
 /**
  * Flow-matching Euler (src/pipeline/samplers/flow-match-euler.ts) behind the sampler interface: sigmas are
- * `flowMatchSigmas(steps, shift)` without the terminal 0; step i is x ← x + (σ_{i+1} − σ_i)·v. Deterministic
- * (`rng` unused).
+ * `flowMatchSigmas(steps, shift)` without the terminal 0; step i is x ← x + (σ_{i+1} − σ_i)·v at η = 0
+ * (deterministic, `rng` unused), else `stochasticEulerStep` with the request's η (fresh noise from `rng`, none at
+ * the last step).
+ * @throws RangeError from `create` for bad steps or shift, or η outside [0, 1].
  */
 export const flowMatchEulerSampler: Sampler = {
   name: 'euler',
-  create(steps, shift) {
+  create(steps, shift, rng, eta = 0) {
     checkStepsAndShift('euler', steps, shift);
+    if (!(eta >= 0 && eta <= 1)) throw new RangeError(`euler: eta must lie in [0, 1], got ${eta}`);
     const schedule = flowMatchSigmas(steps, shift);
     const guard = new StepGuard('euler', steps);
     return {
       sigmas: schedule.slice(0, steps),
       step(x, v, i) {
         guard.check(x, v, i);
-        eulerStep(x, v, schedule[i], schedule[i + 1]);
+        stochasticEulerStep(x, v, schedule[i], schedule[i + 1], eta, rng);
       },
     };
   },

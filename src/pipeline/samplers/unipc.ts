@@ -1,5 +1,5 @@
 import { flowMatchSigmas } from './flow-match-euler';
-import { checkStepsAndShift, StepGuard, type Sampler, type SamplerState } from './sampler';
+import { checkNoEta, checkStepsAndShift, StepGuard, type Sampler, type SamplerState } from './sampler';
 
 /**
  * UniPC multistep sampler (Zhao, Bai, Rao, Zhou, Lu 2023, "UniPC: A Unified Predictor-Corrector Framework for Fast
@@ -232,7 +232,7 @@ export class UniPCState implements SamplerState {
 }
 
 export interface UniPCSampler extends Sampler {
-  create(steps: number, shift: number, rng?: () => number): UniPCState;
+  create(steps: number, shift: number, rng?: () => number, eta?: number): UniPCState;
 }
 
 /** UniPC-2 (bh2) sampler; see the module documentation for the formulas, schedule and sources. */
@@ -245,7 +245,8 @@ export function uniPCSampler(options: UniPCOptions = {}): UniPCSampler {
   }
   return {
     name: 'unipc',
-    create(steps: number, shift: number): UniPCState {
+    create(steps: number, shift: number, _rng?: () => number, eta?: number): UniPCState {
+      checkNoEta('unipc', eta);
       return new UniPCState(steps, shift, opts);
     },
   };

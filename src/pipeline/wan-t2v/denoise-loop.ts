@@ -6,7 +6,7 @@ import { Rng } from '../../util/rng';
 import { applyClassifierFreeGuidance, firstNonFinite } from '../guidance';
 import type { CFGPolicy, GuidancePlan } from '../policies/cfg';
 import type { ExpertRouting } from '../policies/expert-routing';
-import { eulerStep } from '../samplers/flow-match-euler';
+import { stochasticEulerStep } from '../samplers/flow-match-euler';
 import type { SamplerState } from '../samplers/sampler';
 import type { SamplerPolicy } from '../policies/sampler-policy';
 import type { LoopStage, StepCost, StepResult } from '../stage';
@@ -45,12 +45,12 @@ export interface DenoiseNodeParams {
  * non-finite values and advances the sampler by one step. `step` is `stepMany` on a batch of one, so a step's bits do not
  * depend on whether the scheduler batched it with other requests.
  */
-/** Euler over an explicit schedule `[σ_0, …, σ_N = 0]` (the request's `nodeParams.denoise.sigmas`). */
-function explicitSigmas(schedule: readonly number[]): SamplerState {
+/** Euler over an explicit schedule `[σ_0, …, σ_N = 0]` (the request's `nodeParams.denoise.sigmas`), re-noised by η. */
+function explicitSigmas(schedule: readonly number[], eta: number, rng: () => number): SamplerState {
   const s = Float64Array.from(schedule);
   return {
     sigmas: s.slice(0, s.length - 1),
-    step: (x, v, i) => eulerStep(x, v, s[i], s[i + 1]),
+    step: (x, v, i) => stochasticEulerStep(x, v, s[i], s[i + 1], eta, rng),
   };
 }
 
@@ -109,9 +109,11 @@ export function createDenoiseLoop(policies: { cfg: CFGPolicy; expert: ExpertRout
       const latents = new Float32Array(n);
       new Rng(ctx.params.seed).fillNormal(latents);
       const custom = (ctx.nodeParams.denoise as DenoiseNodeParams | undefined)?.sigmas;
-      // DMD re-noising draws from its own stream, derived from the seed (the initial noise stays the same).
+      // Re-noising (DMD, Euler at η > 0) draws from its own stream, derived from the seed (the initial noise stays the same).
       const renoise = new Rng((ctx.params.seed ^ 0x5bd1e995) >>> 0);
-      const sampler = custom !== undefined ? explicitSigmas(custom) : policies.sampler.sampler(ctx.params.sampler).create(ctx.params.numInferenceSteps, ctx.params.flowShift, () => renoise.normal());
+      const normal = () => renoise.normal();
+      const { eta } = ctx.params;
+      const sampler = custom !== undefined ? explicitSigmas(custom, eta, normal) : policies.sampler.sampler(ctx.params.sampler).create(ctx.params.numInferenceSteps, ctx.params.flowShift, normal, eta);
       return {
         shape: { frames: F, height: h, width: w, textLen: ctx.model.spec.textEncoder.maxLength },
         sigmas: sampler.sigmas,

@@ -2,6 +2,7 @@ import { z } from 'zod';
 import type { FeatureCache } from '../../cache/feature-cache';
 import type { WanComponent, WanT2VModel } from '../../models/wan/wan-t2v';
 import { createTensor, type NativeBinding } from '../../native/binding';
+import { EtaSchema } from '../../request/eta';
 import { GuidanceIntervalSchema } from '../../request/guidance-interval';
 import { OutputModalitySchema, TaskSchema } from '../../request/omni-request';
 import type { Artifact } from '../../request/artifacts';
@@ -88,6 +89,7 @@ export const ResolvedParamsSchema = z.strictObject({
   guidanceInterval: GuidanceIntervalSchema,
   flowShift: z.number(),
   sampler: z.enum(SAMPLER_NAMES),
+  eta: EtaSchema,
   seed: z.number().int().nonnegative(),
   modalities: z.array(OutputModalitySchema),
   returnLatents: z.boolean(),

@@ -174,6 +174,11 @@ describe('hostile input gets a clear 4xx in the error shape, and the server keep
       [{ prompt: 'a', guidance_interval: [0] }, 'guidance_interval'],
       [{ prompt: 'a', guidance_interval: '0,0.5' }, 'guidance_interval'],
       [{ prompt: 'a', guidance_interval: { start: 0, end: 0.5 } }, 'guidance_interval'],
+      [{ prompt: 'a', eta: -0.5 }, 'eta'],
+      [{ prompt: 'a', eta: 2 }, 'eta'],
+      [{ prompt: 'a', eta: '0.5' }, 'eta'],
+      [{ prompt: 'a', eta: null }, 'eta'],
+      [{ prompt: 'a', eta: [1] }, 'eta'],
     ];
     for (const [body, param] of cases) {
       const r = await postJson(body);
@@ -207,6 +212,14 @@ describe('hostile input gets a clear 4xx in the error shape, and the server keep
       const g = await post('/v1/videos', f, {});
       expect([g.status, g.json.error.param]).toEqual([400, 'guidance_interval']);
       expect(g.json.error.message).toMatch(message);
+    }
+    // eta as text: a number in [0, 1]; anything else is refused naming the field.
+    for (const text of ['1.5', '-1', 'abc', '0.5.5', '']) {
+      const f = new FormData();
+      f.append('prompt', 'a');
+      f.append('eta', text);
+      const e = await post('/v1/videos', f, {});
+      expect({ text, status: e.status, param: e.json.error?.param }).toEqual({ text, status: 400, param: 'eta' });
     }
   });
 

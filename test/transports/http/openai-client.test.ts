@@ -39,7 +39,7 @@ describe('the official openai client against omnirx serve', () => {
   it('creates a video job (multipart, seconds as a string), polls it to completed and downloads an MP4 that ffprobe validates', async () => {
     // 16x8, 1 s at 6 fps = 6 frames; the extra fields ride along in the multipart form.
     const created = await createVideo({ prompt: 'a red ball in a blue room', model: 'tiny', seconds: '1', size: '16x8', fps: 6, num_inference_steps: 2, seed: 11 });
-    expect(created).toMatchObject({ object: 'video', model: 'tiny', size: '16x8', seconds: '1', num_frames: 6, fps: 6, num_inference_steps: 2, seed: 11, guidance_scale: 4, guidance_interval: [0, 1], error: null });
+    expect(created).toMatchObject({ object: 'video', model: 'tiny', size: '16x8', seconds: '1', num_frames: 6, fps: 6, num_inference_steps: 2, seed: 11, guidance_scale: 4, guidance_interval: [0, 1], eta: 0, error: null });
     expect(created.id).toMatch(/^video_[0-9a-f]{32}$/);
     expect(['queued', 'in_progress', 'completed']).toContain(created.status);
 
@@ -74,6 +74,19 @@ describe('the official openai client against omnirx serve', () => {
     await pollDone(full.id);
     const bytesOf = async (id: string) => Buffer.from(await (await client.videos.downloadContent(id)).arrayBuffer());
     expect((await bytesOf(created.id)).equals(await bytesOf(full.id))).toBe(false);
+  });
+
+  it('eta (a multipart number) re-noises the Euler steps: the job reports it, and the same seed gives the same video', async () => {
+    const body = { prompt: 'a red ball', seconds: '1', size: '8x8', fps: 2, num_inference_steps: 3, seed: 6 };
+    const noisy = await createVideo({ ...body, eta: 1 });
+    expect(noisy).toMatchObject({ sampler: 'euler', eta: 1 });
+    const again = await createVideo({ ...body, eta: 1 });
+    const plain = await createVideo(body);
+    expect(plain).toMatchObject({ eta: 0 });
+    for (const j of [noisy, again, plain]) expect((await pollDone(j.id)).status).toBe('completed');
+    const bytesOf = async (id: string) => Buffer.from(await (await client.videos.downloadContent(id)).arrayBuffer());
+    expect((await bytesOf(noisy.id)).equals(await bytesOf(again.id))).toBe(true);
+    expect((await bytesOf(noisy.id)).equals(await bytesOf(plain.id))).toBe(false);
   });
 
   it('lists jobs newest first', async () => {

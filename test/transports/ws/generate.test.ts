@@ -124,6 +124,8 @@ describe('hostile input on /v1/stream', () => {
     ['num_frames as a string', { type: 'generate', request: { prompt: 'a', num_frames: '9' } }, { code: 'invalid_message', param: 'request.num_frames' }],
     ['a reversed guidance interval', { type: 'generate', request: { prompt: 'a', guidance_interval: [0.75, 0.25] } }, { code: 'invalid_message', param: 'request.guidance_interval' }],
     ['a guidance interval past 1', { type: 'generate', request: { prompt: 'a', guidance_interval: [0, 7] } }, { code: 'invalid_message', param: 'request.guidance_interval.1' }],
+    ['an eta past 1', { type: 'generate', request: { prompt: 'a', eta: 3 } }, { code: 'invalid_message', param: 'request.eta' }],
+    ['an eta as a string', { type: 'generate', request: { prompt: 'a', eta: '0.5' } }, { code: 'invalid_message', param: 'request.eta' }],
     ['an unknown format', { type: 'generate', format: 'webm', request: { prompt: 'a' } }, { code: 'invalid_message', param: 'format' }],
     ['a credit of 0', { type: 'credit', frames: 0 }, { code: 'invalid_message', param: 'frames' }],
     ['a fractional credit', { type: 'credit', frames: 1.5 }, { code: 'invalid_message', param: 'frames' }],
