@@ -29,8 +29,8 @@
  *
  * `--guidance-scale G` runs the T2V clips at classifier-free guidance scale G instead of the model's default (world
  * sessions run no guidance); `--guidance-interval START,END` guides only the steps whose fraction i/N lies in
- * [START, END) instead of the model's default interval; `--eta E` re-noises each T2V Euler step with a share E of
- * fresh noise instead of the model's default η (world sessions' chunk sampler has none).
+ * [START, END) instead of the model's default interval; `--eta E` re-noises each Euler step of the T2V clips and the
+ * world sessions with a share E of fresh noise instead of the model's default η.
  *
  * `--first-frame spawn|off-centre` starts every world session from a frame of the procedural world instead of the
  * prompt alone (image-to-world, docs/sessions.md): the session's prompt laid out with the blocks it names and the agent
@@ -121,7 +121,7 @@ interface EvalOptions {
   guidanceScale?: number;
   /** T2V clips' guidance interval (default: the model's). */
   guidanceInterval?: GuidanceInterval;
-  /** T2V clips' η, the share of fresh noise re-noising each Euler step (default: the model's). */
+  /** T2V clips' and world sessions' η, the share of fresh noise re-noising each Euler step (default: the model's). */
   eta?: number;
   matmulDtype?: (typeof MATMUL_DTYPES)[number];
   /** Where world sessions start: the prompt alone, or a frame of the world with the agent there (image-to-world). */
@@ -166,7 +166,7 @@ function parseOptions(argv: readonly string[]): EvalOptions {
     .addOption(new Option('--seeds <k>', 'run every prompt and session at k seeds (1–100)').default(1).argParser(numeric({ flag: '--seeds', integer: true, min: 1, max: 100 })))
     .addOption(new Option('--guidance-scale <g>', "T2V clips' classifier-free guidance scale (default: the model's; world sessions run none)").argParser(numeric(NUMERIC_FLAGS.find((f) => f.flag === '--guidance-scale')!)))
     .addOption(new Option('--guidance-interval <start,end>', "T2V clips' guidance interval: the fractions [start, end) of the denoise steps guided (default: the model's)").argParser(guidanceIntervalArg))
-    .addOption(new Option('--eta <e>', "T2V clips' η: the share of fresh noise re-noising each Euler step, 0–1 (default: the model's; world sessions run none)").argParser(numeric(NUMERIC_FLAGS.find((f) => f.flag === '--eta')!)))
+    .addOption(new Option('--eta <e>', "η of the T2V clips and world sessions: the share of fresh noise re-noising each Euler step, 0–1 (default: the model's)").argParser(numeric(NUMERIC_FLAGS.find((f) => f.flag === '--eta')!)))
     .addOption(new Option('--tallies-out <file>', "write every clip's counts as JSON, a baseline for later runs").argParser(text('--tallies-out')))
     .addOption(new Option('--baseline <file>', "compare with the tallies of another run with at least as many --seeds (paired 95 % intervals)").argParser((raw: string) => {
       try {
@@ -229,7 +229,7 @@ function plan({ seeds, model, guidanceScale, guidanceInterval, eta, firstFrame, 
     }
     for (const [i, s] of set.world.entries()) {
       const seed = s.seed + SEED_STRIDE * k;
-      const generate = firstFrame === 'prompt' ? (e: Engine) => worldClip(e, { model, ...s, seed }) : (e: Engine) => worldClipFromFrame(e, { model, ...s, seed }, firstFrame);
+      const generate = firstFrame === 'prompt' ? (e: Engine) => worldClip(e, { model, ...s, seed, eta }) : (e: Engine) => worldClipFromFrame(e, { model, ...s, seed, eta }, firstFrame);
       clips.push({ mode: 'world', unit: i, seed, prompt: s.prompt, repeat: k, generate });
     }
   }

@@ -86,7 +86,7 @@ function trivialWorld(id: string, width: number, height: number, fps: number): R
   });
   return {
     id,
-    params: { sessionId: id, prompt: '', width, height, fps, seed: 0, flowShift: 1, initialAction: { key: 'none' }, priority: 1 },
+    params: { sessionId: id, prompt: '', width, height, fps, seed: 0, flowShift: 1, eta: 0, initialAction: { key: 'none' }, priority: 1 },
     events$,
     actions: { next: (a: unknown) => { latest = SessionActionSchema.parse(a); }, error: () => undefined, complete: () => undefined },
     credits: { next: (n: number) => credits.next(n), error: () => undefined, complete: () => undefined },

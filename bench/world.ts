@@ -10,7 +10,7 @@
  *  - action_to_frame_ms: from `session.actions.next(action)` to the first chunk event generated with that action
  *    (its id is echoed in the chunk's `rollout.action`) leaving the session.
  *
- * Baseline in the same run: the same rollout (block-causal DiT + streaming VAE decode, same chunks and steps) driven
+ * Baseline in the same run: the same rollout (block-causal DiT + streaming VAE decode, same chunks, steps and η) driven
  * by a plain `for` loop calling `ChunkRollout` directly — no session, operators or step scheduler. The ratio
  * `chunk_ms_p50 / plain_chunk_ms_p50` is the session machinery's overhead.
  *
@@ -99,7 +99,7 @@ async function plainRun(engine: Engine, chunks: number): Promise<number[]> {
   const model = await engine.models.get(undefined);
   const state = new RequestState();
   const context = await encodePrompt({ model, native: engine.native }, state, 'a red ball in a dark blue room');
-  const cfg = { chunkFrames: 1, sinkFrames: 1, localWindowFrames: 6, steps: 2, flowShift: model.spec.defaults.flowShift, width: 64, height: 64, seed: 5 };
+  const cfg = { chunkFrames: 1, sinkFrames: 1, localWindowFrames: 6, steps: 2, flowShift: model.spec.defaults.flowShift, eta: model.spec.defaults.eta ?? 0, width: 64, height: 64, seed: 5 };
   const pool = new SlabPool({ slabBytes: ChunkRollout.slabBytes(model, 1, 64, 64), slabs: 1024 });
   const rollout = ChunkRollout.create(engine.native, model, cfg, context, pool.openSession('plain', { sinkChunks: 1, windowChunks: 7, layers: model.spec.transformer.numLayers }));
   const times: number[] = [];

@@ -30,12 +30,12 @@ export function sessionExpired(sessionId: string, idleTimeoutMs: number): OmniEr
  * The `admitted` event of world session `sessionId` on model `modelId`: the values used and the work per chunk
  * (`steps` denoise steps and one more DiT forward for the commit).
  */
-export function worldAdmittedEvent(sessionId: string, modelId: string, p: Pick<WorldSessionParams, 'width' | 'height' | 'fps' | 'seed' | 'flowShift' | 'priority'>, c: Pick<SessionConfig, 'chunkFrames' | 'sinkFrames' | 'localWindowFrames' | 'steps' | 'firstChunkSteps'>): OmniEvent {
+export function worldAdmittedEvent(sessionId: string, modelId: string, p: Pick<WorldSessionParams, 'width' | 'height' | 'fps' | 'seed' | 'flowShift' | 'eta' | 'priority'>, c: Pick<SessionConfig, 'chunkFrames' | 'sinkFrames' | 'localWindowFrames' | 'steps' | 'firstChunkSteps'>): OmniEvent {
   return {
     type: 'admitted',
     requestId: sessionId,
     model: modelId,
-    params: { task: 'WORLD', width: p.width, height: p.height, fps: p.fps, seed: p.seed, flowShift: p.flowShift, priority: p.priority, chunkFrames: c.chunkFrames, sinkFrames: c.sinkFrames, localWindowFrames: c.localWindowFrames, stepsPerChunk: c.steps, firstChunkSteps: c.firstChunkSteps },
+    params: { task: 'WORLD', width: p.width, height: p.height, fps: p.fps, seed: p.seed, flowShift: p.flowShift, eta: p.eta, priority: p.priority, chunkFrames: c.chunkFrames, sinkFrames: c.sinkFrames, localWindowFrames: c.localWindowFrames, stepsPerChunk: c.steps, firstChunkSteps: c.firstChunkSteps },
     estimate: { steps: c.steps, forwards: c.steps + 1 },
   };
 }
@@ -75,6 +75,8 @@ export interface WorldSessionParams {
   fps: number;
   seed: number;
   flowShift: number;
+  /** Share of fresh noise re-noising each Euler step of every chunk, [0, 1]. */
+  eta: number;
   initialAction: SessionAction;
   priority: number;
 }
@@ -284,7 +286,7 @@ export class WorldSession implements WorldSessionHandle {
     const slabs = pool.openSession(this.id, { sinkChunks: config.sinkFrames / config.chunkFrames, windowChunks: config.localWindowFrames / config.chunkFrames + 1, layers: model.spec.transformer.numLayers });
     this.slabHandle = slabs;
     try {
-      this.rollout = ChunkRollout.create(native, model, { ...config, flowShift: p.flowShift, width: p.width, height: p.height, seed: p.seed }, context, slabs);
+      this.rollout = ChunkRollout.create(native, model, { ...config, flowShift: p.flowShift, eta: p.eta, width: p.width, height: p.height, seed: p.seed }, context, slabs);
     } catch (e) {
       slabs.release();
       throw e;

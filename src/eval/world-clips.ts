@@ -110,11 +110,11 @@ export async function t2vClip(engine: Engine, o: { model?: string; prompt: strin
  * frames, driven by directional runs of `run` frames (up, right, down, left, starting `shift` runs into the cycle).
  * Each chunk's action is the one the session reports in its chunk event (`rollout.action`), so `actions[f]` is the
  * action frame f was generated with. With `image` (RGB24, the session's size) the session is image-to-world: frame 0
- * is that image, action none (docs/sessions.md), and the rollout continues from it.
+ * is that image, action none (docs/sessions.md), and the rollout continues from it. `eta` overrides the model's η.
  * @throws Error on a session error event, or when the session sent no admitted event.
  */
-export async function worldClip(engine: Engine, o: { model?: string; prompt: string; seed: number; frames: number; run: number; shift: number; image?: { width: number; height: number; data: Uint8Array<ArrayBuffer> } }): Promise<WorldEvalClip> {
-  const session = await engine.session({ ...(o.model ? { model: o.model } : {}), prompt: o.prompt, seed: o.seed, ...(o.image ? { image: o.image } : {}) });
+export async function worldClip(engine: Engine, o: { model?: string; prompt: string; seed: number; frames: number; run: number; shift: number; eta?: number; image?: { width: number; height: number; data: Uint8Array<ArrayBuffer> } }): Promise<WorldEvalClip> {
+  const session = await engine.session({ ...(o.model ? { model: o.model } : {}), prompt: o.prompt, seed: o.seed, ...(o.eta !== undefined ? { eta: o.eta } : {}), ...(o.image ? { image: o.image } : {}) });
   const frames: Uint8Array[] = [];
   const actions: number[] = [];
   const admitted: OmniEvent[] = [];

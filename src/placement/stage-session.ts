@@ -73,8 +73,8 @@ export class StageSession implements WorldSessionHandle {
     private readonly checkAction: (action: SessionAction) => void,
   ) {
     this.latest = initialAction;
-    const { prompt, width, height, fps, seed, flowShift, priority } = spec;
-    this.params = { sessionId: id, prompt, width, height, fps, seed, flowShift, initialAction, priority };
+    const { prompt, width, height, fps, seed, flowShift, eta, priority } = spec;
+    this.params = { sessionId: id, prompt, width, height, fps, seed, flowShift, eta, initialAction, priority };
     this.actions = { next: (a: unknown) => this.act(a), error: () => undefined, complete: () => undefined };
     this.credits = { next: (n: number) => this.grant(n), error: () => undefined, complete: () => undefined };
   }

@@ -1,5 +1,6 @@
 import { lastValueFrom } from 'rxjs';
 import { z } from 'zod';
+import { EtaSchema } from '../request/eta';
 import { CacheManager } from '../cache/cache-manager';
 import type { SlabSession } from '../cache/slab-pool';
 import type { StepScheduler } from '../engine/scheduler';
@@ -59,6 +60,7 @@ export const WanSessionSpecSchema = z.strictObject({
   fps: z.number().positive(),
   seed: z.number().int().nonnegative(),
   flowShift: z.number().positive(),
+  eta: EtaSchema,
   priority: z.number().int(),
   chunkFrames: z.number().int().min(1),
   sinkFrames: z.number().int().min(0),

@@ -23,7 +23,8 @@ let modelsDir: string;
 let engine: Engine;
 
 beforeAll(async () => {
-  modelsDir = await makeModelsDir([{ spec: tinyWorldSpec(), seed: 3 }]);
+  // tiny-world-eta: the same seed-3 weights with a model default η of 1.
+  modelsDir = await makeModelsDir([{ spec: tinyWorldSpec(), seed: 3 }, { spec: { ...tinyWorldSpec(), id: 'tiny-world-eta', defaults: { ...tinyWorldSpec().defaults, eta: 1 } }, seed: 3 }]);
   engine = await Engine.create({ modelsDir, defaultModel: 'tiny-world', sessions: { chunkFrames: 1, sinkFrames: 1, localWindowFrames: 2, steps: 2, firstChunkSteps: 3, maxSessions: 3 } });
 });
 
@@ -182,6 +183,41 @@ describe('Engine.session', () => {
     expect(Buffer.from(c1.artifact.kind === 'video' ? c1.artifact.frames : [])).toEqual(Buffer.from(ref[1].artifact.kind === 'video' ? ref[1].artifact.frames : []));
   });
 
+  it("η re-noises every chunk's Euler steps: reported, seeded per chunk (a flushed attempt redraws the same noise), other frames than η 0", async () => {
+    const frames = (cs: ChunkEvent[]) => cs.map((c) => Buffer.from(c.artifact.kind === 'video' ? c.artifact.frames : []).toString('base64'));
+    const plain = await scripted(await engine.session({ prompt: 'a red ball', seed: 51 }), PLAN);
+    const explicitZero = await scripted(await engine.session({ prompt: 'a red ball', seed: 51, eta: 0 }), PLAN);
+    expect(frames(explicitZero)).toEqual(frames(plain));
+    const noisy = await scripted(await engine.session({ prompt: 'a red ball', seed: 51, eta: 1 }), PLAN);
+    expect(frames(await scripted(await engine.session({ prompt: 'a red ball', seed: 51, eta: 1 }), PLAN))).toEqual(frames(noisy));
+    frames(noisy).forEach((f, k) => expect({ k, same: f === frames(plain)[k] }).toEqual({ k, same: false }));
+
+    // Flush chunk 1 after its first step and redo it with another action: equal to a run that had it from the start.
+    const f = await engine.session({ prompt: 'a red ball', seed: 52, eta: 1 });
+    const fr = record(f);
+    f.credits.next(1);
+    await fr.wait(isChunk(0));
+    expect(fr.events[0]).toMatchObject({ type: 'admitted', params: { eta: 1 } });
+    f.credits.next(1);
+    await fr.wait((e) => e.type === 'step' && fr.chunks().length === 1);
+    f.actions.next({ key: 'left' });
+    f.flush();
+    const c1 = (await fr.wait(isChunk(1))) as ChunkEvent;
+    f.close();
+    await fr.done;
+    const ref = await scripted(await engine.session({ prompt: 'a red ball', seed: 52, eta: 1 }), [{ key: 'none' }, { key: 'left' }]);
+    expect(frames([c1])).toEqual(frames([ref[1]]));
+  });
+
+  it("a model's default η applies to its sessions; a session's own η wins", async () => {
+    const frames = (cs: ChunkEvent[]) => cs.map((c) => Buffer.from(c.artifact.kind === 'video' ? c.artifact.frames : []).toString('base64'));
+    const plan = PLAN.slice(0, 3);
+    const byModel = await scripted(await engine.session({ model: 'tiny-world-eta', prompt: 'a red ball', seed: 53 }), plan);
+    expect(frames(byModel)).toEqual(frames(await scripted(await engine.session({ prompt: 'a red ball', seed: 53, eta: 1 }), plan)));
+    const bySession = await scripted(await engine.session({ model: 'tiny-world-eta', prompt: 'a red ball', seed: 53, eta: 0 }), plan);
+    expect(frames(bySession)).toEqual(frames(await scripted(await engine.session({ prompt: 'a red ball', seed: 53 }), plan)));
+  });
+
   it('close releases the session: slab pool usage and native memory return to where they were', async () => {
     const native = loadNative();
     // Warm up so lazily built shared state (model weights, plans of other tests) is already resident.
@@ -247,6 +283,9 @@ describe('Engine.session: hostile input', () => {
     await expect(engine.session({ prompt: 'a', width: 18 })).rejects.toMatchObject({ code: 'OMNIRX_ERR_UNSUPPORTED_VALUE', param: 'width' });
     await expect(engine.session({ prompt: 'a', model: 'nope' })).rejects.toMatchObject({ code: 'OMNIRX_ERR_UNKNOWN_MODEL' });
     await expect(engine.session({ prompt: 'a', seed: -1 })).rejects.toMatchObject({ param: 'seed' });
+    for (const eta of [-0.5, 1.5, Number.NaN, '1', null]) {
+      await expect(engine.session({ prompt: 'a', eta: eta as number })).rejects.toMatchObject({ code: 'OMNIRX_ERR_INVALID_REQUEST', param: 'eta' });
+    }
   });
 
   it('bad actions and credits throw a clear error and change nothing; the session keeps running', async () => {

@@ -114,6 +114,18 @@ describe('world sessions across stages', () => {
     }
   });
 
+  it('in-process at η 1: the spec carries η to Denoise, bit-identical to the monolithic session at η 1', async () => {
+    const mono = await scripted(await engine.session({ prompt: 'a red ball in a blue room', seed: 21, fps: 10, eta: 1 }));
+    expect(mono.chunks.map(view)).not.toEqual(reference.map(view));
+    const stages: StagePipeline = createInProcessStages({ ...options(), topology: TopologySchema.parse({ kind: 'disaggregated', connector: 'in-process' }) as DisaggregatedTopology });
+    try {
+      const r = await scripted(await stages.front.session({ prompt: 'a red ball in a blue room', seed: 21, fps: 10, eta: 1 }));
+      expect(r.chunks.map(view)).toEqual(mono.chunks.map(view));
+    } finally {
+      await stages.close();
+    }
+  });
+
   it('separate processes over shm: 10 chunks bit-identical; Denoise alone holds the KV', async () => {
     const sp = await StageProcesses.start({ ...options(), topology: TopologySchema.parse({ kind: 'disaggregated', connector: 'shm' }) as DisaggregatedTopology, entry });
     try {

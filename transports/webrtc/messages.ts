@@ -31,6 +31,7 @@ const SessionFieldsSchema = z.strictObject({
   height: z.number().optional(),
   fps: z.number().optional(),
   flowShift: z.number().optional(),
+  eta: z.number().optional(),
   image: ImageSchema.optional(),
   initialAction: z.unknown().optional(),
 });

@@ -8,7 +8,7 @@ import type { WanT2VModel } from '../../models/wan/wan-t2v';
 import { toRgb24 } from '../../models/vae/decoder';
 import type { VaeDecodeStream } from '../../models/vae/decode-stream';
 import { Rng } from '../../util/rng';
-import { eulerStep, flowMatchSigmas } from '../samplers/flow-match-euler';
+import { flowMatchSigmas, stochasticEulerStep } from '../samplers/flow-match-euler';
 
 /** Geometry and schedule of one world session's rollout. */
 export interface ChunkRolloutConfig {
@@ -28,6 +28,11 @@ export interface ChunkRolloutConfig {
   firstChunkSteps?: number;
   /** Flow shift of the per-chunk schedule (`flowMatchSigmas(steps, flowShift)`). */
   flowShift: number;
+  /**
+   * Share of fresh noise re-noising each Euler step of every chunk, in [0, 1] (`stochasticEulerStep`); default 0, the
+   * deterministic Euler step. The fresh noise of chunk k's attempt comes from `renoiseSeed(seed, k)`.
+   */
+  eta?: number;
   /** Video width and height in pixels (multiples of the model's pixel stride). */
   width: number;
   height: number;
@@ -46,6 +51,8 @@ export interface ChunkAttempt {
   readonly total: number;
   /** Next denoise step (0 … total). */
   index: number;
+  /** Standard normal source of the chunk's re-noising (η > 0), from `renoiseSeed(seed, chunk)`: fresh per attempt. */
+  readonly renoise: Rng;
 }
 
 /** What one denoise step of a chunk reports. */
@@ -64,6 +71,11 @@ export interface DecodedChunk {
   /** Index of the chunk's first video frame in the session. */
   firstFrame: number;
   frames: Uint8Array<ArrayBuffer>;
+}
+
+/** Seed of chunk `k`'s re-noising stream (η > 0): chunk k's noise seed mixed with a constant (MurmurHash2's 0x5bd1e995). */
+export function renoiseSeed(seed: number, chunk: number): number {
+  return (chunkSeed(seed, chunk) ^ 0x5bd1e995) >>> 0;
 }
 
 /** Seed of chunk `k`'s noise: a fixed mix of the session seed and the chunk index (Weyl constant 0x9e3779b1). */
@@ -209,19 +221,19 @@ export class ChunkRollout {
     const latents = new Float32Array(c * f * h * w);
     new Rng(chunkSeed(this.config.seed, chunk)).fillNormal(latents);
     this.nextChunk = Math.max(this.nextChunk, chunk + 1);
-    return { chunk, latents, actions, total: this.stepsOf(chunk), index: 0 };
+    return { chunk, latents, actions, total: this.stepsOf(chunk), index: 0, renoise: new Rng(renoiseSeed(this.config.seed, chunk)) };
   }
 
   /** Starts the chunk that holds given clean latents (image-to-world: the encoded image as chunk 0), no denoising. */
   startCleanChunk(latents: Float32Array): ChunkAttempt {
     if (latents.length !== this.latentsTensor.numel) throw new OmniError('OMNIRX_ERR_INVALID_REQUEST', `ChunkRollout: clean latents have ${latents.length} values, expected ${this.latentsTensor.numel}`);
     const chunk = this.nextChunk++;
-    return { chunk, latents, actions: undefined, total: 0, index: 0 };
+    return { chunk, latents, actions: undefined, total: 0, index: 0, renoise: new Rng(renoiseSeed(this.config.seed, chunk)) };
   }
 
   /**
    * Runs denoise step `attempt.index` of the chunk: one DiT forward at σ_i (all C frames at the same σ) and an Euler
-   * step x ← x + (σ_{i+1} − σ_i)·v. Requires the previous chunk committed (`commitPending` first).
+   * step x ← x + (σ_{i+1} − σ_i)·v, re-noised by the config's η (`stochasticEulerStep`) when above 0. Requires the previous chunk committed (`commitPending` first).
    * @throws OmniError OMNIRX_ERR_NON_FINITE when the model produced NaN/Inf; OMNIRX_ERR_INTERNAL when called with an
    *   uncommitted previous chunk or after the last step.
    */
@@ -236,7 +248,7 @@ export class ChunkRollout {
     const v = await this.track(this.dit.denoiseChunk(attempt.latents, new Array<number>(this.config.chunkFrames).fill(t), this.context, undefined, attempt.actions));
     const bad = firstNonFinite(v);
     if (bad >= 0) throw new OmniError('OMNIRX_ERR_NON_FINITE', `chunk ${attempt.chunk} step ${i}: the model produced a non-finite value (${v[bad]}) at element ${bad}`);
-    eulerStep(attempt.latents, v, sigma, sigmas[i + 1]);
+    stochasticEulerStep(attempt.latents, v, sigma, sigmas[i + 1], this.config.eta ?? 0, () => attempt.renoise.normal());
     attempt.index = i + 1;
     return { index: i, total: attempt.total, sigma, timestep: t };
   }

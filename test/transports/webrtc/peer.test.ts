@@ -104,6 +104,12 @@ test('signaling garbage and bad session fields get errors naming the field; the 
     ['invalid_message', 'session.prompt'],
     ['OMNIRX_ERR_INVALID_REQUEST', 'session.fps'],
   ]);
+  // η: the message schema takes a number, the engine its range.
+  c.ws.send(JSON.stringify({ type: 'start', session: { prompt: 'a', eta: 2 } }));
+  c.ws.send(JSON.stringify({ type: 'start', session: { prompt: 'a', eta: 'some' } }));
+  await until(() => c.signaling.all.filter((m) => m.type === 'error').length >= 10);
+  const etaErrors = c.signaling.all.filter((m) => m.type === 'error').slice(8).map((e) => `${e.code} ${e.param}`);
+  expect(etaErrors.sort()).toEqual(['OMNIRX_ERR_INVALID_REQUEST session.eta', 'invalid_message session.eta']);
   expect(server.engine.stats().sessions).toBe(0);
   c.ws.send(JSON.stringify({ type: 'start', session: { prompt: 'a red room', width: 32, height: 32 } }));
   await c.channelInbox.next((m) => m.type === 'frame');
