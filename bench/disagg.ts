@@ -61,8 +61,9 @@ async function main(): Promise<void> {
   const n = arg('--requests', 6);
   const native = loadNative();
   const modelsDir = defaultModelsDir();
-  // Guidance on every step (`guidanceInterval: [0, 1]`), the workload docs/benchmarks.md's figures were measured on.
-  const reqs: OmniRequestInput[] = Array.from({ length: n }, (_, i) => ({ task: 'T2V', inputs: { prompt: PROMPTS[i % PROMPTS.length] }, diffusion: { seed: 100 + i, guidanceInterval: [0, 1] } }));
+  // Guidance on every step (`guidanceInterval: [0, 1]`) and deterministic Euler steps (`eta: 0`), the workload
+  // docs/benchmarks.md's figures were measured on.
+  const reqs: OmniRequestInput[] = Array.from({ length: n }, (_, i) => ({ task: 'T2V', inputs: { prompt: PROMPTS[i % PROMPTS.length] }, diffusion: { seed: 100 + i, guidanceInterval: [0, 1], eta: 0 } }));
 
   const engine = await Engine.create({ native, modelsDir, tasks: ['T2V'] });
   await stream((r) => engine.generate(r), reqs.slice(0, 1)); // load and warm up

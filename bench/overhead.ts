@@ -1,8 +1,8 @@
 /**
  * Per-step overhead of the runtime-driven loop (Engine → graph runner → driveLoop → StepScheduler → denoise
  * stage) against a plain `for` loop calling the same native step (the same DiT forwards for cond and uncond, CFG
- * combine, Euler update; the request guides every step, `guidanceInterval: [0, 1]`, as the loop does) on the `tiny`
- * config: issue 3's `tiny` DiT (dim 256, FFN 1024, 4 heads, 8 layers)
+ * combine, Euler update; the request guides every step, `guidanceInterval: [0, 1]`, with deterministic Euler
+ * steps, `eta: 0`, as the loop does) on the `tiny` config: issue 3's `tiny` DiT (dim 256, FFN 1024, 4 heads, 8 layers)
  * at 256 video tokens (4 latent frames of 8×8) and 32 text tokens. Both run the same number of steps, alternated
  * over several rounds; medians of the denoise time. Prints {"overhead_pct", "runtime_step_ms", "plain_step_ms",
  * "steps", "rounds"}. Run: npm run bench:overhead
@@ -24,7 +24,7 @@ function median(xs: number[]): number {
 
 async function main(): Promise<void> {
   const engine = await Engine.create();
-  const request = { task: 'T2V' as const, inputs: { prompt: 'a red ball in a dark blue room' }, diffusion: { seed: 3, numInferenceSteps: STEPS, numFrames: 4, width: 64, height: 64, guidanceScale: 5, guidanceInterval: [0, 1] as [number, number], flowShift: 3 } };
+  const request = { task: 'T2V' as const, inputs: { prompt: 'a red ball in a dark blue room' }, diffusion: { seed: 3, numInferenceSteps: STEPS, numFrames: 4, width: 64, height: 64, guidanceScale: 5, guidanceInterval: [0, 1] as [number, number], eta: 0, flowShift: 3 } };
   const model = await engine.models.get(undefined);
   const dit = model.transformer();
   const te = model.textEncoder;
