@@ -99,7 +99,7 @@ async function plainRun(engine: Engine, chunks: number): Promise<number[]> {
   const model = await engine.models.get(undefined);
   const state = new RequestState();
   const context = await encodePrompt({ model, native: engine.native }, state, 'a red ball in a dark blue room');
-  const cfg = { chunkFrames: 1, sinkFrames: 1, localWindowFrames: 6, steps: 2, flowShift: model.spec.defaults.flowShift, eta: model.spec.defaults.eta ?? 0, width: 64, height: 64, seed: 5 };
+  const cfg = { chunkFrames: 1, sinkFrames: 1, localWindowFrames: 6, steps: 2, flowShift: model.spec.defaults.flowShift, eta: model.spec.defaults.world?.eta ?? 0, width: 64, height: 64, seed: 5 };
   const pool = new SlabPool({ slabBytes: ChunkRollout.slabBytes(model, 1, 64, 64), slabs: 1024 });
   const rollout = ChunkRollout.create(engine.native, model, cfg, context, pool.openSession('plain', { sinkChunks: 1, windowChunks: 7, layers: model.spec.transformer.numLayers }));
   const times: number[] = [];

@@ -17,7 +17,8 @@ export interface ResolvedSessionParams {
 
 /**
  * Applies the model's defaults to a validated session request (size from the request, else the image, else the
- * model; a random seed when none is given; η from the request, else the model, else 0) and checks what only the model can: the size must be a multiple of its
+ * model; a random seed when none is given; η from the request, else the model's world-session default
+ * `defaults.world.eta`, else 0) and checks what only the model can: the size must be a multiple of its
  * pixel stride.
  * @throws OmniError OMNIRX_ERR_UNSUPPORTED_VALUE naming `width` or `height`.
  */
@@ -28,5 +29,5 @@ export function resolveSessionParams(req: SessionRequest, model: WanT2VModel): R
   for (const [field, v] of [['width', width], ['height', height]] as const) {
     if (v % stride !== 0) throw new OmniError('OMNIRX_ERR_UNSUPPORTED_VALUE', `${field} ${v} is not a multiple of ${stride} (VAE scale × patch size of '${model.spec.id}')`, { param: field });
   }
-  return { width, height, fps: req.fps, seed: req.seed ?? randomInt(0, 2 ** 32), flowShift: req.flowShift ?? model.spec.defaults.flowShift, eta: req.eta ?? model.spec.defaults.eta ?? 0, priority: req.priority };
+  return { width, height, fps: req.fps, seed: req.seed ?? randomInt(0, 2 ** 32), flowShift: req.flowShift ?? model.spec.defaults.flowShift, eta: req.eta ?? model.spec.defaults.world?.eta ?? 0, priority: req.priority };
 }

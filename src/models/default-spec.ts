@@ -49,6 +49,6 @@ export function defaultModelSpec(): ModelSpec {
     // guidance 3 on the first 3 of 20 steps since 2026-12-07 (2 on every step from 2026-12-02, 5 before): the trained
     // weights draw one agent in more T2V frames, paired on the held-out prompts and on npm start's prompt, with 17 fewer
     // DiT forwards a clip (docs/model-card.md, "Guidance interval"; "Guidance scale" for 5 → 2)
-    defaults: { width: 64, height: 64, numFrames: 16, fps: 8, numInferenceSteps: 20, guidanceScale: 3, guidanceInterval: [0, 0.15], flowShift: 3 },
+    defaults: { width: 64, height: 64, numFrames: 16, fps: 8, numInferenceSteps: 20, guidanceScale: 3, guidanceInterval: [0, 0.15], flowShift: 3, world: { eta: 1 } },
   };
 }

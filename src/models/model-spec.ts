@@ -16,8 +16,10 @@ export const DiffusionDefaultsSchema = z.strictObject({
   /** Fractions [start, end) of the denoise steps that run guidance when a request names none; absent: the deployment's (every step by default). */
   guidanceInterval: GuidanceIntervalSchema.optional(),
   flowShift: z.number().positive(),
-  /** Share of fresh noise in each Euler step's re-noising, [0, 1], when a request names none; absent: 0 (deterministic). Euler only. */
+  /** Share of fresh noise in each Euler step's re-noising, [0, 1], when a T2V/T2I request names none; absent: 0 (deterministic). Euler only. */
   eta: EtaSchema.optional(),
+  /** Defaults of the model's world sessions (Engine.session): `eta` re-noises every chunk's Euler steps; absent: 0. */
+  world: z.strictObject({ eta: EtaSchema.optional() }).optional(),
 });
 export type DiffusionDefaults = z.infer<typeof DiffusionDefaultsSchema>;
 

@@ -35,7 +35,7 @@ export function createSessionRequestSchema(limits: RequestLimits = DEFAULT_LIMIT
       seed: z.number().int().min(0).max(0xffffffff).optional(),
       /** Flow shift of the per-chunk schedule; the model's default when absent. */
       flowShift: z.number().min(0.01).max(100).optional(),
-      /** Share of fresh noise re-noising each Euler step of every chunk, in [0, 1]; the model's default, else 0, when absent. */
+      /** Share of fresh noise re-noising each Euler step of every chunk, in [0, 1]; the model's `defaults.world.eta`, else 0, when absent. */
       eta: EtaSchema.optional(),
       /** The action before the first one arrives. Default none. */
       initialAction: ActionSchema.default({ key: 'none' }),

@@ -23,8 +23,8 @@ let modelsDir: string;
 let engine: Engine;
 
 beforeAll(async () => {
-  // tiny-world-eta: the same seed-3 weights with a model default η of 1.
-  modelsDir = await makeModelsDir([{ spec: tinyWorldSpec(), seed: 3 }, { spec: { ...tinyWorldSpec(), id: 'tiny-world-eta', defaults: { ...tinyWorldSpec().defaults, eta: 1 } }, seed: 3 }]);
+  // tiny-world-eta: the same seed-3 weights with a world-session default η of 1 (and a T2V one of 0.5, not the sessions').
+  modelsDir = await makeModelsDir([{ spec: tinyWorldSpec(), seed: 3 }, { spec: { ...tinyWorldSpec(), id: 'tiny-world-eta', defaults: { ...tinyWorldSpec().defaults, eta: 0.5, world: { eta: 1 } } }, seed: 3 }]);
   engine = await Engine.create({ modelsDir, defaultModel: 'tiny-world', sessions: { chunkFrames: 1, sinkFrames: 1, localWindowFrames: 2, steps: 2, firstChunkSteps: 3, maxSessions: 3 } });
 });
 
@@ -209,7 +209,7 @@ describe('Engine.session', () => {
     expect(frames([c1])).toEqual(frames([ref[1]]));
   });
 
-  it("a model's default η applies to its sessions; a session's own η wins", async () => {
+  it("a model's world-session default η (defaults.world.eta, not its T2V one) applies to its sessions; a session's own η wins", async () => {
     const frames = (cs: ChunkEvent[]) => cs.map((c) => Buffer.from(c.artifact.kind === 'video' ? c.artifact.frames : []).toString('base64'));
     const plan = PLAN.slice(0, 3);
     const byModel = await scripted(await engine.session({ model: 'tiny-world-eta', prompt: 'a red ball', seed: 53 }), plan);

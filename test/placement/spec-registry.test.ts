@@ -47,6 +47,9 @@ describe('specOnlyRegistry', () => {
     ['a missing section', (s: Record<string, any>) => delete s.defaults, 'defaults'],
     ['an unknown key', (s: Record<string, any>) => (s.weightsUrl = 'http://x'), '(root)'],
     ['a negative size', (s: Record<string, any>) => (s.defaults.width = -16), 'defaults.width'],
+    ['an η above 1', (s: Record<string, any>) => (s.defaults.eta = 1.5), 'defaults.eta'],
+    ['a world-session η as text', (s: Record<string, any>) => (s.defaults.world = { eta: '1' }), 'defaults.world.eta'],
+    ['an unknown world-session default', (s: Record<string, any>) => (s.defaults.world = { steps: 4 }), 'defaults.world'],
   ])('a model.json with %s is refused naming the file and the field', async (_what, mutate, field) => {
     const spec = JSON.parse(readFileSync(modelJson(), 'utf8')) as Record<string, any>;
     mutate(spec);

@@ -65,6 +65,6 @@ def default_spec() -> dict:
                 "action": {"numKeys": 5, "vectorDim": 2},
             },
             "vae": {"zDim": 16, "channels": [64, 32, 16], "numResBlocks": 1, "temporalKernel": 3, "latentsMean": [0.0] * 16, "latentsStd": [1.0] * 16},
-            "defaults": {"width": 64, "height": 64, "numFrames": 16, "fps": 8, "numInferenceSteps": 20, "guidanceScale": 3, "guidanceInterval": [0, 0.15], "flowShift": 3},
+            "defaults": {"width": 64, "height": 64, "numFrames": 16, "fps": 8, "numInferenceSteps": 20, "guidanceScale": 3, "guidanceInterval": [0, 0.15], "flowShift": 3, "world": {"eta": 1}},
         }
     )
