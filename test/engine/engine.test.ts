@@ -23,6 +23,20 @@ const req = (over: Partial<OmniRequestInput['diffusion']> = {}, extra: Partial<O
 
 const run = (r: OmniRequestInput): Promise<OmniEvent[]> => lastValueFrom(engine.generate(r).pipe(toArray()));
 
+/** The request's `admitted` event. */
+const admittedOf = (events: OmniEvent[]) => {
+  const a = events.find((e) => e.type === 'admitted');
+  if (a?.type !== 'admitted') throw new Error('no admitted event');
+  return a;
+};
+
+/** The bytes of the request's final video. */
+const bytes = (events: OmniEvent[]) => {
+  const v = finalOf(events).artifacts.video;
+  if (v.kind !== 'video') throw new Error('expected a video');
+  return Buffer.from(v.frames);
+};
+
 
 beforeAll(async () => {
   // A second model whose DiT output weights hold a NaN, and a third whose transformer file is truncated.
@@ -34,8 +48,8 @@ beforeAll(async () => {
   ]);
   poisonWithNaN(modelsDir, 'tiny-nan');
   const brokenFile = path.join(modelsDir, 'tiny-broken', 'transformer.safetensors');
-  const bytes = readFileSync(brokenFile);
-  writeFileSync(brokenFile, bytes.subarray(0, bytes.length - 100));
+  const raw = readFileSync(brokenFile);
+  writeFileSync(brokenFile, raw.subarray(0, raw.length - 100));
   engine = await Engine.create({ modelsDir, defaultModel: 'tiny' });
 });
 
@@ -140,16 +154,6 @@ describe('Engine.generate', () => {
   });
 
   describe('guidance interval', () => {
-    const admittedOf = (events: OmniEvent[]) => {
-      const a = events.find((e) => e.type === 'admitted');
-      if (a?.type !== 'admitted') throw new Error('no admitted event');
-      return a;
-    };
-    const bytes = (events: OmniEvent[]) => {
-      const v = finalOf(events).artifacts.video;
-      if (v.kind !== 'video') throw new Error('expected a video');
-      return Buffer.from(v.frames);
-    };
     /** The step previews' pixels (previewEvery 1: the clean first frame each step predicts from its guided velocity). */
     const previews = (events: OmniEvent[]) => events.flatMap((e) => (e.type === 'chunk' && e.artifact.kind === 'image' ? [Buffer.from(e.artifact.pixels)] : []));
 
@@ -281,16 +285,6 @@ describe('Engine.generate', () => {
   });
 
   describe('η (stochastic Euler steps)', () => {
-    const admittedOf = (events: OmniEvent[]) => {
-      const a = events.find((e) => e.type === 'admitted');
-      if (a?.type !== 'admitted') throw new Error('no admitted event');
-      return a;
-    };
-    const bytes = (events: OmniEvent[]) => {
-      const v = finalOf(events).artifacts.video;
-      if (v.kind !== 'video') throw new Error('expected a video');
-      return Buffer.from(v.frames);
-    };
 
     it('η > 0 re-noises between steps: seeded, reported, other bytes than η 0; η 0 is the default Euler run', async () => {
       const euler = await run(req({ numInferenceSteps: 3 }));
