@@ -48,7 +48,9 @@ export function defaultModelSpec(): ModelSpec {
     vae: { zDim: 16, channels: [64, 32, 16], numResBlocks: 1, temporalKernel: 3, latentsMean: new Array(16).fill(0), latentsStd: new Array(16).fill(1) },
     // guidance 3 on the first 3 of 20 steps since 2026-12-07 (2 on every step from 2026-12-02, 5 before): the trained
     // weights draw one agent in more T2V frames, paired on the held-out prompts and on npm start's prompt, with 17 fewer
-    // DiT forwards a clip (docs/model-card.md, "Guidance interval"; "Guidance scale" for 5 → 2)
+    // DiT forwards a clip (docs/model-card.md, "Guidance interval"; "Guidance scale" for 5 → 2); world sessions re-noise
+    // each Euler step with fresh noise (η 1) since the same evening: they follow actions and keep one agent more often,
+    // while T2V stays at η 0, where η stops the agent moving (docs/model-card.md, "Stochastic sampling")
     defaults: { width: 64, height: 64, numFrames: 16, fps: 8, numInferenceSteps: 20, guidanceScale: 3, guidanceInterval: [0, 0.15], flowShift: 3, world: { eta: 1 } },
   };
 }
