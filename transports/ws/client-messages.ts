@@ -46,6 +46,8 @@ export const SessionMessageSchema = z.strictObject({
   size: SizeSchema.optional(),
   fps: z.number().int().optional(),
   seed: z.number().int().optional(),
+  /** η of the session's Euler steps (`Engine.session`'s `eta`: range checked there); the model's default when absent. */
+  eta: z.number().optional(),
   image: z
     .strictObject({
       width: z.number().int(),

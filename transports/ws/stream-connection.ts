@@ -202,6 +202,7 @@ export class StreamConnection {
       if (m.size !== undefined) Object.assign(input, m.size);
       if (m.fps !== undefined) input.fps = m.fps;
       if (m.seed !== undefined) input.seed = m.seed;
+      if (m.eta !== undefined) input.eta = m.eta;
       if (m.image !== undefined) input.image = { width: m.image.width, height: m.image.height, data: new Uint8Array(Buffer.from(m.image.data, 'base64')) };
       this.ffmpegPath = await this.deps.ffmpegPath();
       session = await this.deps.engine().session(input);

@@ -39,7 +39,8 @@ export function eulerStep(x: Float32Array, v: Float32Array, sigma: number, sigma
  * x_prev = α'·x̂₀ + √(s'² − σ_t²)·ε̂ + σ_t·ε) on the rectified-flow interpolant (α' = 1 − σ_next, s' = σ_next) with
  * its fresh-noise scale σ_t = η·σ_next; the marginal noise level stays σ_next whatever η. At σ_next = 0 the step
  * returns x̂₀ and draws nothing.
- * @throws RangeError when x and v differ in length, η is outside [0, 1], or `rng` returns a non-finite value.
+ * @throws RangeError when x and v differ in length, η is outside [0, 1], or `rng` returns a non-finite value (`x` is
+ *   then updated up to that element).
  */
 export function stochasticEulerStep(x: Float32Array, v: Float32Array, sigma: number, sigmaNext: number, eta: number, rng: () => number): void {
   if (x.length !== v.length) throw new RangeError(`stochasticEulerStep: x has ${x.length} values, v has ${v.length}`);

@@ -65,9 +65,9 @@ describe('world sessions over /v1/stream', () => {
     expect(await sessionsFreed()).toBe(0);
   });
 
-  it('raw H.264 for a session: Annex-B units, one per credit granted; closing the socket frees the session', async () => {
+  it('raw H.264 for a session (at η 0.5): Annex-B units, one per credit granted; closing the socket frees the session', async () => {
     const c = await StreamClient.connect(server.origin);
-    c.send({ type: 'session', prompt: 'a ball', format: 'h264' });
+    c.send({ type: 'session', prompt: 'a ball', format: 'h264', eta: 0.5 });
     c.send({ type: 'credit', frames: 3 });
     await c.waitJson('frame', (f) => f.pts === 2);
     c.send({ type: 'credit', frames: 0 });
@@ -75,6 +75,8 @@ describe('world sessions over /v1/stream', () => {
     expect(c.json('frame')).toHaveLength(3);
     expect(c.binaries()).toHaveLength(3);
     expect([...c.binaries()[0]!.subarray(0, 5)]).toEqual([0, 0, 0, 1, 0x67]);
+    // The message's eta reached the session.
+    expect(c.json('admitted')[0]).toMatchObject({ params: { task: 'WORLD', eta: 0.5 } });
     c.ws.close();
     await c.closed;
     expect(await sessionsFreed()).toBe(0);
@@ -90,6 +92,10 @@ describe('world sessions over /v1/stream', () => {
     expect(await c.waitJson('error', (e) => e.param === 'size')).toMatchObject({ fatal: false });
     c.send({ type: 'session', prompt: 'a ball', seed: -1 });
     expect(await c.waitJson('error', (e) => e.param === 'seed')).toMatchObject({ fatal: false });
+    c.send({ type: 'session', prompt: 'a ball', eta: 1.5 });
+    expect(await c.waitJson('error', (e) => e.param === 'eta')).toMatchObject({ code: 'OMNIRX_ERR_INVALID_REQUEST', fatal: false });
+    c.send({ type: 'session', prompt: 'a ball', eta: 'all' });
+    expect(await c.waitJson('error', (e) => e.param === 'eta' && e.code === 'invalid_message')).toMatchObject({ fatal: false });
     c.send({ type: 'session', prompt: 'a ball', image: { width: 16, height: 16, data: Buffer.alloc(10).toString('base64') } });
     expect(await c.waitJson('error', (e) => e.param === 'image.data')).toMatchObject({ fatal: false });
     c.send({ type: 'session', prompt: 'a ball' });
