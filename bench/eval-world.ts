@@ -6,10 +6,11 @@
  * colour-segmentation detector (src/eval/world-eval.ts). Prompts follow the generator's grammar
  * (tools/train/procedural_world.py). Prints one JSON line:
  * {"prompt_color_acc", "room_color_acc", "block_count_acc", "action_follow_acc", "action_pairs", "agent_present_rate",
- * "frames", "ci95"} (+ the same per mode under "t2v"/"world"; `action_pairs` is the sample size of action_follow_acc;
- * block_count_acc, over the frames of clips whose prompt names blocks, whether as many blocks are drawn as it names,
- * is reported, not a target figure, and null without such a clip; `ci95` the 95 % interval of each target figure and
- * of block_count_acc, src/eval/world-intervals.ts). Each of the three sections also holds the same figures over the
+ * "t2v_motion_rate", "motion_pairs", "frames", "ci95"} (+ the same per mode under "t2v"/"world"; `action_pairs` is the
+ * sample size of action_follow_acc; block_count_acc, over the frames of clips whose prompt names blocks, whether as
+ * many blocks are drawn as it names, and t2v_motion_rate, over consecutive T2V frames with the agent in both, whether
+ * it moved, are reported, not target figures, and null without such a clip or pair; `ci95` the 95 % interval of each
+ * target figure, block_count_acc and t2v_motion_rate, src/eval/world-intervals.ts). Each of the three sections also holds the same figures over the
  * clips whose prompt names no blocks and over those whose prompt names blocks (`prompts_without_blocks`,
  * `prompts_with_blocks`; src/eval/world-tallies.ts `splitByBlocks`), each with its `ci95` and, with `--baseline`, its
  * `vs_baseline`.
@@ -19,7 +20,7 @@
  *
  * `--tallies-out FILE` writes every clip's counts and sampler settings (src/eval/world-tallies.ts); `--baseline FILE`
  * reads such a file of another set of weights, run with at least as many `--seeds`, and adds "vs_baseline" to each
- * section: this run minus the baseline per target figure and block_count_acc with the paired 95 % interval
+ * section: this run minus the baseline per target figure, block_count_acc and t2v_motion_rate with the paired 95 % interval
  * (`worldDifference`), the way to tell two sets apart. A baseline of other prompts is refused before any clip is
  * generated, one of other sampler settings (steps, guidance scale, session window, `--matmul-dtype`…) at the first clip
  * of each mode (exit 2, the settings named) unless `--allow-other-settings` is given, which pairs two sampler settings
@@ -83,7 +84,7 @@ import { tallyWorldClip, worldFigures, type WorldEvalClip } from '../src/eval/wo
 import { clipUnits, pairedClipUnits, worldDifference, worldIntervals } from '../src/eval/world-intervals';
 import { SettingsMismatchError, baselineRecord, checkSameClips, figuresByPrompt, pairWithBaseline, readWorldTallies, settingDifference, splitByBlocks, unitsByMode, worldTalliesFile, type WorldTalliesFile, type WorldTallyRecord } from '../src/eval/world-tallies';
 import { ACTION_KEYS } from '../src/models/wan/actions';
-import { evalSession, T2V_EVAL_PROMPTS, t2vClip, worldClip, worldClipFromFrame, WORLD_EVAL_SESSIONS } from '../src/eval/world-clips';
+import { evalSession, T2V_EVAL_PROMPTS, T2V_EVAL_SEED, t2vClip, worldClip, worldClipFromFrame, WORLD_EVAL_SESSIONS } from '../src/eval/world-clips';
 import { parseWorldPrompt } from '../src/eval/world-palette';
 import { T2V_HELD_OUT_PROMPTS, T2V_HELD_OUT_SEED, WORLD_HELD_OUT_SESSIONS } from '../src/eval/world-held-out';
 import { COLOR_PAIR_PROMPTS, T2V_COLOR_PAIR_SEED, WORLD_COLOR_PAIR_SESSIONS } from '../src/eval/world-color-pairs';
@@ -96,7 +97,7 @@ const SEED_STRIDE = 1000;
 
 /** The prompt sets of `--prompt-set`: T2V prompts (clip i at seed `t2vSeed` + i) and world sessions. */
 const PROMPT_SETS = {
-  eval: { t2v: T2V_EVAL_PROMPTS, t2vSeed: 100, world: WORLD_EVAL_SESSIONS },
+  eval: { t2v: T2V_EVAL_PROMPTS, t2vSeed: T2V_EVAL_SEED, world: WORLD_EVAL_SESSIONS },
   'held-out': { t2v: T2V_HELD_OUT_PROMPTS, t2vSeed: T2V_HELD_OUT_SEED, world: WORLD_HELD_OUT_SESSIONS },
   'color-pairs': { t2v: COLOR_PAIR_PROMPTS, t2vSeed: T2V_COLOR_PAIR_SEED, world: WORLD_COLOR_PAIR_SESSIONS },
 } as const;

@@ -9,6 +9,9 @@ import type { WorldClipSettings } from './world-tallies';
 import { layoutWorldScene, renderWorldFrame, type AgentStart } from './world-first-frame';
 import { WORLD_GEOMETRY } from './world-palette';
 
+/** Seed of the first T2V prompt of `npm run eval:world`: prompt i runs at seed T2V_EVAL_SEED + i. */
+export const T2V_EVAL_SEED = 100;
+
 /** The T2V prompts of `npm run eval:world` (bench/eval-world.ts): 16 prompts of the generator's grammar, seeds 100–115. */
 export const T2V_EVAL_PROMPTS: readonly string[] = [
   'a red ball in a dark blue room',

@@ -30,6 +30,14 @@ export interface WorldEvalResult {
   /** Frame pairs action_follow_acc is over (directional action, agent present in both frames). */
   action_pairs: number;
   agent_present_rate: number;
+  /**
+   * Of consecutive T2V frame pairs with the agent present in both, the fraction in which it moved half a world step
+   * or more (`movedBetween`): whether text-to-video moves the agent at all. Null without such a pair. Reported, not
+   * one of issue 8's target figures.
+   */
+  t2v_motion_rate: number | null;
+  /** T2V frame pairs t2v_motion_rate is over. */
+  motion_pairs: number;
   frames: number;
 }
 
@@ -43,6 +51,16 @@ export function followsAction(prev: FrameDetection, next: FrameDetection, a: num
   const ex = blocked ? 0 : dx * s, ey = blocked ? 0 : dy * s;
   const mx = next.centroid![0] - prev.centroid![0], my = next.centroid![1] - prev.centroid![1];
   return Math.abs(mx - ex) <= s / 2 && Math.abs(my - ey) <= s / 2;
+}
+
+/**
+ * Whether the agent moved between two detections (both present): its centroid moved half a world step
+ * (WORLD_GEOMETRY.step / 2 = 1.5 px) or more along either axis. The procedural world moves it a whole step a frame
+ * unless the action is none or the move is blocked.
+ */
+export function movedBetween(prev: FrameDetection, next: FrameDetection): boolean {
+  const half = WORLD_GEOMETRY.step / 2;
+  return Math.abs(next.centroid![0] - prev.centroid![0]) >= half || Math.abs(next.centroid![1] - prev.centroid![1]) >= half;
 }
 
 /** One clip's counts behind the figures (the unit the evaluation's intervals resample). */
@@ -62,6 +80,10 @@ export interface WorldClipTally {
   pairs: number;
   /** Of `pairs`, those whose displacement matches the action. */
   followed: number;
+  /** T2V clips: consecutive frame pairs with the agent present in both (0 for world clips). */
+  motionPairs: number;
+  /** Of `motionPairs`, those in which the agent moved (`movedBetween`). */
+  moved: number;
 }
 
 /**
@@ -72,7 +94,7 @@ export interface WorldClipTally {
 export function tallyWorldClip(clip: WorldEvalClip): WorldClipTally {
   const scene = parseWorldPrompt(clip.prompt);
   if (scene === undefined) throw new Error(`world eval: prompt outside the world grammar: "${clip.prompt}"`);
-  const t: WorldClipTally = { frames: 0, colorOk: 0, roomOk: 0, blockFrames: 0, blockOk: 0, present: 0, pairs: 0, followed: 0 };
+  const t: WorldClipTally = { frames: 0, colorOk: 0, roomOk: 0, blockFrames: 0, blockOk: 0, present: 0, pairs: 0, followed: 0, motionPairs: 0, moved: 0 };
   let prev: FrameDetection | undefined;
   clip.frames.forEach((rgb, f) => {
     const det = detectFrame(rgb, clip.width, clip.height, scene);
@@ -89,6 +111,10 @@ export function tallyWorldClip(clip: WorldEvalClip): WorldClipTally {
       t.pairs++;
       if (followsAction(prev, det, a, moveBlocked(prev, clip.width, clip.height, scene, a))) t.followed++;
     }
+    if (clip.actions === undefined && prev !== undefined && prev.present && det.present) {
+      t.motionPairs++;
+      if (movedBetween(prev, det)) t.moved++;
+    }
     prev = det;
   });
   return t;
@@ -97,7 +123,7 @@ export function tallyWorldClip(clip: WorldEvalClip): WorldClipTally {
 /** The figures of `evaluateWorld` from clips' counts, pooled over frames, block frames and pairs, unrounded (the intervals' statistic). */
 export function worldRatios(tallies: readonly WorldClipTally[]): WorldEvalResult {
   const sum = (k: keyof WorldClipTally): number => tallies.reduce((n, t) => n + t[k], 0);
-  const frames = sum('frames'), pairs = sum('pairs'), blockFrames = sum('blockFrames');
+  const frames = sum('frames'), pairs = sum('pairs'), blockFrames = sum('blockFrames'), motionPairs = sum('motionPairs');
   return {
     prompt_color_acc: sum('colorOk') / Math.max(1, frames),
     room_color_acc: sum('roomOk') / Math.max(1, frames),
@@ -105,6 +131,8 @@ export function worldRatios(tallies: readonly WorldClipTally[]): WorldEvalResult
     action_follow_acc: pairs ? sum('followed') / pairs : null,
     action_pairs: pairs,
     agent_present_rate: sum('present') / Math.max(1, frames),
+    t2v_motion_rate: motionPairs ? sum('moved') / motionPairs : null,
+    motion_pairs: motionPairs,
     frames,
   };
 }
@@ -114,7 +142,7 @@ export function worldFigures(tallies: readonly WorldClipTally[]): WorldEvalResul
   const f = worldRatios(tallies);
   const r = (x: number) => Math.round(x * 1e4) / 1e4;
   const rn = (x: number | null) => (x === null ? null : r(x));
-  return { ...f, prompt_color_acc: r(f.prompt_color_acc), room_color_acc: r(f.room_color_acc), block_count_acc: rn(f.block_count_acc), action_follow_acc: rn(f.action_follow_acc), agent_present_rate: r(f.agent_present_rate) };
+  return { ...f, prompt_color_acc: r(f.prompt_color_acc), room_color_acc: r(f.room_color_acc), block_count_acc: rn(f.block_count_acc), action_follow_acc: rn(f.action_follow_acc), agent_present_rate: r(f.agent_present_rate), t2v_motion_rate: rn(f.t2v_motion_rate) };
 }
 
 /**
@@ -133,7 +161,11 @@ export function worldFigures(tallies: readonly WorldClipTally[]): WorldEvalResul
  *    stay put). "none" frames are not scored: the model is trained with action dropout, so "none" also means "no
  *    action given" (T2V), under which the agent may keep moving. `action_pairs` is the number of such pairs: the
  *    figure's sample size; its uncertainty is larger than a binomial one over pairs, as a clip's pairs succeed or
- *    fail together (src/eval/world-intervals.ts).
+ *    fail together (src/eval/world-intervals.ts);
+ *  - t2v_motion_rate: over consecutive frames of T2V clips (no actions) with the agent present in both, the fraction
+ *    in which it moved half a world step or more (`movedBetween`); `motion_pairs` is its sample size. T2V is trained
+ *    on clips driven by random actions (10 % none), so a model that keeps the agent still scores near 0 here while
+ *    every other figure may be high. Reported, not a target figure.
  * Prompts outside the grammar (`parseWorldPrompt`) are an error.
  */
 export function evaluateWorld(clips: readonly WorldEvalClip[]): WorldEvalResult {

@@ -6,11 +6,12 @@ export const TARGET_FIGURES = ['prompt_color_acc', 'action_follow_acc', 'agent_p
 export type TargetFigure = (typeof TARGET_FIGURES)[number];
 
 /**
- * The figures the intervals and paired differences bound: the target figures, plus block_count_acc, which is
- * reported, not a target, and bounded so a comparison of two sets of weights can catch one that stops drawing the
- * prompt's blocks (the target figures count the room and the agent only).
+ * The figures the intervals and paired differences bound: the target figures, plus block_count_acc and
+ * t2v_motion_rate, which are reported, not targets, and bounded so a comparison of two sets of weights or samplers
+ * can catch one that stops drawing the prompt's blocks or stops moving the agent in T2V (the target figures count the
+ * room and the agent only, and action following world sessions only).
  */
-export const INTERVAL_FIGURES = [...TARGET_FIGURES, 'block_count_acc'] as const;
+export const INTERVAL_FIGURES = [...TARGET_FIGURES, 'block_count_acc', 't2v_motion_rate'] as const;
 export type IntervalFigure = (typeof INTERVAL_FIGURES)[number];
 
 /**
@@ -22,7 +23,7 @@ export type WorldEvalUnit = readonly WorldClipTally[];
 
 /**
  * 95 % interval [lo, hi] per interval figure (rounded to 3 decimals); null where the figure is undefined (no action
- * pair; no prompt that names blocks).
+ * pair; no prompt that names blocks; no T2V frame pair with the agent).
  */
 export type WorldIntervals = Record<IntervalFigure, [number, number] | null>;
 
@@ -43,7 +44,7 @@ const round3OrNull = (x: number | null): number | null => (x === null ? null : r
 const rounded = (ci: [number, number] | null): [number, number] | null => ci && [round3(ci[0]), round3(ci[1])];
 
 /**
- * 95 % intervals of the interval figures of an evaluation (the target figures and block_count_acc), by the stratified
+ * 95 % intervals of the interval figures of an evaluation (the target figures, block_count_acc and t2v_motion_rate), by the stratified
  * cluster bootstrap (src/eval/bootstrap.ts, 2000 resamples, seed 0, so the same tallies print the same intervals) with
  * the prompt as the unit and the modes (T2V clips, world sessions) as strata, whose sizes the evaluation fixes.
  * @param strata the units of each mode
@@ -55,7 +56,7 @@ export function worldIntervals(strata: readonly (readonly WorldEvalUnit[])[]): W
 }
 
 /**
- * Difference of the interval figures (the target figures and block_count_acc) between two sets of weights scored on
+ * Difference of the interval figures (the target figures, block_count_acc, t2v_motion_rate) between two sets of weights scored on
  * the same prompts and seeds, with the 95 % interval of the paired bootstrap: each resample draws units and takes both
  * sets' clips of them, so the spread between prompts, which both share, cancels (the bootstrap of paired data: Efron &
  * Tibshirani 1993, ch. 6 and 13; units and strata as `worldIntervals`). An interval that excludes 0 tells the two apart

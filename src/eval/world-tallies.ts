@@ -44,12 +44,16 @@ export const WorldTallyRecordSchema = z
     present: count,
     pairs: count,
     followed: count,
+    /** T2V motion counts (`tallyWorldClip`); absent from files written before 2026-12-07's evening: read as none. */
+    motionPairs: count.default(0),
+    moved: count.default(0),
     settings: WorldClipSettingsSchema,
   })
-  .refine((r) => r.colorOk <= r.roomOk && r.roomOk <= r.frames && r.blockOk <= r.blockFrames && r.blockFrames <= r.frames && r.present <= r.frames && r.pairs <= Math.max(0, r.present - 1) && r.followed <= r.pairs, {
-    message: 'counts are inconsistent: need colorOk ≤ roomOk ≤ frames, blockOk ≤ blockFrames ≤ frames, present ≤ frames, pairs ≤ present − 1 (a pair has the agent in both frames), followed ≤ pairs',
+  .refine((r) => r.colorOk <= r.roomOk && r.roomOk <= r.frames && r.blockOk <= r.blockFrames && r.blockFrames <= r.frames && r.present <= r.frames && r.pairs <= Math.max(0, r.present - 1) && r.followed <= r.pairs && r.motionPairs <= Math.max(0, r.present - 1) && r.moved <= r.motionPairs, {
+    message: 'counts are inconsistent: need colorOk ≤ roomOk ≤ frames, blockOk ≤ blockFrames ≤ frames, present ≤ frames, pairs and motionPairs ≤ present − 1 (a pair has the agent in both frames), followed ≤ pairs, moved ≤ motionPairs',
   })
   .refine((r) => r.mode === 'world' || r.pairs === 0, { message: 'a t2v clip has no action pairs', path: ['pairs'] })
+  .refine((r) => r.mode === 't2v' || r.motionPairs === 0, { message: 'a world clip has no T2V motion pairs', path: ['motionPairs'] })
   .refine(blockFramesFit, {
     path: ['blockFrames'],
     error: (issue) => {

@@ -65,11 +65,27 @@ describe('world detector on ground truth', () => {
   it('scores 1 on every figure, over every directional frame pair', () => {
     const directional = doc.clips.flatMap((c) => c.actions.filter((a, f) => f > 0 && a > 0)).length;
     expect(directional).toBeGreaterThan(20);
-    expect(evaluateWorld(clips)).toEqual({ prompt_color_acc: 1, room_color_acc: 1, block_count_acc: 1, action_follow_acc: 1, action_pairs: directional, agent_present_rate: 1, frames: 72 });
+    expect(evaluateWorld(clips)).toEqual({ prompt_color_acc: 1, room_color_acc: 1, block_count_acc: 1, action_follow_acc: 1, action_pairs: directional, agent_present_rate: 1, t2v_motion_rate: null, motion_pairs: 0, frames: 72 });
+  });
+
+  it('t2v_motion_rate: the generator clips scored as T2V (no actions) move in the frames where their positions change', () => {
+    // Ground truth from the generator's positions, not the detector: a move is a whole step, a stay (none, blocked) 0.
+    const moves = doc.clips.flatMap((c) => c.positions.slice(1).map((p, f) => (p[0] !== c.positions[f][0] || p[1] !== c.positions[f][1] ? 1 : 0)));
+    const moved = moves.reduce((x: number, y: number) => x + y, 0);
+    expect(moved).toBeGreaterThan(20);
+    expect(moved).toBeLessThan(moves.length);
+    const asT2v = clips.map(({ actions: _actions, ...c }) => c);
+    const r = evaluateWorld(asT2v);
+    expect(r.motion_pairs).toBe(moves.length);
+    expect(r.t2v_motion_rate).toBe(Math.round((moved / moves.length) * 1e4) / 1e4);
+    expect(r.action_follow_acc).toBeNull();
+    // A still clip (its first frame repeated) scores 0.
+    const still = asT2v.map((c) => ({ ...c, frames: c.frames.map(() => c.frames[0]) }));
+    expect(evaluateWorld(still).t2v_motion_rate).toBe(0);
   });
 
   it('reports the figures in a stable order (the order eval:world prints them)', () => {
-    expect(Object.keys(evaluateWorld(clips))).toEqual(['prompt_color_acc', 'room_color_acc', 'block_count_acc', 'action_follow_acc', 'action_pairs', 'agent_present_rate', 'frames']);
+    expect(Object.keys(evaluateWorld(clips))).toEqual(['prompt_color_acc', 'room_color_acc', 'block_count_acc', 'action_follow_acc', 'action_pairs', 'agent_present_rate', 't2v_motion_rate', 'motion_pairs', 'frames']);
   });
 
   it('counts as many blocks as the generator drew in every frame, and none for a prompt without blocks', () => {
@@ -271,16 +287,17 @@ describe('world detector on noise', () => {
 });
 
 describe('per-clip counts', () => {
-  it('a clip of the truth counts every frame, every directional pair and, if its prompt names blocks, every block frame; with the wrong room, no colour match', () => {
+  it('a clip of the truth counts every frame, every directional pair and, if its prompt names blocks, every block frame; with the wrong room, no colour match; as T2V, every frame pair and the moves', () => {
     doc.clips.forEach((c, i) => {
       const frames = c.actions.length;
       const pairs = c.actions.filter((a, f) => f > 0 && a > 0).length;
       const blocks = c.obstacles.length > 0 ? frames : 0;
-      expect(tallyWorldClip(clips[i])).toEqual({ frames, colorOk: frames, roomOk: frames, blockFrames: blocks, blockOk: blocks, present: frames, pairs, followed: pairs });
+      const moved = c.positions.slice(1).filter((p, f) => p[0] !== c.positions[f][0] || p[1] !== c.positions[f][1]).length;
+      expect(tallyWorldClip(clips[i])).toEqual({ frames, colorOk: frames, roomOk: frames, blockFrames: blocks, blockOk: blocks, present: frames, pairs, followed: pairs, motionPairs: 0, moved: 0 });
       const wrongRoom = { ...clips[i], prompt: c.prompt.replace(/in a [a-z ]+ room/, c.prompt.includes('in a gray room') ? 'in a brown room' : 'in a gray room') };
-      expect(tallyWorldClip(wrongRoom)).toEqual({ frames, colorOk: 0, roomOk: 0, blockFrames: blocks, blockOk: blocks, present: frames, pairs, followed: pairs });
+      expect(tallyWorldClip(wrongRoom)).toEqual({ frames, colorOk: 0, roomOk: 0, blockFrames: blocks, blockOk: blocks, present: frames, pairs, followed: pairs, motionPairs: 0, moved: 0 });
       const { actions: _actions, ...t2v } = clips[i];
-      expect(tallyWorldClip(t2v)).toEqual({ frames, colorOk: frames, roomOk: frames, blockFrames: blocks, blockOk: blocks, present: frames, pairs: 0, followed: 0 });
+      expect(tallyWorldClip(t2v)).toEqual({ frames, colorOk: frames, roomOk: frames, blockFrames: blocks, blockOk: blocks, present: frames, pairs: 0, followed: 0, motionPairs: frames - 1, moved });
     });
   });
 

@@ -15,14 +15,16 @@ import { MAX_TALLIES_BYTES, SettingsMismatchError, baselineRecord, figuresByProm
  * A 24-frame clip with `colorOk` prompt-colour frames, `present` agent frames and `followed` of `pairs` action pairs,
  * whose prompt names no blocks.
  */
-const clip = (colorOk: number, present = 24, pairs = 0, followed = 0): WorldClipTally => ({ frames: 24, colorOk, roomOk: 24, blockFrames: 0, blockOk: 0, present, pairs, followed });
+const clip = (colorOk: number, present = 24, pairs = 0, followed = 0): WorldClipTally => ({ frames: 24, colorOk, roomOk: 24, blockFrames: 0, blockOk: 0, present, pairs, followed, motionPairs: 0, moved: 0 });
+/** A T2V clip whose agent moved in `moved` of its 23 frame pairs (all present). */
+const moving = (moved: number): WorldClipTally => ({ ...clip(24), motionPairs: 23, moved });
 /** A clip whose prompt names blocks, with the blocks counted right in `blockOk` of its frames. */
 const withBlocks = (t: WorldClipTally, blockOk: number): WorldClipTally => ({ ...t, blockFrames: t.frames, blockOk });
 
 describe('worldIntervals', () => {
   it('perfect clips: every interval is [1, 1]; without pairs, the action interval is null', () => {
     const units = Array.from({ length: 8 }, () => [clip(24, 24, 20, 20)]);
-    expect(worldIntervals([units])).toEqual({ prompt_color_acc: [1, 1], action_follow_acc: [1, 1], agent_present_rate: [1, 1], block_count_acc: null });
+    expect(worldIntervals([units])).toEqual({ prompt_color_acc: [1, 1], action_follow_acc: [1, 1], agent_present_rate: [1, 1], block_count_acc: null, t2v_motion_rate: null });
     expect(worldIntervals([Array.from({ length: 8 }, () => [clip(24)])]).action_follow_acc).toBeNull();
   });
 
@@ -107,6 +109,8 @@ describe('worldDifference', () => {
       action_follow_acc: { candidate: 0.5, baseline: 0.5, diff: 0, ci95: [0, 0] },
       agent_present_rate: { candidate: 0.5, baseline: 0.5, diff: 0, ci95: [0, 0] },
       block_count_acc: { candidate: 0.542, baseline: 0.542, diff: 0, ci95: [0, 0] },
+      // world-session clips only: no T2V motion pair
+      t2v_motion_rate: { candidate: null, baseline: null, diff: null, ci95: null },
     });
   });
 
@@ -147,13 +151,24 @@ describe('worldDifference', () => {
     expect(worldDifference([t2v]).prompt_color_acc.diff).toBe(0.167);
   });
 
+  it('t2v_motion_rate: bounded and paired over the T2V clips that have motion pairs; a still T2V reads 0', () => {
+    expect(worldIntervals([Array.from({ length: 8 }, () => [moving(23)])]).t2v_motion_rate).toEqual([1, 1]);
+    // 8 prompts, the candidate moves in 23 of 23 pairs, the baseline in 0: +1 everywhere.
+    const d = worldDifference([Array.from({ length: 8 }, () => ({ candidate: [moving(23)], baseline: [moving(0)] }))]);
+    expect(d.t2v_motion_rate).toEqual({ candidate: 1, baseline: 0, diff: 1, ci95: [1, 1] });
+    // Half the prompts move in 23 of 23 pairs and half in 0: the pooled figure is 0.5, its interval spans the spread.
+    const [lo, hi] = worldIntervals([Array.from({ length: 8 }, (_, i) => [moving(i % 2 ? 23 : 0)])]).t2v_motion_rate!;
+    expect(lo).toBeLessThan(0.5);
+    expect(hi).toBeGreaterThan(0.5);
+  });
+
   it('no action pair on either side: null difference and interval', () => {
     const t2v = [{ candidate: [clip(24)], baseline: [clip(20)] }];
     expect(worldDifference([t2v]).action_follow_acc).toEqual({ candidate: null, baseline: null, diff: null, ci95: null });
   });
 
   it('rounds once: 1 of 22 against 0 is 0.045 (0.04545…), not 0.046 from a figure rounded to 4 decimals first', () => {
-    const one = { frames: 22, colorOk: 1, roomOk: 22, blockFrames: 0, blockOk: 0, present: 22, pairs: 0, followed: 0 };
+    const one = { frames: 22, colorOk: 1, roomOk: 22, blockFrames: 0, blockOk: 0, present: 22, pairs: 0, followed: 0, motionPairs: 0, moved: 0 };
     const d = worldDifference([[{ candidate: [one], baseline: [{ ...one, colorOk: 0 }] }]]);
     expect(d.prompt_color_acc).toEqual({ candidate: 0.045, baseline: 0, diff: 0.045, ci95: [0.045, 0.045] });
   });
@@ -161,7 +176,7 @@ describe('worldDifference', () => {
 
 describe('tallies file', () => {
   const settings = { width: 64, height: 64, fps: 8, flowShift: 3, chunkFrames: 1, sinkFrames: 1, localWindowFrames: 6, stepsPerChunk: 2, firstChunkSteps: 16, task: 'WORLD', matmulDtype: 'float32' };
-  const rec = (o: Partial<WorldTallyRecord> = {}): WorldTallyRecord => ({ mode: 'world', unit: 0, seed: 200, prompt: 'a yellow ball in a dark green room with two red blocks', frames: 24, colorOk: 10, roomOk: 24, blockFrames: 24, blockOk: 18, present: 12, pairs: 8, followed: 5, settings, ...o });
+  const rec = (o: Partial<WorldTallyRecord> = {}): WorldTallyRecord => ({ mode: 'world', unit: 0, seed: 200, prompt: 'a yellow ball in a dark green room with two red blocks', frames: 24, colorOk: 10, roomOk: 24, blockFrames: 24, blockOk: 18, present: 12, pairs: 8, followed: 5, motionPairs: 0, moved: 0, settings, ...o });
   const file = (clips: unknown) => JSON.stringify({ format: 'omnirx-world-tallies', version: 4, clips });
   const { settings: _settings, ...recNoSettings } = rec();
   const { blockFrames: _blockFrames, blockOk: _blockOk, ...recNoBlocks } = rec();
@@ -173,6 +188,14 @@ describe('tallies file', () => {
     const units = unitsByMode(parsed.clips);
     expect(units.world.map((u) => u.length)).toEqual([2, 1]);
     expect(units.t2v.map((u) => u.length)).toEqual([1]);
+  });
+
+  it('reads a file written before the T2V motion counts as none: its t2v_motion_rate is null, the other figures as they were', () => {
+    const { motionPairs: _p, moved: _m, ...old } = rec({ mode: 't2v', pairs: 0, followed: 0 });
+    const parsed = parseWorldTallies(file([old]), 'old.json').clips;
+    expect(parsed[0]).toMatchObject({ motionPairs: 0, moved: 0, colorOk: 10, present: 12 });
+    const t2v = rec({ mode: 't2v', pairs: 0, followed: 0, motionPairs: 11, moved: 4 });
+    expect(parseWorldTallies(file([t2v]), 'new.json').clips[0]).toEqual(t2v);
   });
 
   it('splits records by whether their prompt names blocks, each part in order, so its figures can be read apart', () => {
@@ -237,6 +260,10 @@ describe('tallies file', () => {
     ['more blocks counted right than block frames', file([rec(), rec({ unit: 1, blockFrames: 12, blockOk: 13 })]), /^base\.json: clips\.1: counts are inconsistent: need .*blockOk ≤ blockFrames ≤ frames/],
     ['more block frames than frames', file([rec({ blockFrames: 25, blockOk: 0 })]), /^base\.json: clips\.0: counts are inconsistent: need .*blockOk ≤ blockFrames ≤ frames/],
     ['action pairs in a T2V clip', file([rec({ mode: 't2v' })]), /^base\.json: clips\.0\.pairs: a t2v clip has no action pairs/],
+    ['T2V motion pairs in a world clip', file([rec({ motionPairs: 3, moved: 1 })]), /^base\.json: clips\.0\.motionPairs: a world clip has no T2V motion pairs/],
+    ['more moved than motion pairs', file([rec({ mode: 't2v', pairs: 0, followed: 0, motionPairs: 3, moved: 4 })]), /^base\.json: clips\.0: counts are inconsistent: need .*moved ≤ motionPairs/],
+    ['more motion pairs than frames with the agent allow', file([rec({ mode: 't2v', pairs: 0, followed: 0, motionPairs: 12, moved: 0 })]), /^base\.json: clips\.0: counts are inconsistent/],
+    ['motion pairs as text', file([rec({ mode: 't2v', pairs: 0, followed: 0, motionPairs: '3' as unknown as number })]), /^base\.json: clips\.0\.motionPairs: /],
     ['a repeated clip', file([rec(), rec({ prompt: 'a red ball in a brown room with a white block' })]), /^base\.json: clips\.1: world unit 0 seed 200 repeats clips\.0/],
     ['block frames for a prompt that names no blocks', file([rec({ prompt: 'a yellow ball in a dark green room' })]), /^base\.json: clips\.0\.blockFrames: 24 block frames for 24 frames of "a yellow ball in a dark green room": a prompt that names blocks has every frame scored on them \(blockFrames = frames\), one that names none has 0$/],
     ['fewer block frames than frames for a prompt that names blocks', file([rec({ blockFrames: 20 })]), /^base\.json: clips\.0\.blockFrames: 20 block frames for 24 frames of "a yellow ball in a dark green room with two red blocks"/],
