@@ -73,3 +73,11 @@ function rotl(x: number, k: number): number {
 export function randomSeed(): number {
   return Math.floor(Math.random() * 4294967296) >>> 0;
 }
+
+/**
+ * Seed of the re-noising stream (DMD, Euler at η > 0) that belongs to a noise seed: the seed mixed with a constant
+ * (MurmurHash2's 0x5bd1e995), so re-noising draws apart from the initial noise and the initial noise stays the same.
+ */
+export function renoiseSeed(noiseSeed: number): number {
+  return (noiseSeed ^ 0x5bd1e995) >>> 0;
+}

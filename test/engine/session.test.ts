@@ -65,6 +65,9 @@ function record(s: WorldSession): Recorder {
   return new Recorder(s.events$);
 }
 
+/** Each chunk's frames as base64 (compared bit for bit). */
+const frames = (cs: ChunkEvent[]) => cs.map((c) => Buffer.from(c.artifact.kind === 'video' ? c.artifact.frames : []).toString('base64'));
+
 const isChunk = (n: number) => (e: OmniEvent) => e.type === 'chunk' && e.rollout?.chunk === n;
 
 /** Runs `actions.length` chunks, setting action k before granting the credit of chunk k; returns the chunk events. */
@@ -184,7 +187,6 @@ describe('Engine.session', () => {
   });
 
   it("η re-noises every chunk's Euler steps: reported, seeded per chunk (a flushed attempt redraws the same noise), other frames than η 0", async () => {
-    const frames = (cs: ChunkEvent[]) => cs.map((c) => Buffer.from(c.artifact.kind === 'video' ? c.artifact.frames : []).toString('base64'));
     const plain = await scripted(await engine.session({ prompt: 'a red ball', seed: 51 }), PLAN);
     const explicitZero = await scripted(await engine.session({ prompt: 'a red ball', seed: 51, eta: 0 }), PLAN);
     expect(frames(explicitZero)).toEqual(frames(plain));
@@ -210,7 +212,6 @@ describe('Engine.session', () => {
   });
 
   it("a model's world-session default η (defaults.world.eta, not its T2V one) applies to its sessions; a session's own η wins", async () => {
-    const frames = (cs: ChunkEvent[]) => cs.map((c) => Buffer.from(c.artifact.kind === 'video' ? c.artifact.frames : []).toString('base64'));
     const plan = PLAN.slice(0, 3);
     const byModel = await scripted(await engine.session({ model: 'tiny-world-eta', prompt: 'a red ball', seed: 53 }), plan);
     expect(frames(byModel)).toEqual(frames(await scripted(await engine.session({ prompt: 'a red ball', seed: 53, eta: 1 }), plan)));

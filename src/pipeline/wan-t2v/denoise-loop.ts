@@ -2,7 +2,7 @@ import { OmniError } from '../../errors';
 import type { GuidanceInterval } from '../../request/guidance-interval';
 import { createTensor } from '../../native/binding';
 import type { DiTShape, ForwardRow } from '../../models/wan/dit';
-import { Rng } from '../../util/rng';
+import { renoiseSeed, Rng } from '../../util/rng';
 import { applyClassifierFreeGuidance, firstNonFinite } from '../guidance';
 import type { CFGPolicy, GuidancePlan } from '../policies/cfg';
 import type { ExpertRouting } from '../policies/expert-routing';
@@ -109,8 +109,8 @@ export function createDenoiseLoop(policies: { cfg: CFGPolicy; expert: ExpertRout
       const latents = new Float32Array(n);
       new Rng(ctx.params.seed).fillNormal(latents);
       const custom = (ctx.nodeParams.denoise as DenoiseNodeParams | undefined)?.sigmas;
-      // Re-noising (DMD, Euler at η > 0) draws from its own stream, derived from the seed (the initial noise stays the same).
-      const renoise = new Rng((ctx.params.seed ^ 0x5bd1e995) >>> 0);
+      // Re-noising (DMD, Euler at η > 0) draws from its own stream, derived from the seed.
+      const renoise = new Rng(renoiseSeed(ctx.params.seed));
       const normal = () => renoise.normal();
       const { eta } = ctx.params;
       const sampler = custom !== undefined ? explicitSigmas(custom, eta, normal) : policies.sampler.sampler(ctx.params.sampler).create(ctx.params.numInferenceSteps, ctx.params.flowShift, normal, eta);

@@ -7,7 +7,7 @@ import type { CausalWanDiT } from '../../models/wan/causal-dit';
 import type { WanT2VModel } from '../../models/wan/wan-t2v';
 import { toRgb24 } from '../../models/vae/decoder';
 import type { VaeDecodeStream } from '../../models/vae/decode-stream';
-import { Rng } from '../../util/rng';
+import { renoiseSeed, Rng } from '../../util/rng';
 import { flowMatchSigmas, stochasticEulerStep } from '../samplers/flow-match-euler';
 
 /** Geometry and schedule of one world session's rollout. */
@@ -30,7 +30,7 @@ export interface ChunkRolloutConfig {
   flowShift: number;
   /**
    * Share of fresh noise re-noising each Euler step of every chunk, in [0, 1] (`stochasticEulerStep`); default 0, the
-   * deterministic Euler step. The fresh noise of chunk k's attempt comes from `renoiseSeed(seed, k)`.
+   * deterministic Euler step. The fresh noise of chunk k's attempt comes from `renoiseSeed(chunkSeed(seed, k))`.
    */
   eta?: number;
   /** Video width and height in pixels (multiples of the model's pixel stride). */
@@ -51,7 +51,7 @@ export interface ChunkAttempt {
   readonly total: number;
   /** Next denoise step (0 … total). */
   index: number;
-  /** Standard normal source of the chunk's re-noising (η > 0), from `renoiseSeed(seed, chunk)`: fresh per attempt. */
+  /** Standard normal source of the chunk's re-noising (η > 0), from `renoiseSeed(chunkSeed(seed, chunk))`: fresh per attempt. */
   readonly renoise: Rng;
 }
 
@@ -71,11 +71,6 @@ export interface DecodedChunk {
   /** Index of the chunk's first video frame in the session. */
   firstFrame: number;
   frames: Uint8Array<ArrayBuffer>;
-}
-
-/** Seed of chunk `k`'s re-noising stream (η > 0): chunk k's noise seed mixed with a constant (MurmurHash2's 0x5bd1e995). */
-export function renoiseSeed(seed: number, chunk: number): number {
-  return (chunkSeed(seed, chunk) ^ 0x5bd1e995) >>> 0;
 }
 
 /** Seed of chunk `k`'s noise: a fixed mix of the session seed and the chunk index (Weyl constant 0x9e3779b1). */
@@ -221,14 +216,14 @@ export class ChunkRollout {
     const latents = new Float32Array(c * f * h * w);
     new Rng(chunkSeed(this.config.seed, chunk)).fillNormal(latents);
     this.nextChunk = Math.max(this.nextChunk, chunk + 1);
-    return { chunk, latents, actions, total: this.stepsOf(chunk), index: 0, renoise: new Rng(renoiseSeed(this.config.seed, chunk)) };
+    return { chunk, latents, actions, total: this.stepsOf(chunk), index: 0, renoise: new Rng(renoiseSeed(chunkSeed(this.config.seed, chunk))) };
   }
 
   /** Starts the chunk that holds given clean latents (image-to-world: the encoded image as chunk 0), no denoising. */
   startCleanChunk(latents: Float32Array): ChunkAttempt {
     if (latents.length !== this.latentsTensor.numel) throw new OmniError('OMNIRX_ERR_INVALID_REQUEST', `ChunkRollout: clean latents have ${latents.length} values, expected ${this.latentsTensor.numel}`);
     const chunk = this.nextChunk++;
-    return { chunk, latents, actions: undefined, total: 0, index: 0, renoise: new Rng(renoiseSeed(this.config.seed, chunk)) };
+    return { chunk, latents, actions: undefined, total: 0, index: 0, renoise: new Rng(renoiseSeed(chunkSeed(this.config.seed, chunk))) };
   }
 
   /**
