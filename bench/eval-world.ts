@@ -10,8 +10,9 @@
  * sample size of action_follow_acc; block_count_acc, over the frames of clips whose prompt names blocks, whether as
  * many blocks are drawn as it names, and t2v_motion_rate, over consecutive T2V frames with the agent in both, whether
  * it moved, are reported, not target figures, and null without such a clip or pair; `ci95` the 95 % interval of each
- * target figure, block_count_acc and t2v_motion_rate, src/eval/world-intervals.ts). Each of the three sections also holds the same figures over the
- * clips whose prompt names no blocks and over those whose prompt names blocks (`prompts_without_blocks`,
+ * target figure, block_count_acc and t2v_motion_rate, src/eval/world-intervals.ts). Each of the three sections also
+ * holds the same figures over the clips whose prompt names no blocks and over those whose prompt names blocks
+ * (`prompts_without_blocks`,
  * `prompts_with_blocks`; src/eval/world-tallies.ts `splitByBlocks`), each with its `ci95` and, with `--baseline`, its
  * `vs_baseline`.
  *
@@ -20,8 +21,8 @@
  *
  * `--tallies-out FILE` writes every clip's counts and sampler settings (src/eval/world-tallies.ts); `--baseline FILE`
  * reads such a file of another set of weights, run with at least as many `--seeds`, and adds "vs_baseline" to each
- * section: this run minus the baseline per target figure, block_count_acc and t2v_motion_rate with the paired 95 % interval
- * (`worldDifference`), the way to tell two sets apart. A baseline of other prompts is refused before any clip is
+ * section: this run minus the baseline per target figure, block_count_acc and t2v_motion_rate with the paired 95 %
+ * interval (`worldDifference`), the way to tell two sets apart. A baseline of other prompts is refused before any clip is
  * generated, one of other sampler settings (steps, guidance scale, session window, `--matmul-dtype`…) at the first clip
  * of each mode (exit 2, the settings named) unless `--allow-other-settings` is given, which pairs two sampler settings
  * of the same weights (the differing settings are printed as a note). Tallies files of version 1 and 2 (before 2026-12-02's blocked-move rule
