@@ -153,7 +153,9 @@ describe('hostile input on /v1/stream', () => {
     c.send({ type: 'generate', request: REQUEST });
     expect(await c.waitJson('error', (e) => e.code === 'already_started')).toMatchObject({ param: 'type', fatal: false });
     c.send({ type: 'credit', frames: 64 });
-    c.send({ type: 'credit', frames: 1 });
+    // 65 more exceed the 64 a client may hold whatever frames were spent in between (with 1 more, a stream that sent
+    // its frames before this message arrived would leave room for it, and no error would come).
+    c.send({ type: 'credit', frames: 65 });
     expect(await c.waitJson('error', (e) => e.param === 'frames' && /64 credits/.test(String(e.message)))).toMatchObject({ code: 'invalid_message', fatal: false });
     expect(await c.waitJson('end')).toMatchObject({ frames: 9, reason: 'completed' });
   });
