@@ -3,23 +3,23 @@
  * T2V requests (bidirectional sampling, the model's default steps and guidance, or `--guidance-scale`) and world
  * sessions (block-causal chunk-by-chunk rollout driven by scripted directional actions, one frame per chunk) — and
  * scores the frames with the
- * colour-segmentation detector (src/eval/world-eval.ts). Prompts follow the generator's grammar
+ * colour-segmentation detector (bench/eval/world-eval.ts). Prompts follow the generator's grammar
  * (tools/train/procedural_world.py). Prints one JSON line:
  * {"prompt_color_acc", "room_color_acc", "block_count_acc", "action_follow_acc", "action_pairs", "agent_present_rate",
  * "t2v_motion_rate", "motion_pairs", "frames", "ci95"} (+ the same per mode under "t2v"/"world"; `action_pairs` is the
  * sample size of action_follow_acc; block_count_acc, over the frames of clips whose prompt names blocks, whether as
  * many blocks are drawn as it names, and t2v_motion_rate, over consecutive T2V frames with the agent in both, whether
  * it moved, are reported, not target figures, and null without such a clip or pair; `ci95` the 95 % interval of each
- * target figure, block_count_acc and t2v_motion_rate, src/eval/world-intervals.ts). Each of the three sections also
+ * target figure, block_count_acc and t2v_motion_rate, bench/eval/world-intervals.ts). Each of the three sections also
  * holds the same figures over the clips whose prompt names no blocks and over those whose prompt names blocks
  * (`prompts_without_blocks`,
- * `prompts_with_blocks`; src/eval/world-tallies.ts `splitByBlocks`), each with its `ci95` and, with `--baseline`, its
+ * `prompts_with_blocks`; bench/eval/world-tallies.ts `splitByBlocks`), each with its `ci95` and, with `--baseline`, its
  * `vs_baseline`.
  *
  * `--seeds K` (default 1) runs every T2V prompt and world session at K seeds (the set's seed + 1000·k, k < K): K times
  * the frames and narrower intervals. K = 1 is the 640-frame set of the model card.
  *
- * `--tallies-out FILE` writes every clip's counts and sampler settings (src/eval/world-tallies.ts); `--baseline FILE`
+ * `--tallies-out FILE` writes every clip's counts and sampler settings (bench/eval/world-tallies.ts); `--baseline FILE`
  * reads such a file of another set of weights, run with at least as many `--seeds`, and adds "vs_baseline" to each
  * section: this run minus the baseline per target figure, block_count_acc and t2v_motion_rate with the paired 95 %
  * interval (`worldDifference`), the way to tell two sets apart. A baseline of other prompts is refused before any clip is
@@ -36,7 +36,7 @@
  *
  * `--first-frame spawn|off-centre` starts every world session from a frame of the procedural world instead of the
  * prompt alone (image-to-world, docs/sessions.md): the session's prompt laid out with the blocks it names and the agent
- * at the spawn point (the room's centre) or at a free place at least 12 px from it (src/eval/world-first-frame.ts;
+ * at the spawn point (the room's centre) or at a free place at least 12 px from it (bench/eval/world-first-frame.ts;
  * the same blocks for both at a seed). That given frame is not scored (23 frames a session), and the world clips'
  * settings record `firstFrame`: a `--baseline` run from the other given frame pairs with it only under
  * `--allow-other-settings`, and one from the prompt never does (24 frames a session; refused before any clip). The
@@ -46,11 +46,11 @@
  * (SessionConfig.steps, 2, chosen for 20 fps); the world clips' settings record it (`stepsPerChunk`), so a baseline at
  * the default pairs with it only under `--allow-other-settings`.
  *
- * `--prompt-set held-out` runs the held-out set instead of the default one (`eval`; src/eval/world-held-out.ts): 16
+ * `--prompt-set held-out` runs the held-out set instead of the default one (`eval`; bench/eval/world-held-out.ts): 16
  * other T2V prompts (seeds 500–515) and 16 other world sessions (seeds 600–615) of the same grammar and shape, to check
  * whether what a change gained on the default set holds on prompts it was not chosen on. `--prompt-set color-pairs` runs
  * one prompt per ordered pair of agent and block colours, "a|an <agent> ball in a dark blue room with two <block> blocks"
- * (42 T2V clips, seeds 700–741, and 42 world sessions, seeds 800–841; src/eval/world-color-pairs.ts), to find the
+ * (42 T2V clips, seeds 700–741, and 42 world sessions, seeds 800–841; bench/eval/world-color-pairs.ts), to find the
  * pairs a model loses the agent on. A baseline of another set is refused before any clip is generated (it has none of
  * this set's clips). The JSON line then also holds `"prompt_set"`, the set's name.
  *
@@ -80,16 +80,16 @@ import { MATMUL_DTYPES } from '../src/native/plan-builder';
 import { mkdirSync, writeFileSync } from 'node:fs';
 import * as path from 'node:path';
 import { Engine } from '../src/engine/engine';
-import { frameStripPng } from '../src/eval/frame-strip';
-import { tallyWorldClip, worldFigures, type WorldEvalClip } from '../src/eval/world-eval';
-import { clipUnits, pairedClipUnits, worldDifference, worldIntervals } from '../src/eval/world-intervals';
-import { SettingsMismatchError, baselineRecord, checkSameClips, figuresByPrompt, pairWithBaseline, readWorldTallies, settingDifference, splitByBlocks, unitsByMode, worldTalliesFile, type WorldTalliesFile, type WorldTallyRecord } from '../src/eval/world-tallies';
-import { ACTION_KEYS } from '../src/models/wan/actions';
-import { evalSession, T2V_EVAL_PROMPTS, T2V_EVAL_SEED, t2vClip, worldClip, worldClipFromFrame, WORLD_EVAL_SESSIONS } from '../src/eval/world-clips';
-import { parseWorldPrompt } from '../src/eval/world-palette';
-import { T2V_HELD_OUT_PROMPTS, T2V_HELD_OUT_SEED, WORLD_HELD_OUT_SESSIONS } from '../src/eval/world-held-out';
-import { COLOR_PAIR_PROMPTS, T2V_COLOR_PAIR_SEED, WORLD_COLOR_PAIR_SESSIONS } from '../src/eval/world-color-pairs';
-import type { AgentStart } from '../src/eval/world-first-frame';
+import { frameStripPng } from './eval/frame-strip';
+import { tallyWorldClip, worldFigures, type WorldEvalClip } from './eval/world-eval';
+import { clipUnits, pairedClipUnits, worldDifference, worldIntervals } from './eval/world-intervals';
+import { SettingsMismatchError, baselineRecord, checkSameClips, figuresByPrompt, pairWithBaseline, readWorldTallies, settingDifference, splitByBlocks, unitsByMode, worldTalliesFile, type WorldTalliesFile, type WorldTallyRecord } from './eval/world-tallies';
+import { ACTION_KEYS } from '../src/request/action';
+import { evalSession, T2V_EVAL_PROMPTS, T2V_EVAL_SEED, t2vClip, worldClip, worldClipFromFrame, WORLD_EVAL_SESSIONS } from './eval/world-clips';
+import { parseWorldPrompt } from './eval/world-palette';
+import { T2V_HELD_OUT_PROMPTS, T2V_HELD_OUT_SEED, WORLD_HELD_OUT_SESSIONS } from './eval/world-held-out';
+import { COLOR_PAIR_PROMPTS, T2V_COLOR_PAIR_SEED, WORLD_COLOR_PAIR_SESSIONS } from './eval/world-color-pairs';
+import type { AgentStart } from './eval/world-first-frame';
 import { isGuidanceInterval, parseGuidanceIntervalText, type GuidanceInterval } from '../src/request/guidance-interval';
 
 const T2V_FRAMES = 16;
@@ -181,14 +181,14 @@ function parseOptions(argv: readonly string[]): EvalOptions {
     .addOption(new Option('--strips <dir>', 'also write the clips of the first seed as PNG frame strips, with strips.json').argParser(text('--strips')))
     .addOption(new Option('--matmul-dtype <dtype>', "dtype of the DiT's matrix products").choices(MATMUL_DTYPES))
     .addOption(new Option('--steps-per-chunk <n>', "world sessions' denoise steps per chunk after the first (1–50; default: the engine's)").argParser(numeric({ flag: '--steps-per-chunk', integer: true, min: 1, max: 50 })))
-    .addOption(new Option('--prompt-set <set>', 'eval, the default prompt set; held-out, other prompts of the same grammar and shape (src/eval/world-held-out.ts); or color-pairs, one prompt per ordered pair of agent and block colours, 42 (src/eval/world-color-pairs.ts)').choices(Object.keys(PROMPT_SETS)).default('eval'))
+    .addOption(new Option('--prompt-set <set>', 'eval, the default prompt set; held-out, other prompts of the same grammar and shape (bench/eval/world-held-out.ts); or color-pairs, one prompt per ordered pair of agent and block colours, 42 (bench/eval/world-color-pairs.ts)').choices(Object.keys(PROMPT_SETS)).default('eval'))
     .addOption(
       new Option('--prompt <text>', 'evaluate one prompt of the world grammar instead of a set: a T2V clip and a world session per --seeds repeat (seeds 900, 950)')
         .conflicts('promptSet')
         .argParser((given: string) => {
           // one spelling per prompt, so that runs of it pair: trimmed and lower-case, as the grammar reads it
           const raw = text('--prompt')(given).trim().toLowerCase();
-          if (parseWorldPrompt(raw) === undefined) throw new InvalidArgumentError(`the prompt is outside the world grammar: "a|an <colour> <noun> in a <room colour> room[ with a|an|two|three <colour> block(s)]", with the colours and nouns of src/eval/world-palette.ts (e.g. "a white ball in a dark blue room with two yellow blocks")`);
+          if (parseWorldPrompt(raw) === undefined) throw new InvalidArgumentError(`the prompt is outside the world grammar: "a|an <colour> <noun> in a <room colour> room[ with a|an|two|three <colour> block(s)]", with the colours and nouns of bench/eval/world-palette.ts (e.g. "a white ball in a dark blue room with two yellow blocks")`);
           return raw;
         }),
     )

@@ -1,5 +1,5 @@
 import { OmniError } from '../errors';
-import type { CacheBudgets } from '../placement/deploy-config';
+import type { CacheBudgets } from './budgets';
 import { FeatureCache, type FeatureCacheStats } from './feature-cache';
 import { PagedBlockPool, type PagedPoolStats } from './paged-pool';
 import { SlabPool, type SlabPoolStats } from './slab-pool';

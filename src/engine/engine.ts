@@ -15,7 +15,9 @@ import { defaultWanT2VPolicies, wanT2VPipelineSpec, type WanT2VPolicies } from '
 import { WanT2VState } from '../pipeline/wan-t2v/state';
 import { denoiseWork } from '../pipeline/wan-t2v/denoise-work';
 import { actionAdaLNInjector, type ConditioningInjector } from '../pipeline/policies/conditioning-injector';
-import { CacheBudgetsSchema, SessionConfigSchema, type CacheBudgets, type DeployConfig, type DeployTask, type SessionConfig } from '../placement/deploy-config';
+import { CacheBudgetsSchema, type CacheBudgets } from '../cache/budgets';
+import { SessionConfigSchema, type SessionConfig } from '../pipeline/session-config';
+import type { DeployConfig, DeployTask } from '../placement/deploy-config';
 import { createSessionRequestSchema, type SessionRequestInput } from '../request/session-request';
 import { DEFAULT_LIMITS, type RequestLimits } from '../request/limits';
 import type { OmniEvent } from '../request/omni-event';

@@ -5,11 +5,10 @@ import type { SlabSession } from '../cache/slab-pool';
 import { OmniError } from '../errors';
 import type { NativeBinding } from '../native/binding';
 import type { WanT2VModel } from '../models/wan/wan-t2v';
-import type { SessionConfig } from '../placement/deploy-config';
+import type { SessionConfig } from '../pipeline/session-config';
 import type { ConditioningInjector } from '../pipeline/policies/conditioning-injector';
-import type { ChunkActions } from '../models/wan/causal-dit';
-import { ACTION_KEYS } from '../models/wan/actions';
-import type { WanActionConfig } from '../models/wan/config';
+import type { ActionModuleConfig, ChunkActions } from '../models/action-module';
+import { ACTION_KEYS } from '../request/action';
 import { RequestState } from '../pipeline/request-state';
 import { encodePrompt } from '../pipeline/wan-t2v/text-encode';
 import { ChunkRollout, type ChunkAttempt } from '../pipeline/world/chunk-rollout';
@@ -41,7 +40,7 @@ export function worldAdmittedEvent(sessionId: string, modelId: string, p: Pick<W
 }
 
 /** Which field of `action` a model with action config `cfg` refuses: its key when the model lacks it, else its vector. */
-function refusedActionField(action: SessionAction, cfg: WanActionConfig | undefined): string {
+function refusedActionField(action: SessionAction, cfg: ActionModuleConfig | undefined): string {
   const keyRefused = cfg === undefined ? action.key !== 'none' : (ACTION_KEYS as readonly string[]).indexOf(action.key) >= cfg.numKeys;
   return keyRefused ? 'action.key' : 'action.vector';
 }
@@ -53,7 +52,7 @@ function refusedActionField(action: SessionAction, cfg: WanActionConfig | undefi
  * @throws OmniError from the injector (OMNIRX_ERR_UNSUPPORTED_VALUE) when the model cannot take the action, its
  *   `param` naming the refused field (`action.key` or `action.vector`).
  */
-export function chunkActionsOf(injector: ConditioningInjector, action: SessionAction, frames: number, cfg: WanActionConfig | undefined): ChunkActions | undefined {
+export function chunkActionsOf(injector: ConditioningInjector, action: SessionAction, frames: number, cfg: ActionModuleConfig | undefined): ChunkActions | undefined {
   if (cfg === undefined && action.key === 'none' && action.vector === undefined) return undefined;
   const { key, vector } = action;
   try {

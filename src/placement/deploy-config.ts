@@ -3,53 +3,13 @@ import { z } from 'zod';
 import { OmniError } from '../errors';
 import { TaskSchema } from '../request/omni-request';
 import { TopologySchema } from './topology';
+import { CacheBudgetsSchema } from '../cache/budgets';
+import { SessionConfigSchema } from '../pipeline/session-config';
 import { MATMUL_DTYPES } from '../native/plan-builder';
 
 const MiB = 2 ** 20;
-const bytes = (max: number) => z.number().int().nonnegative().max(max);
 
-/**
- * Budgets of the cache classes (DESIGN.md §8), in bytes. A pool is created only when a deployed pipeline needs
- * it (see `CacheManager`); a budget of 0 disables the class.
- */
-export const CacheBudgetsSchema = z.strictObject({
-  /** Feature cache (encoder outputs such as text embeddings). Default 64 MiB. */
-  featureCacheBytes: bytes(2 ** 40).default(64 * MiB),
-  /** Chunk-KV slab pool of causal video rollouts (world sessions). Default 256 MiB. */
-  chunkKvBytes: bytes(2 ** 40).default(256 * MiB),
-  /** Paged token-KV pool of autoregressive loops (used once an AR family is deployed). Default 64 MiB. */
-  tokenKvBytes: bytes(2 ** 40).default(64 * MiB),
-  /** Tokens per block of the token-KV pool. Default 16. */
-  tokenKvBlockTokens: z.number().int().min(1).max(4096).default(16),
-});
-export type CacheBudgets = z.infer<typeof CacheBudgetsSchema>;
 
-/** Rollout shape and limits of interactive world sessions (`Engine.session`). */
-export const SessionConfigSchema = z
-  .strictObject({
-    /** Latent frames per chunk (one chunk = one rollout step of the session). Default 1. */
-    chunkFrames: z.number().int().min(1).max(16).default(1),
-    /** Latent frames pinned as the attention sink. Default 1 (the first frame). */
-    sinkFrames: z.number().int().min(0).max(64).default(1),
-    /** Most recent committed frames kept attendable (local window). Default 6. */
-    localWindowFrames: z.number().int().min(0).max(256).default(6),
-    /** Denoise steps per chunk (few-step schedule). Default 2. */
-    steps: z.number().int().min(1).max(50).default(2),
-    /**
-     * Denoise steps of a session's first chunk, which has no committed frames to condition on (the prompt alone
-     * decides it, as a T2V frame). Default 16: with 2 the first frame is a blurred mean that the rollout carries on.
-     */
-    firstChunkSteps: z.number().int().min(1).max(50).default(16),
-    /** Sessions open at once; opening one more fails with OMNIRX_ERR_QUEUE_FULL. Default 4. */
-    maxSessions: z.number().int().min(1).max(1024).default(4),
-    /** A session with no action, credit, flush or emitted frame for this long is closed and freed (ms). Default 60 000. */
-    idleTimeoutMs: z.number().int().min(1).max(24 * 3600 * 1000).default(60_000),
-  })
-  .refine((s) => s.sinkFrames % s.chunkFrames === 0 && s.localWindowFrames % s.chunkFrames === 0, {
-    message: 'sinkFrames and localWindowFrames must be multiples of chunkFrames (the KV cache recycles whole chunks)',
-    path: ['localWindowFrames'],
-  });
-export type SessionConfig = z.infer<typeof SessionConfigSchema>;
 
 /** What a deployment serves: the request tasks (`OmniRequest.task`) and `WORLD` (interactive sessions, `Engine.session`). */
 export const DeployTaskSchema = z.union([TaskSchema, z.literal('WORLD')]);

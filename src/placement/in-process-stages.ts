@@ -7,9 +7,9 @@ import { createInProcessConnector } from './connectors/in-process';
 import { specOnlyRegistry } from './spec-registry';
 import { StageFront } from './stage-front';
 import { StageHost, type StageMemory } from './stage-host';
-import type { StageRole } from './stage-payload';
+import type { StageRole } from '../pipeline/stage-payload';
 import type { StageProgress } from './stage-progress';
-import type { SessionConfig } from './deploy-config';
+import type { SessionConfig } from '../pipeline/session-config';
 import type { DisaggregatedTopology } from './topology';
 import type { MatmulDtype } from '../native/plan-builder';
 

@@ -1,5 +1,5 @@
 import { crc32Function } from './crc32';
-import { DTYPE_BYTES, PAYLOAD_LIMITS, PayloadDtypeSchema, PayloadError, parseStagePayload, tensorByteLength, type DiffusionStagePayload, type PayloadTensor } from './stage-payload';
+import { DTYPE_BYTES, PAYLOAD_LIMITS, PayloadDtypeSchema, PayloadError, parseStagePayload, tensorByteLength, type DiffusionStagePayload, type PayloadTensor } from '../pipeline/stage-payload';
 
 /**
  * The wire framing of a `DiffusionStagePayload` (docs/disaggregation.md has the byte table). All integers are

@@ -1,6 +1,6 @@
 import { z } from 'zod';
 import { ERROR_CATALOGUE, OmniError, type ErrorCode } from '../errors';
-import { PAYLOAD_SCHEMA_VERSION, type DiffusionStagePayload, type StageRole } from './stage-payload';
+import { PAYLOAD_SCHEMA_VERSION, type DiffusionStagePayload, type StageRole } from '../pipeline/stage-payload';
 
 /** Payload type of a request's failure travelling down the stages to the front (model-agnostic, no tensors). */
 export const STAGE_ERROR_PAYLOAD = 'omnirx.stage_error';

@@ -16,7 +16,7 @@ import type { RequestLimits } from '../request/limits';
 import type { OmniEvent } from '../request/omni-event';
 import { createOmniRequestSchema, type OmniRequestInput } from '../request/omni-request';
 import { createSessionRequestSchema, type SessionAction, type SessionRequestInput } from '../request/session-request';
-import { SessionConfigSchema, type SessionConfig } from './deploy-config';
+import { SessionConfigSchema, type SessionConfig } from '../pipeline/session-config';
 import { StageSession } from './stage-session';
 import { stageAdmittedEvent } from './stage-admitted';
 import type { StageProgress } from './stage-progress';
@@ -25,7 +25,7 @@ import { actionAdaLNInjector } from '../pipeline/policies/conditioning-injector'
 import { sessionPayload, WAN_SESSION_PAYLOAD, type WanSessionSpec } from './wan-session-stages';
 import { isConnectorClosed, type StageReceiver, type StageSender } from './connectors/stage-connector';
 import { STAGE_ERROR_PAYLOAD, stageErrorOf } from './stage-error';
-import type { PayloadTensor, StageRole } from './stage-payload';
+import type { PayloadTensor, StageRole } from '../pipeline/stage-payload';
 
 /** Where a request of a disaggregated pipeline is: still at the front, or held by a stage. */
 export type RequestLocation = 'front' | StageRole;

@@ -10,7 +10,7 @@ import type { WanT2VState } from '../pipeline/wan-t2v/state';
 import type { Task } from '../request/omni-request';
 import type { MatmulDtype } from '../native/plan-builder';
 import type { StageReceiver, StageSender } from './connectors/stage-connector';
-import type { StageRole } from './stage-payload';
+import type { StageRole } from '../pipeline/stage-payload';
 import type { StageProgress } from './stage-progress';
 import { StageWorker, type PhaseRun } from './stage-worker';
 import { DEFAULT_MAX_IN_FLIGHT } from './topology';

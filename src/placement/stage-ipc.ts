@@ -1,5 +1,5 @@
 import { z } from 'zod';
-import { StageRoleSchema } from './stage-payload';
+import { StageRoleSchema } from '../pipeline/stage-payload';
 import { MATMUL_DTYPES } from '../native/plan-builder';
 import type { SessionStageStats } from './wan-session-stages';
 import type { StageProgress } from './stage-progress';

@@ -10,7 +10,7 @@ import type { StagePipelineOptions } from './in-process-stages';
 import { specOnlyRegistry } from './spec-registry';
 import { StageFront } from './stage-front';
 import type { LinkAddress, ParentToStage, StageProcessConfig, StageToParent } from './stage-ipc';
-import type { StageRole } from './stage-payload';
+import type { StageRole } from '../pipeline/stage-payload';
 import type { SessionStageStats } from './wan-session-stages';
 
 /** What a stage process reports about its memory. */

@@ -6,7 +6,7 @@ import type { ChunkEvent, OmniEvent } from '../request/omni-event';
 import { parseSessionAction, SessionActionSchema, type SessionAction } from '../request/session-request';
 import type { StageSender } from './connectors/stage-connector';
 import { STAGE_ERROR_PAYLOAD, stageErrorOf } from './stage-error';
-import type { DiffusionStagePayload } from './stage-payload';
+import type { DiffusionStagePayload } from '../pipeline/stage-payload';
 import type { StageProgress } from './stage-progress';
 import { sessionPayload, WAN_SESSION_PAYLOAD, type WanSessionSpec } from './wan-session-stages';
 

@@ -6,7 +6,7 @@ import type { RequestState } from '../pipeline/request-state';
 import type { NodeSpec } from '../pipeline/spec';
 import { isConnectorClosed, type StageReceiver, type StageSender } from './connectors/stage-connector';
 import { forwardStageError, STAGE_ERROR_PAYLOAD, stageErrorPayload } from './stage-error';
-import type { DiffusionStagePayload, StageRole } from './stage-payload';
+import type { DiffusionStagePayload, StageRole } from '../pipeline/stage-payload';
 import { isStageProgress, type StageProgress } from './stage-progress';
 
 /** One request's run of a phase, as a family opens it (see `openWanPhase`). */

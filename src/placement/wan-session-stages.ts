@@ -14,9 +14,9 @@ import { encodePrompt } from '../pipeline/wan-t2v/text-encode';
 import { ChunkRollout, type ChunkAttempt } from '../pipeline/world/chunk-rollout';
 import { SessionActionSchema, type SessionAction } from '../request/session-request';
 import { chunkActionsOf, ROLLOUT_NODE } from '../engine/session';
-import { CacheBudgetsSchema } from './deploy-config';
+import { CacheBudgetsSchema } from '../cache/budgets';
 import type { StageProgress } from './stage-progress';
-import { float32Elements, float32Tensor, PAYLOAD_SCHEMA_VERSION, PayloadError, type DiffusionStagePayload, type PayloadTensor, type StageRole } from './stage-payload';
+import { float32Elements, float32Tensor, PAYLOAD_SCHEMA_VERSION, PayloadError, type DiffusionStagePayload, type PayloadTensor, type StageRole } from '../pipeline/stage-payload';
 
 /**
  * World sessions across stages (issue 7 item 5): Encode encodes the prompt once; Denoise alone owns the session's

@@ -1,5 +1,5 @@
 import { z } from 'zod';
-import { ActionSchema } from '../models/wan/actions';
+import { ActionSchema } from './action';
 import { EtaSchema } from './eta';
 import { invalidInput } from './invalid-input';
 import { DEFAULT_LIMITS, type RequestLimits } from './limits';

@@ -1,5 +1,5 @@
 import { CacheManager } from '../../src/cache/cache-manager';
-import { CacheBudgetsSchema } from '../../src/placement/deploy-config';
+import { CacheBudgetsSchema } from '../../src/cache/budgets';
 
 const budgets = (over: Record<string, number> = {}) => CacheBudgetsSchema.parse(over);
 

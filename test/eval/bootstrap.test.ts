@@ -2,7 +2,7 @@
  * The stratified cluster bootstrap's percentile interval on cases whose resampling distribution is known by hand,
  * against the normal approximation on a larger sample, and on bad options.
  */
-import { clusterBootstrapInterval } from '../../src/eval/bootstrap';
+import { clusterBootstrapInterval } from '../../bench/eval/bootstrap';
 
 /** A cluster of `n` trials with `k` successes; the statistic pools them (successes / trials). */
 interface Cluster { k: number; n: number }

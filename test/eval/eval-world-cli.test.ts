@@ -7,9 +7,9 @@ import { spawnSync } from 'node:child_process';
 import { mkdtempSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import * as path from 'node:path';
-import { T2V_EVAL_PROMPTS, WORLD_EVAL_SESSIONS } from '../../src/eval/world-clips';
-import { T2V_HELD_OUT_PROMPTS, WORLD_HELD_OUT_SESSIONS } from '../../src/eval/world-held-out';
-import { parseWorldPrompt } from '../../src/eval/world-palette';
+import { T2V_EVAL_PROMPTS, WORLD_EVAL_SESSIONS } from '../../bench/eval/world-clips';
+import { T2V_HELD_OUT_PROMPTS, WORLD_HELD_OUT_SESSIONS } from '../../bench/eval/world-held-out';
+import { parseWorldPrompt } from '../../bench/eval/world-palette';
 import { defaultModelSpec } from '../../src/models/default-spec';
 
 const SCRIPT = path.resolve(__dirname, '..', '..', 'dist', 'bench', 'eval-world.js');

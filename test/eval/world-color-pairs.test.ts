@@ -1,13 +1,13 @@
 /**
- * eval:world's colour-pair prompt set (src/eval/world-color-pairs.ts): one prompt per ordered pair of agent and block
+ * eval:world's colour-pair prompt set (bench/eval/world-color-pairs.ts): one prompt per ordered pair of agent and block
  * colours, phrased as the generator phrases a scene (checked against tools/train/procedural_world.py's `Scene.prompt`).
  */
 import { spawnSync } from 'node:child_process';
 import * as path from 'node:path';
-import { T2V_EVAL_PROMPTS, WORLD_EVAL_SESSIONS } from '../../src/eval/world-clips';
-import { COLOR_PAIR_PROMPTS, T2V_COLOR_PAIR_SEED, WORLD_COLOR_PAIR_SESSIONS } from '../../src/eval/world-color-pairs';
-import { T2V_HELD_OUT_PROMPTS, T2V_HELD_OUT_SEED, WORLD_HELD_OUT_SESSIONS } from '../../src/eval/world-held-out';
-import { parseWorldPrompt } from '../../src/eval/world-palette';
+import { T2V_EVAL_PROMPTS, WORLD_EVAL_SESSIONS } from '../../bench/eval/world-clips';
+import { COLOR_PAIR_PROMPTS, T2V_COLOR_PAIR_SEED, WORLD_COLOR_PAIR_SESSIONS } from '../../bench/eval/world-color-pairs';
+import { T2V_HELD_OUT_PROMPTS, T2V_HELD_OUT_SEED, WORLD_HELD_OUT_SESSIONS } from '../../bench/eval/world-held-out';
+import { parseWorldPrompt } from '../../bench/eval/world-palette';
 import { PYTHON, ROOT } from '../helpers/train-python';
 
 const COLORS = ['red', 'green', 'yellow', 'cyan', 'magenta', 'white', 'orange'];

@@ -5,10 +5,10 @@
  */
 import { PNG } from 'pngjs';
 import { Rng } from '../../src/util/rng';
-import { BLOCK_AREA, detectFrame, moveBlocked } from '../../src/eval/world-detector';
-import { frameStripPng } from '../../src/eval/frame-strip';
-import { evaluateWorld, tallyWorldClip, type WorldEvalClip } from '../../src/eval/world-eval';
-import { OBJECT_COLORS, ROOM_COLORS, WORLD_GEOMETRY, parseWorldPrompt, wallColor } from '../../src/eval/world-palette';
+import { BLOCK_AREA, detectFrame, moveBlocked } from '../../bench/eval/world-detector';
+import { frameStripPng } from '../../bench/eval/frame-strip';
+import { evaluateWorld, tallyWorldClip, type WorldEvalClip } from '../../bench/eval/world-eval';
+import { OBJECT_COLORS, ROOM_COLORS, WORLD_GEOMETRY, parseWorldPrompt, wallColor } from '../../bench/eval/world-palette';
 import { worldFixtureFrames, worldFixtures } from '../helpers/world-fixtures';
 
 const doc = worldFixtures;

@@ -1,12 +1,12 @@
 /**
- * First frames of the procedural world for image-to-world evaluation (src/eval/world-first-frame.ts): the renderer
+ * First frames of the procedural world for image-to-world evaluation (bench/eval/world-first-frame.ts): the renderer
  * against the generator's own fixture frames (test/fixtures/world, `/usr/bin/python3 tools/train/make_world_fixtures.py`),
  * byte for byte, and the layouts against the generator's rules, as the detector reads them.
  */
-import { detectFrame } from '../../src/eval/world-detector';
-import { OFF_CENTRE_MIN, SPAWN, agentBox, agentFits, layoutWorldScene, renderWorldFrame, type Rect } from '../../src/eval/world-first-frame';
-import { WORLD_EVAL_SESSIONS } from '../../src/eval/world-clips';
-import { WORLD_GEOMETRY, parseWorldPrompt } from '../../src/eval/world-palette';
+import { detectFrame } from '../../bench/eval/world-detector';
+import { OFF_CENTRE_MIN, SPAWN, agentBox, agentFits, layoutWorldScene, renderWorldFrame, type Rect } from '../../bench/eval/world-first-frame';
+import { WORLD_EVAL_SESSIONS } from '../../bench/eval/world-clips';
+import { WORLD_GEOMETRY, parseWorldPrompt } from '../../bench/eval/world-palette';
 import { worldFixtureFrames, worldFixtures } from '../helpers/world-fixtures';
 
 const doc = worldFixtures;

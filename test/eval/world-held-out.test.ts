@@ -1,13 +1,13 @@
 /**
- * eval:world's held-out prompt set (src/eval/world-held-out.ts): prompts of the generator's grammar that the default
+ * eval:world's held-out prompt set (bench/eval/world-held-out.ts): prompts of the generator's grammar that the default
  * set does not hold, drawn by the generator itself (regenerated here from tools/train/procedural_world.py's CLI), so
  * figures on it check a change on prompts it was not chosen on.
  */
 import { spawnSync } from 'node:child_process';
 import * as path from 'node:path';
-import { T2V_EVAL_PROMPTS, WORLD_EVAL_SESSIONS } from '../../src/eval/world-clips';
-import { HELD_OUT_PROMPTS, T2V_HELD_OUT_PROMPTS, T2V_HELD_OUT_SEED, WORLD_HELD_OUT_SESSIONS } from '../../src/eval/world-held-out';
-import { parseWorldPrompt } from '../../src/eval/world-palette';
+import { T2V_EVAL_PROMPTS, WORLD_EVAL_SESSIONS } from '../../bench/eval/world-clips';
+import { HELD_OUT_PROMPTS, T2V_HELD_OUT_PROMPTS, T2V_HELD_OUT_SEED, WORLD_HELD_OUT_SESSIONS } from '../../bench/eval/world-held-out';
+import { parseWorldPrompt } from '../../bench/eval/world-palette';
 import { PYTHON, ROOT, scratchDir } from '../helpers/train-python';
 
 const DEFAULT_SET = new Set([...T2V_EVAL_PROMPTS, ...WORLD_EVAL_SESSIONS.map((s) => s.prompt)]);

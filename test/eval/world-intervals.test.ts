@@ -1,15 +1,15 @@
 /**
  * Intervals and paired differences of the world evaluation's target figures and block_count_acc
- * (src/eval/world-intervals.ts) on hand-made
+ * (bench/eval/world-intervals.ts) on hand-made
  * per-clip counts whose resampling distribution is known, and the tallies file that carries a run's counts to a later
- * comparison (src/eval/world-tallies.ts), with hostile files.
+ * comparison (bench/eval/world-tallies.ts), with hostile files.
  */
-import { worldFigures, type WorldClipTally } from '../../src/eval/world-eval';
-import { clipUnits, pairedClipUnits, worldDifference, worldIntervals, type PairedWorldUnit } from '../../src/eval/world-intervals';
+import { worldFigures, type WorldClipTally } from '../../bench/eval/world-eval';
+import { clipUnits, pairedClipUnits, worldDifference, worldIntervals, type PairedWorldUnit } from '../../bench/eval/world-intervals';
 import { mkdtempSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import * as path from 'node:path';
-import { MAX_TALLIES_BYTES, SettingsMismatchError, baselineRecord, figuresByPrompt, pairWithBaseline, parseWorldTallies, readWorldTallies, settingDifference, splitByBlocks, unitsByMode, worldTalliesFile, type WorldTallyRecord } from '../../src/eval/world-tallies';
+import { MAX_TALLIES_BYTES, SettingsMismatchError, baselineRecord, figuresByPrompt, pairWithBaseline, parseWorldTallies, readWorldTallies, settingDifference, splitByBlocks, unitsByMode, worldTalliesFile, type WorldTallyRecord } from '../../bench/eval/world-tallies';
 
 /**
  * A 24-frame clip with `colorOk` prompt-colour frames, `present` agent frames and `followed` of `pairs` action pairs,

@@ -23,7 +23,8 @@
  * Set OMNIRX_PARITY_REPORT=1 to print the measured errors.
  */
 import * as path from 'node:path';
-import { CausalWanDiT, type ChunkActions } from '../../src/models/wan/causal-dit';
+import { CausalWanDiT } from '../../src/models/wan/causal-dit';
+import type { ChunkActions } from '../../src/models/action-module';
 import { WanDiTConfigSchema } from '../../src/models/wan/config';
 import { WanDiT, wanDiTParams } from '../../src/models/wan/dit';
 import { WeightStore } from '../../src/models/weights/weight-store';

@@ -1,5 +1,5 @@
 import { OmniError } from '../../src/errors';
-import { ACTION_KEYS, ActionSchema } from '../../src/models/wan/actions';
+import { ACTION_KEYS, ActionSchema } from '../../src/request/action';
 import { actionAdaLNInjector } from '../../src/pipeline/policies/conditioning-injector';
 
 const MODEL = { numKeys: 5, vectorDim: 2 };

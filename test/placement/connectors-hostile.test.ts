@@ -3,7 +3,7 @@ import * as path from 'node:path';
 import { firstValueFrom, take, toArray } from 'rxjs';
 import { connectShm, connectTcp, listenShm, listenTcp, type ReceiverFault, type SocketStageReceiver } from '../../src/placement/connectors';
 import { encodePayload } from '../../src/placement/payload-framing';
-import { float32Tensor, PayloadError } from '../../src/placement/stage-payload';
+import { float32Tensor, PayloadError } from '../../src/pipeline/stage-payload';
 import { frameWithSchemaVersion2, tempDir, track, until } from './connector-helpers';
 import { samplePayload } from './payload-fixtures';
 

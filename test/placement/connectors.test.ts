@@ -1,7 +1,7 @@
 import { readdirSync } from 'node:fs';
 import { firstValueFrom, toArray } from 'rxjs';
 import { OmniError } from '../../src/errors';
-import { float32Elements, PayloadError } from '../../src/placement/stage-payload';
+import { float32Elements, PayloadError } from '../../src/pipeline/stage-payload';
 import { openLink, track, until, type LinkKind } from './connector-helpers';
 import { samplePayload } from './payload-fixtures';
 

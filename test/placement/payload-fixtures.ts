@@ -1,4 +1,4 @@
-import { float32Tensor, type DiffusionStagePayload } from '../../src/placement/stage-payload';
+import { float32Tensor, type DiffusionStagePayload } from '../../src/pipeline/stage-payload';
 
 /** A small valid payload: a 2×3 float32 tensor, a 5-byte uint8 tensor (padded on the wire) and metadata. */
 export function samplePayload(requestId = 'r1', fill = 0): DiffusionStagePayload {

@@ -1,7 +1,7 @@
 import * as zlib from 'node:zlib';
 import { crc32Function, crc32Portable } from '../../src/placement/crc32';
 import { decodePayload, encodePayload, encodePayloadParts, FIXED_HEADER_BYTES, PayloadFrameReader } from '../../src/placement/payload-framing';
-import { float32Elements, PayloadError } from '../../src/placement/stage-payload';
+import { float32Elements, PayloadError } from '../../src/pipeline/stage-payload';
 import { samplePayload } from './payload-fixtures';
 
 function payloadError(f: () => unknown): PayloadError {

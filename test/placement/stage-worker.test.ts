@@ -9,7 +9,7 @@ import { createInProcessConnector } from '../../src/placement/connectors';
 import { STAGE_ERROR_PAYLOAD } from '../../src/placement/stage-error';
 import { StageFront } from '../../src/placement/stage-front';
 import { StageHost } from '../../src/placement/stage-host';
-import { PAYLOAD_SCHEMA_VERSION, type DiffusionStagePayload } from '../../src/placement/stage-payload';
+import { PAYLOAD_SCHEMA_VERSION, type DiffusionStagePayload } from '../../src/pipeline/stage-payload';
 import { DEFAULT_LIMITS } from '../../src/request/limits';
 import type { OmniEvent } from '../../src/request/omni-event';
 import { makeModelsDir } from '../helpers/tiny-model';

@@ -9,8 +9,8 @@ import { readdirSync, statSync } from 'node:fs';
 import * as path from 'node:path';
 import { Engine } from '../../src/engine/engine';
 import { defaultModelsDir } from '../../src/models/registry';
-import { T2V_EVAL_PROMPTS, T2V_EVAL_SEED, t2vClip, worldClip, worldClipFromFrame, WORLD_EVAL_SESSIONS } from '../../src/eval/world-clips';
-import { evaluateWorld } from '../../src/eval/world-eval';
+import { T2V_EVAL_PROMPTS, T2V_EVAL_SEED, t2vClip, worldClip, worldClipFromFrame, WORLD_EVAL_SESSIONS } from '../../bench/eval/world-clips';
+import { evaluateWorld } from '../../bench/eval/world-eval';
 import { makeModelsDir } from '../helpers/tiny-model';
 
 const ROOT = path.resolve(__dirname, '..', '..');

@@ -1,5 +1,5 @@
 import { z } from 'zod';
-import { ActionSchema } from '../../src/models/wan/actions';
+import { ActionSchema } from '../../src/request/action';
 import { PromptSchema, VideoCreateBodySchema } from '../http/video-request';
 
 /** Video formats of a stream: fMP4 (init segment + one moof+mdat per frame) or raw H.264 (Annex-B access units). */

@@ -1,6 +1,6 @@
 import type { PlanBuilder, Value } from '../../native/plan-builder';
 import type { ParamSpec } from '../weights/weight-store';
-import type { ConvHistoryRecorder } from './conv-history';
+import type { ConvHistoryRecorder, FrameDims } from './conv-history';
 
 /**
  * Building blocks shared by `VaeDecoder` and `VaeEncoder`: parameter specs (diffusers `AutoencoderKLWan` naming) and
@@ -28,13 +28,6 @@ export interface VaeLevel {
 
 /** Convolution kernel extent [kt, kh, kw] (frames, rows, columns). */
 export type Kernel3 = [number, number, number];
-
-/** Frame count and spatial size `H × W` of a channels-last activation `[F, H, W, C]` (what `conv3d` produces). */
-export interface FrameDims {
-  frames: number;
-  height: number;
-  width: number;
-}
 
 /** Looks up a weight tensor by parameter name and expected shape and returns it as a plan constant. */
 export type WeightLookup = (name: string, shape: number[]) => Value;

@@ -1,5 +1,11 @@
 import type { PlanBuilder, Value } from '../../native/plan-builder';
-import type { FrameDims } from './blocks';
+
+/** Frame count and spatial size `H × W` of a channels-last activation `[F, H, W, C]` (what `conv3d` produces). */
+export interface FrameDims {
+  frames: number;
+  height: number;
+  width: number;
+}
 
 /**
  * The carried temporal state of one causal conv (kt > 1) in a streaming plan: the last kt − 1 frames of its input.

@@ -4,7 +4,8 @@ import { createTensor } from '../../native/binding';
 import { LruCache } from '../../native/lru-cache';
 import { CompiledPlan, PlanBuilder, type Value } from '../../native/plan-builder';
 import type { ParamSpec, WeightStore } from '../weights/weight-store';
-import { convOp, convParams, normOp, normParams, resampleConvOp, resampleParams, resBlockOp, resBlockParams, vaeLevels, type FrameDims, type VaeLevel, type WeightLookup } from './blocks';
+import { convOp, convParams, normOp, normParams, resampleConvOp, resampleParams, resBlockOp, resBlockParams, vaeLevels, type VaeLevel, type WeightLookup } from './blocks';
+import type { FrameDims } from './conv-history';
 import { vaeScaleFactor, type VaeConfig } from './config';
 
 /**

@@ -2,7 +2,7 @@ import { OmniError } from '../../errors';
 import { createTensor, type NativeBinding, type NativeTensor } from '../../native/binding';
 import { CompiledPlan, PlanBuilder, type Value, type MatmulDtype } from '../../native/plan-builder';
 import type { WeightStore } from '../weights/weight-store';
-import { writeChunkActions, type ChunkActions } from './actions';
+import { writeChunkActions, type ChunkActions } from '../action-module';
 import type { WanDiTConfig } from './config';
 import { ditPlanOps, recordCrossAttentionKV, recordDiTBlock, recordDiTHead, recordDiTSelfAttentionInputs, recordTextEmbedding, recordTimeEmbeddings } from './dit-blocks';
 import { KVCache } from './kv-cache';
@@ -23,7 +23,6 @@ export interface CausalRolloutConfig {
   textLen: number;
 }
 
-export type { ChunkActions } from './actions';
 
 /** Latents or text states as a native tensor of the right size (bound directly) or host floats (copied into staging). */
 export type TensorInput = NativeTensor | Float32Array;

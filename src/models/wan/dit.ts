@@ -4,7 +4,7 @@ import { LruCache } from '../../native/lru-cache';
 import { CompiledPlan, PlanBuilder, type MatmulDtype } from '../../native/plan-builder';
 import type { ParamSpec, WeightStore } from '../weights/weight-store';
 import type { WanDiTConfig } from './config';
-import { writeChunkActions, type ChunkActions } from './actions';
+import { writeChunkActions, type ChunkActions } from '../action-module';
 import { ditPlanOps, recordConditionEmbeddings, recordDiTBlock, recordDiTHead, type DiTActionInputs } from './dit-blocks';
 import { timestepEmbedding, wanRopeTables } from './rope';
 

@@ -1,7 +1,6 @@
 import { OmniError } from '../../errors';
-import { ACTION_KEYS, ActionSchema, type Action } from '../../models/wan/actions';
-import type { ChunkActions } from '../../models/wan/causal-dit';
-import type { WanActionConfig } from '../../models/wan/config';
+import { ACTION_KEYS, ActionSchema, type Action } from '../../request/action';
+import type { ActionModuleConfig, ChunkActions } from '../../models/action-module';
 import type { Policy } from './policy';
 
 /**
@@ -19,7 +18,7 @@ export interface ConditioningInjector extends Policy {
    *   OMNIRX_ERR_UNSUPPORTED_VALUE when the model cannot take it (no action module, a key past its numKeys, a vector
    *   for a model without a 2-wide action vector, a per-frame list of the wrong length).
    */
-  chunkActions(actions: Action | readonly Action[] | undefined, frames: number, model: WanActionConfig | undefined): ChunkActions | undefined;
+  chunkActions(actions: Action | readonly Action[] | undefined, frames: number, model: ActionModuleConfig | undefined): ChunkActions | undefined;
 }
 
 /** Width of the user-facing action vector (`Action.vector` is (x, y)). */
@@ -33,7 +32,7 @@ const USER_VECTOR_DIM = 2;
 export const actionAdaLNInjector: ConditioningInjector = Object.freeze({
   slot: 'conditioning' as const,
   name: 'action-adaln',
-  chunkActions(actions: Action | readonly Action[] | undefined, frames: number, model: WanActionConfig | undefined): ChunkActions | undefined {
+  chunkActions(actions: Action | readonly Action[] | undefined, frames: number, model: ActionModuleConfig | undefined): ChunkActions | undefined {
     const unsupported = (msg: string): never => {
       throw new OmniError('OMNIRX_ERR_UNSUPPORTED_VALUE', `action-adaln: ${msg}`);
     };

@@ -14,7 +14,7 @@ import {
   type DiffusionStagePayload,
   type PayloadTensor,
   type StageRole,
-} from '../../placement/stage-payload';
+} from '../stage-payload';
 import type { ResolvedParams } from '../params';
 import type { ExpertRouting } from '../policies/expert-routing';
 import { SAMPLER_NAMES } from '../policies/sampler-policy';

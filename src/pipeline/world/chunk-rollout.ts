@@ -2,7 +2,7 @@ import { firstNonFinite } from '../guidance';
 import { OmniError } from '../../errors';
 import { createTensor, type NativeBinding, type NativeTensor } from '../../native/binding';
 import type { SlabSession } from '../../cache/slab-pool';
-import type { ChunkActions } from '../../models/wan/actions';
+import type { ChunkActions } from '../../models/action-module';
 import type { CausalWanDiT } from '../../models/wan/causal-dit';
 import type { WanT2VModel } from '../../models/wan/wan-t2v';
 import { toRgb24 } from '../../models/vae/decoder';

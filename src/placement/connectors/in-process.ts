@@ -1,4 +1,4 @@
-import { parseStagePayload, type DiffusionStagePayload } from '../stage-payload';
+import { parseStagePayload, type DiffusionStagePayload } from '../../pipeline/stage-payload';
 import { CreditWindow } from './credit-window';
 import { ReceiveQueue } from './receive-queue';
 import { connectorClosed, type ConnectorState, type StageReceiver, type StageSender } from './stage-connector';

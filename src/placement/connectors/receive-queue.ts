@@ -1,5 +1,5 @@
 import { Observable } from 'rxjs';
-import type { DiffusionStagePayload } from '../stage-payload';
+import type { DiffusionStagePayload } from '../../pipeline/stage-payload';
 import { connectorClosed, isConnectorClosed } from './stage-connector';
 
 interface Waiter {

@@ -5,7 +5,7 @@ import * as path from 'node:path';
 import { Subject, type Observable } from 'rxjs';
 import { OmniError } from '../../errors';
 import { decodePayload, PayloadFrameReader, type FrameResult } from '../payload-framing';
-import { PayloadError, type DiffusionStagePayload } from '../stage-payload';
+import { PayloadError, type DiffusionStagePayload } from '../../pipeline/stage-payload';
 import { CONTROL_PROTOCOL_VERSION, controlLine, ControlLineReader, parseControlLine, PayloadRefSchema, type PayloadRef } from './control-messages';
 import { ReceiveQueue } from './receive-queue';
 import { connectorClosed, type ConnectorState, type StageReceiver } from './stage-connector';

@@ -4,7 +4,7 @@ import * as net from 'node:net';
 import * as path from 'node:path';
 import { OmniError } from '../../errors';
 import { encodePayloadParts } from '../payload-framing';
-import { PayloadError, type DiffusionStagePayload } from '../stage-payload';
+import { PayloadError, type DiffusionStagePayload } from '../../pipeline/stage-payload';
 import { CONTROL_PROTOCOL_VERSION, controlLine, ControlLineReader, parseControlLine, ReceiverMessageSchema, type ReceiverMessage } from './control-messages';
 import { CreditWindow } from './credit-window';
 import type { ListenAddress, PayloadCarriage } from './socket-receiver';

@@ -1,6 +1,6 @@
 import type { Observable } from 'rxjs';
 import { OmniError } from '../../errors';
-import type { DiffusionStagePayload } from '../stage-payload';
+import type { DiffusionStagePayload } from '../../pipeline/stage-payload';
 
 /** Lifecycle of a connector end: `connecting` until it can move payloads, `ready` while it can, `closed` for good. */
 export type ConnectorState = 'connecting' | 'ready' | 'closed';

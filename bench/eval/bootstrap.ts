@@ -1,4 +1,4 @@
-import { Rng } from '../util/rng';
+import { Rng } from '../../src/util/rng';
 
 /** Options of `clusterBootstrapInterval`. */
 export interface BootstrapOptions {

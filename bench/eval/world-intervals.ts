@@ -45,7 +45,7 @@ const rounded = (ci: [number, number] | null): [number, number] | null => ci && 
 
 /**
  * 95 % intervals of the interval figures of an evaluation (the target figures, block_count_acc and t2v_motion_rate), by the stratified
- * cluster bootstrap (src/eval/bootstrap.ts, 2000 resamples, seed 0, so the same tallies print the same intervals) with
+ * cluster bootstrap (bench/eval/bootstrap.ts, 2000 resamples, seed 0, so the same tallies print the same intervals) with
  * the prompt as the unit and the modes (T2V clips, world sessions) as strata, whose sizes the evaluation fixes.
  * @param strata the units of each mode
  * @throws RangeError when there is no unit

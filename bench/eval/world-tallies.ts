@@ -1,22 +1,11 @@
 import { readFileSync, statSync } from 'node:fs';
 import { z } from 'zod';
-import { worldFigures, type WorldClipTally, type WorldEvalResult } from './world-eval';
+import { worldFigures, WorldClipSettingsSchema, type WorldClipSettings, type WorldClipTally, type WorldEvalResult } from './world-eval';
 import { parseWorldPrompt } from './world-palette';
 import type { PairedWorldUnit, WorldEvalUnit } from './world-intervals';
 
 /** A count: the bound before `.int()`, so a huge value (1e300) is refused by the file's own limit rather than JS's safe-integer one. */
 const count = z.number().nonnegative().max(1e9).int();
-
-/**
- * The sampler settings a clip ran with, as the runtime reported them in its `admitted` event (its `params` without
- * the seed, which the record holds, and the priority), plus the eval's `matmulDtype`: e.g. `numInferenceSteps`,
- * `guidanceScale`, `flowShift` and `sampler` of a T2V request, `firstChunkSteps`, `stepsPerChunk` and the window of a
- * world session. Two runs are compared only at equal settings.
- */
-export const WorldClipSettingsSchema = z
-  .record(z.string().max(64), z.union([z.number(), z.string().max(64), z.boolean()]))
-  .refine((r) => Object.keys(r).length <= 32, { message: 'more than 32 settings' });
-export type WorldClipSettings = z.infer<typeof WorldClipSettingsSchema>;
 
 /**
  * Whether a clip's `blockFrames` is what `tallyWorldClip` counts for its prompt: every frame when the prompt names

@@ -1,6 +1,17 @@
+import { z } from 'zod';
 import { ACTION_DIRECTIONS, WORLD_GEOMETRY, parseWorldPrompt } from './world-palette';
 import { detectFrame, moveBlocked, type FrameDetection } from './world-detector';
-import type { WorldClipSettings } from './world-tallies';
+
+/**
+ * The sampler settings a clip ran with, as the runtime reported them in its `admitted` event (its `params` without
+ * the seed, which the record holds, and the priority), plus the eval's `matmulDtype`: e.g. `numInferenceSteps`,
+ * `guidanceScale`, `flowShift` and `sampler` of a T2V request, `firstChunkSteps`, `stepsPerChunk` and the window of a
+ * world session. Two runs are compared only at equal settings.
+ */
+export const WorldClipSettingsSchema = z
+  .record(z.string().max(64), z.union([z.number(), z.string().max(64), z.boolean()]))
+  .refine((r) => Object.keys(r).length <= 32, { message: 'more than 32 settings' });
+export type WorldClipSettings = z.infer<typeof WorldClipSettingsSchema>;
 
 /** One generated clip: its prompt, RGB24 frames [H, W, 3] and, for world rollouts, the action id each frame was generated with. */
 export interface WorldEvalClip {
@@ -12,7 +23,7 @@ export interface WorldEvalClip {
   actions?: readonly number[];
   /**
    * The sampler settings the runtime reported in the clip's `admitted` event (its params without seed and priority;
-   * world-tallies.ts `WorldClipSettingsSchema`); omitted for clips the runtime did not generate (fixtures).
+   * `WorldClipSettingsSchema` below); omitted for clips the runtime did not generate (fixtures).
    */
   settings?: Readonly<WorldClipSettings>;
 }
@@ -87,7 +98,7 @@ export interface WorldClipTally {
 }
 
 /**
- * Scores one generated clip with the colour-segmentation detector (src/eval/world-detector.ts); the counts are
+ * Scores one generated clip with the colour-segmentation detector (bench/eval/world-detector.ts); the counts are
  * those of `evaluateWorld`.
  * @throws Error when the prompt is outside the world grammar (`parseWorldPrompt`)
  */
@@ -146,7 +157,7 @@ export function worldFigures(tallies: readonly WorldClipTally[]): WorldEvalResul
 }
 
 /**
- * Scores generated clips with the colour-segmentation detector (src/eval/world-detector.ts):
+ * Scores generated clips with the colour-segmentation detector (bench/eval/world-detector.ts):
  *  - prompt_color_acc: frames whose dominant floor colour is the prompt's room colour and that hold a blob of the
  *    prompt's agent colour (4-connected, at least a quarter of the agent's area);
  *  - room_color_acc: frames whose dominant floor colour is the prompt's room colour;
@@ -161,7 +172,7 @@ export function worldFigures(tallies: readonly WorldClipTally[]): WorldEvalResul
  *    stay put). "none" frames are not scored: the model is trained with action dropout, so "none" also means "no
  *    action given" (T2V), under which the agent may keep moving. `action_pairs` is the number of such pairs: the
  *    figure's sample size; its uncertainty is larger than a binomial one over pairs, as a clip's pairs succeed or
- *    fail together (src/eval/world-intervals.ts);
+ *    fail together (bench/eval/world-intervals.ts);
  *  - t2v_motion_rate: over consecutive frames of T2V clips (no actions) with the agent present in both, the fraction
  *    in which it moved half a world step or more (`movedBetween`); `motion_pairs` is its sample size. T2V is trained
  *    on clips driven by random actions (10 % none), so a model that keeps the agent still scores near 0 here while

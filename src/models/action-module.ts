@@ -1,21 +1,19 @@
 import { z } from 'zod';
-import { OmniError } from '../../errors';
-import type { WanActionConfig } from './config';
+import { OmniError } from '../errors';
 
 /**
- * Action key names of the reference world-model family, in id order: id i is `ACTION_KEYS[i]`, id 0 = "none" (no
- * action). A model's `action.numKeys` may be smaller (it then accepts the first numKeys names) or larger (ids past
- * this list have no name and can only be given as `ChunkActions` ids).
+ * Per-frame action conditioning of a world model (see `recordActionEmbedding` in dit-blocks.ts): a discrete key set
+ * (key 0 = "none") embedded by a table, plus an optional continuous action vector projected by a Linear layer. The
+ * sum is added to each latent frame's time embedding before `time_proj`, so it conditions every block's adaLN
+ * modulation and the head (Genie, Bruce et al. 2024; Oasis / DIAMOND-style action-conditioned world models).
  */
-export const ACTION_KEYS = ['none', 'up', 'down', 'left', 'right'] as const;
-export type ActionKey = (typeof ACTION_KEYS)[number];
-
-/** One user-facing action for one frame: a named key and an optional continuous 2-vector (x, y), finite. */
-export const ActionSchema = z.strictObject({
-  key: z.enum(ACTION_KEYS),
-  vector: z.tuple([z.number().finite(), z.number().finite()]).optional(),
+export const ActionModuleConfigSchema = z.strictObject({
+  /** Number of discrete action keys, key 0 meaning "no action". */
+  numKeys: z.number().int().min(2).max(4096),
+  /** Width of the continuous action vector per frame (e.g. 2 for a 2-D direction); 0 = no vector. */
+  vectorDim: z.number().int().min(0).max(256),
 });
-export type Action = z.infer<typeof ActionSchema>;
+export type ActionModuleConfig = z.infer<typeof ActionModuleConfigSchema>;
 
 /**
  * The actions of the C frames of one chunk (or of the latent frames of one `WanDiT` row), as the model takes them:
@@ -36,7 +34,7 @@ export interface ChunkActions {
  *   vector value; the message names the offending frame index.
  */
 export function writeChunkActions(
-  cfg: WanActionConfig | undefined,
+  cfg: ActionModuleConfig | undefined,
   frames: number,
   actions: ChunkActions | undefined,
   out: { keys?: Float32Array; vectors?: Float32Array },

@@ -1,11 +1,11 @@
 import { lastValueFrom, toArray } from 'rxjs';
-import type { Engine } from '../engine/engine';
-import type { GuidanceInterval } from '../request/guidance-interval';
-import type { OmniEvent } from '../request/omni-event';
-import { ACTION_KEYS } from '../models/wan/actions';
-import type { SessionAction } from '../request/session-request';
+import type { Engine } from '../../src/engine/engine';
+import type { GuidanceInterval } from '../../src/request/guidance-interval';
+import type { OmniEvent } from '../../src/request/omni-event';
+import { ACTION_KEYS } from '../../src/request/action';
+import type { SessionAction } from '../../src/request/session-request';
 import type { WorldEvalClip } from './world-eval';
-import type { WorldClipSettings } from './world-tallies';
+import type { WorldClipSettings } from './world-eval';
 import { layoutWorldScene, renderWorldFrame, type AgentStart } from './world-first-frame';
 import { WORLD_GEOMETRY } from './world-palette';
 

@@ -1,4 +1,4 @@
-import { Rng } from '../util/rng';
+import { Rng } from '../../src/util/rng';
 import { OBJECT_COLORS, ROOM_COLORS, WORLD_GEOMETRY, parseWorldPrompt, wallColor, type WorldScene } from './world-palette';
 
 /** Rectangle (x0, y0, x1, y1) in pixels, exclusive at x1 and y1. */
