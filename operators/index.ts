@@ -3,4 +3,3 @@ export { driveLoop, type DriveLoopOptions, type ReleaseReason, type StepOutcome 
 export { creditGate } from './credit-gate';
 export { concatMapWithLatest, type ConcatMapWithLatestOptions } from './concat-map-with-latest';
 export { restartOn } from './restart-on';
-export { muxFmp4, type Fmp4Chunk, type MuxFmp4Options } from './mux-fmp4';

@@ -1,5 +1,5 @@
 import type { Observable } from 'rxjs';
-import { muxFmp4, type Fmp4Chunk } from '../../operators/mux-fmp4';
+import { muxFmp4, type Fmp4Chunk } from './mux-fmp4';
 import { encodeH264, type H264EncoderOptions, type RgbFrame } from './h264-encoder';
 
 /** Options of {@link fmp4Stream}: the encoder's, plus the track timescale. */

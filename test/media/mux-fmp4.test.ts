@@ -2,7 +2,7 @@ import { TestScheduler } from 'rxjs/testing';
 import { OmniError } from '../../src/errors';
 import { initSegment, mediaSegment } from '../../src/media/fmp4';
 import type { EncodedFrame } from '../../src/media/h264-encoder';
-import { muxFmp4 } from '../../operators';
+import { muxFmp4 } from '../../src/media/mux-fmp4';
 
 const hex = (s: string) => Uint8Array.from(Buffer.from(s, 'hex'));
 /** x264 ultrafast, 64x64: Constrained Baseline, level 1.0. */

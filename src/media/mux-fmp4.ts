@@ -1,9 +1,9 @@
 import { defer, type Observable, type OperatorFunction } from 'rxjs';
 import { concatMap } from 'rxjs/operators';
-import { OmniError } from '../src/errors';
-import { initSegment, mediaSegment } from '../src/media/fmp4';
-import type { EncodedFrame } from '../src/media/h264-encoder';
-import { avcCodecString } from '../src/media/nal';
+import { OmniError } from '../errors';
+import { initSegment, mediaSegment } from './fmp4';
+import type { EncodedFrame } from './h264-encoder';
+import { avcCodecString } from './nal';
 
 /** What {@link muxFmp4} emits: the init segment once, then one fragment per encoded frame. */
 export type Fmp4Chunk =
