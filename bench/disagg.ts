@@ -15,7 +15,7 @@ import { lastValueFrom, toArray } from 'rxjs';
 import { Engine } from '../src/engine/engine';
 import { loadNative } from '../src/native/binding';
 import { defaultModelsDir } from '../src/models/registry';
-import { defaultWanT2VPolicies } from '../src/pipeline/wan-t2v/pipeline';
+import { defaultWanT2VPolicies } from '../src/families/wan/pipeline';
 import { StageProcesses } from '../src/placement/stage-processes';
 import { TopologySchema, type DisaggregatedTopology } from '../src/placement/topology';
 import { DEFAULT_LIMITS } from '../src/request/limits';

@@ -21,8 +21,8 @@ import { isMatmulDtype, MATMUL_DTYPES, type MatmulDtype } from '../src/native/pl
 import { Engine } from '../src/engine/engine';
 import type { SessionAction } from '../src/request/session-request';
 import { RequestState } from '../src/pipeline/request-state';
-import { encodePrompt } from '../src/pipeline/wan-t2v/text-encode';
-import { ChunkRollout } from '../src/pipeline/world/chunk-rollout';
+import { encodePrompt } from '../src/families/wan/text-encode';
+import { ChunkRollout } from '../src/families/wan/chunk-rollout';
 import { SlabPool } from '../src/cache/slab-pool';
 import { Rng } from '../src/util/rng';
 

@@ -11,4 +11,5 @@ export { CFGPolicy } from './pipeline/policies/cfg';
 export { ExpertRouting } from './pipeline/policies/expert-routing';
 export { FlowShiftPolicy } from './pipeline/policies/flow-shift';
 export { buildPipeline, type PipelineSpec, type NodeSpec, type BuiltPipeline } from './pipeline/spec';
-export { StepScheduler, CostModel, AdmissionPlanner } from './engine/scheduler';
+export { StepScheduler, CostModel } from './executor/scheduler';
+export { AdmissionPlanner } from './engine/admission-planner';

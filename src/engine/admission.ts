@@ -1,5 +1,5 @@
 import { OmniError } from '../errors';
-import type { WanT2VModel } from '../models/wan/wan-t2v';
+import type { WanT2VModel } from '../families/wan/model';
 import type { CFGPolicy } from '../pipeline/policies/cfg';
 import type { FlowShiftPolicy } from '../pipeline/policies/flow-shift';
 import type { SamplerPolicy } from '../pipeline/policies/sampler-policy';

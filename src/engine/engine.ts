@@ -7,13 +7,13 @@ import { OmniError } from '../errors';
 import { loadNative, type NativeBinding } from '../native/binding';
 import type { MatmulDtype } from '../native/plan-builder';
 import { ModelRegistry, defaultModelsDir } from '../models/registry';
-import type { WanT2VModel } from '../models/wan/wan-t2v';
+import type { WanT2VModel } from '../families/wan/model';
 import type { ResolvedParams } from '../pipeline/params';
 import { buildPipeline, type BuiltPipeline } from '../pipeline/spec';
-import type { WanT2VContext } from '../pipeline/wan-t2v/context';
-import { defaultWanT2VPolicies, wanT2VPipelineSpec, type WanT2VPolicies } from '../pipeline/wan-t2v/pipeline';
-import { WanT2VState } from '../pipeline/wan-t2v/state';
-import { denoiseWork } from '../pipeline/wan-t2v/denoise-work';
+import type { WanT2VContext } from '../families/wan/context';
+import { defaultWanT2VPolicies, wanT2VPipelineSpec, type WanT2VPolicies } from '../families/wan/pipeline';
+import { WanT2VState } from '../families/wan/state';
+import { denoiseWork } from '../families/wan/denoise-work';
 import { actionAdaLNInjector, type ConditioningInjector } from '../pipeline/policies/conditioning-injector';
 import { CacheBudgetsSchema, type CacheBudgets } from '../cache/budgets';
 import { SessionConfigSchema, type SessionConfig } from '../pipeline/session-config';
@@ -25,12 +25,13 @@ import { createOmniRequestSchema, type OmniRequest, type OmniRequestInput, type 
 import { estimateMemory, resolveParams } from './admission';
 import { failureEvent } from './events';
 import { takeRequestOrAnswer } from './intake';
-import { resolveSessionParams } from './session-params';
+import { resolveSessionParams } from '../families/wan/session-params';
 import { invalidInput } from '../request/invalid-input';
-import { runGraph } from './graph-runner';
-import { AdmissionPlanner, CostModel, StepScheduler } from './scheduler';
+import { runGraph } from '../pipeline/graph-runner';
+import { CostModel, StepScheduler } from '../executor/scheduler';
+import { AdmissionPlanner } from './admission-planner';
 import { WorldSession } from './session';
-import { ChunkRollout } from '../pipeline/world/chunk-rollout';
+import { ChunkRollout } from '../families/wan/chunk-rollout';
 
 export interface EngineOptions {
   /** Folder of model directories (default: `models/` in the package, or OMNIRX_MODELS_DIR). */

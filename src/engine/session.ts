@@ -4,18 +4,18 @@ import type { CacheManager } from '../cache/cache-manager';
 import type { SlabSession } from '../cache/slab-pool';
 import { OmniError } from '../errors';
 import type { NativeBinding } from '../native/binding';
-import type { WanT2VModel } from '../models/wan/wan-t2v';
+import type { WanT2VModel } from '../families/wan/model';
 import type { SessionConfig } from '../pipeline/session-config';
 import type { ConditioningInjector } from '../pipeline/policies/conditioning-injector';
 import type { ActionModuleConfig, ChunkActions } from '../models/action-module';
 import { ACTION_KEYS } from '../request/action';
 import { RequestState } from '../pipeline/request-state';
-import { encodePrompt } from '../pipeline/wan-t2v/text-encode';
-import { ChunkRollout, type ChunkAttempt } from '../pipeline/world/chunk-rollout';
+import { encodePrompt } from '../families/wan/text-encode';
+import { ChunkRollout, type ChunkAttempt } from '../families/wan/chunk-rollout';
 import type { OmniEvent, RolloutInfo } from '../request/omni-event';
 import { parseSessionAction, type SessionAction } from '../request/session-request';
 import { failureEvent } from './events';
-import type { StepScheduler } from './scheduler';
+import type { StepScheduler } from '../executor/scheduler';
 
 /** Name of the session's loop node in `step` and `chunk` events. */
 export const ROLLOUT_NODE = 'chunk_rollout';

@@ -2,7 +2,7 @@ import { existsSync, readdirSync } from 'node:fs';
 import * as path from 'node:path';
 import { OmniError } from '../errors';
 import type { NativeBinding } from '../native/binding';
-import { WanT2VModel, type ModelLoadOptions } from './wan/wan-t2v';
+import { WanT2VModel, type ModelLoadOptions } from '../families/wan/model';
 
 /** Default folder of model directories: `models/` at the package root. */
 export function defaultModelsDir(): string {

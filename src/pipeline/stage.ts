@@ -1,5 +1,6 @@
 import type { Observable } from 'rxjs';
 import type { Artifact } from '../request/artifacts';
+import type { StepCost } from './step-grants';
 
 /** What every stage of a request sees: ids, the resolved parameters and the loaded model (shared). */
 export interface StageContext<M, P> {
@@ -41,14 +42,6 @@ export interface LoopBatching<C, L> {
   batchKey(ctx: C, loop: L): string | undefined;
   readonly maxBatch: number;
   stepMany(items: ReadonlyArray<{ ctx: C; loop: L }>): Promise<Array<StepResult | Error>>;
-}
-
-/** What the step scheduler needs to price a step: the cost-model key parts (model, phase, shape, guidance). */
-export interface StepCost {
-  model: string;
-  phase: string;
-  shape: string;
-  guidance: string;
 }
 
 /**

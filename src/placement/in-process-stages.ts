@@ -1,6 +1,6 @@
 import type { NativeBinding } from '../native/binding';
 import { buildPipeline } from '../pipeline/spec';
-import { wanT2VPipelineSpec, type WanT2VPolicies } from '../pipeline/wan-t2v/pipeline';
+import { wanT2VPipelineSpec, type WanT2VPolicies } from '../families/wan/pipeline';
 import type { RequestLimits } from '../request/limits';
 import type { Task } from '../request/omni-request';
 import { createInProcessConnector } from './connectors/in-process';

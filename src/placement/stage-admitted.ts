@@ -1,7 +1,7 @@
 import { requestAdmittedEvent } from '../engine/engine';
-import { denoiseWork } from '../pipeline/wan-t2v/denoise-work';
+import { denoiseWork } from '../families/wan/denoise-work';
 import type { ResolvedParams } from '../pipeline/params';
-import type { WanT2VPolicies } from '../pipeline/wan-t2v/pipeline';
+import type { WanT2VPolicies } from '../families/wan/pipeline';
 import type { OmniEvent } from '../request/omni-event';
 
 /**

@@ -1,12 +1,12 @@
-import { StepScheduler } from '../engine/scheduler';
+import { StepScheduler } from '../executor/scheduler';
 import { ModelRegistry } from '../models/registry';
-import type { WanT2VModel } from '../models/wan/wan-t2v';
+import type { WanT2VModel } from '../families/wan/model';
 import type { NativeBinding } from '../native/binding';
 import { buildPipeline } from '../pipeline/spec';
-import type { WanT2VContext } from '../pipeline/wan-t2v/context';
-import { openWanPhase, packWanPhase, wanStageComponents, WAN_ENCODER_COMPONENTS, type WanPhaseRun } from '../pipeline/wan-t2v/phases';
-import { wanT2VPipelineSpec, type WanT2VPolicies } from '../pipeline/wan-t2v/pipeline';
-import type { WanT2VState } from '../pipeline/wan-t2v/state';
+import type { WanT2VContext } from '../families/wan/context';
+import { openWanPhase, packWanPhase, wanStageComponents, WAN_ENCODER_COMPONENTS, type WanPhaseRun } from '../families/wan/phases';
+import { wanT2VPipelineSpec, type WanT2VPolicies } from '../families/wan/pipeline';
+import type { WanT2VState } from '../families/wan/state';
 import type { Task } from '../request/omni-request';
 import type { MatmulDtype } from '../native/plan-builder';
 import type { StageReceiver, StageSender } from './connectors/stage-connector';
@@ -14,7 +14,7 @@ import type { StageRole } from '../pipeline/stage-payload';
 import type { StageProgress } from './stage-progress';
 import { StageWorker, type PhaseRun } from './stage-worker';
 import { DEFAULT_MAX_IN_FLIGHT } from './topology';
-import { WanSessionStage, type SessionStageStats } from './wan-session-stages';
+import { WanSessionStage, type SessionStageStats } from '../families/wan/session-stages';
 
 export interface StageHostOptions {
   role: StageRole;

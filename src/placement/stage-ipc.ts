@@ -1,7 +1,7 @@
 import { z } from 'zod';
 import { StageRoleSchema } from '../pipeline/stage-payload';
 import { MATMUL_DTYPES } from '../native/plan-builder';
-import type { SessionStageStats } from './wan-session-stages';
+import type { SessionStageStats } from '../families/wan/session-stages';
 import type { StageProgress } from './stage-progress';
 
 /** Where a stage process listens or sends: a Unix socket path (shm links) or a TCP port on 127.0.0.1. */

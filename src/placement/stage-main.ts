@@ -1,5 +1,5 @@
 import { loadNative } from '../native/binding';
-import { defaultWanT2VPolicies } from '../pipeline/wan-t2v/pipeline';
+import { defaultWanT2VPolicies } from '../families/wan/pipeline';
 import { connectShm, connectTcp, listenShm, listenTcp } from './connectors';
 import type { SocketStageReceiver } from './connectors/socket-receiver';
 import type { SocketStageSender } from './connectors/socket-sender';

@@ -3,7 +3,7 @@ import { mkdtempSync, rmSync } from 'node:fs';
 import * as path from 'node:path';
 import { OmniError } from '../errors';
 import { buildPipeline } from '../pipeline/spec';
-import { wanT2VPipelineSpec } from '../pipeline/wan-t2v/pipeline';
+import { wanT2VPipelineSpec } from '../families/wan/pipeline';
 import { connectShm, connectTcp, defaultShmDir, listenShm, listenTcp } from './connectors';
 import type { SocketStageReceiver } from './connectors/socket-receiver';
 import type { StagePipelineOptions } from './in-process-stages';
@@ -11,7 +11,7 @@ import { specOnlyRegistry } from './spec-registry';
 import { StageFront } from './stage-front';
 import type { LinkAddress, ParentToStage, StageProcessConfig, StageToParent } from './stage-ipc';
 import type { StageRole } from '../pipeline/stage-payload';
-import type { SessionStageStats } from './wan-session-stages';
+import type { SessionStageStats } from '../families/wan/session-stages';
 
 /** What a stage process reports about its memory. */
 export interface StageProcessMemory {

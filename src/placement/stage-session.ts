@@ -8,7 +8,7 @@ import type { StageSender } from './connectors/stage-connector';
 import { STAGE_ERROR_PAYLOAD, stageErrorOf } from './stage-error';
 import type { DiffusionStagePayload } from '../pipeline/stage-payload';
 import type { StageProgress } from './stage-progress';
-import { sessionPayload, WAN_SESSION_PAYLOAD, type WanSessionSpec } from './wan-session-stages';
+import { sessionPayload, WAN_SESSION_PAYLOAD, type WanSessionSpec } from '../families/wan/session-stages';
 
 /**
  * The front's handle on a world session of a disaggregated topology (the counterpart of `WorldSession`). The

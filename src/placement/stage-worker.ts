@@ -1,7 +1,7 @@
 import { fromEvent, lastValueFrom, takeUntil, tap } from 'rxjs';
 import { OmniError } from '../errors';
-import { runGraph } from '../engine/graph-runner';
-import type { StepScheduler } from '../engine/scheduler';
+import { runGraph } from '../pipeline/graph-runner';
+import type { StepScheduler } from '../executor/scheduler';
 import type { RequestState } from '../pipeline/request-state';
 import type { NodeSpec } from '../pipeline/spec';
 import { isConnectorClosed, type StageReceiver, type StageSender } from './connectors/stage-connector';

@@ -3,7 +3,7 @@ import * as path from 'node:path';
 import { firstValueFrom, lastValueFrom, toArray, filter, take } from 'rxjs';
 import { Engine } from '../../src/engine/engine';
 import { CFGPolicy } from '../../src/pipeline/policies/cfg';
-import { CostModel } from '../../src/engine/scheduler';
+import { CostModel } from '../../src/executor/scheduler';
 import type { OmniEvent } from '../../src/request/omni-event';
 import type { OmniRequestInput } from '../../src/request/omni-request';
 import { finalOf } from '../helpers/events';

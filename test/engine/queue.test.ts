@@ -1,7 +1,7 @@
 import { asyncScheduler, type SchedulerLike, type Subscription } from 'rxjs';
 import { estimateMemory, resolveParams } from '../../src/engine/admission';
 import { Engine, type EngineOptions } from '../../src/engine/engine';
-import type { ScheduleDecision } from '../../src/engine/scheduler';
+import type { ScheduleDecision } from '../../src/executor/scheduler';
 import { loadNative, type NativeBinding } from '../../src/native/binding';
 import { CFGPolicy } from '../../src/pipeline/policies/cfg';
 import { SamplerPolicy } from '../../src/pipeline/policies/sampler-policy';

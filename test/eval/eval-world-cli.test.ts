@@ -10,7 +10,7 @@ import * as path from 'node:path';
 import { T2V_EVAL_PROMPTS, WORLD_EVAL_SESSIONS } from '../../bench/eval/world-clips';
 import { T2V_HELD_OUT_PROMPTS, WORLD_HELD_OUT_SESSIONS } from '../../bench/eval/world-held-out';
 import { parseWorldPrompt } from '../../bench/eval/world-palette';
-import { defaultModelSpec } from '../../src/models/default-spec';
+import { defaultModelSpec } from '../../src/families/wan/default-spec';
 
 const SCRIPT = path.resolve(__dirname, '..', '..', 'dist', 'bench', 'eval-world.js');
 const run = (...args: string[]) => spawnSync(process.execPath, [SCRIPT, ...args], { encoding: 'utf8', timeout: 60_000 });

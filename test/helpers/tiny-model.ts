@@ -1,8 +1,8 @@
 import { mkdtempSync, readFileSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import * as path from 'node:path';
-import type { ModelSpec } from '../../src/models/model-spec';
-import { writeSeededModel } from '../../src/models/seeded-model';
+import type { ModelSpec } from '../../src/families/wan/model-spec';
+import { writeSeededModel } from '../../src/families/wan/seeded-model';
 import { parseSafetensors, serializeSafetensors } from '../../src/models/weights/safetensors';
 import type { TokenizerFile } from '../../src/models/t5/tokenizer';
 

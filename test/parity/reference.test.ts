@@ -32,18 +32,18 @@ import { isObservable, lastValueFrom } from 'rxjs';
 import { relativePositionBucket, T5Encoder, t5Params } from '../../src/models/t5/encoder';
 import { WanDiT, wanDiTParams, type DiTShape } from '../../src/models/wan/dit';
 import { timestepEmbedding, wanRopeTables } from '../../src/models/wan/rope';
-import { WanT2VModel } from '../../src/models/wan/wan-t2v';
+import { WanT2VModel } from '../../src/families/wan/model';
 import { WeightStore } from '../../src/models/weights/weight-store';
 import { createTensor, loadNative, type NativeBinding } from '../../src/native/binding';
 import { applyClassifierFreeGuidance } from '../../src/pipeline/guidance';
 import type { ResolvedParams } from '../../src/pipeline/params';
 import { eulerStep, flowMatchSigmas } from '../../src/pipeline/samplers/flow-match-euler';
-import type { WanT2VContext } from '../../src/pipeline/wan-t2v/context';
-import { createDenoiseLoop } from '../../src/pipeline/wan-t2v/denoise-loop';
-import { defaultWanT2VPolicies } from '../../src/pipeline/wan-t2v/pipeline';
+import type { WanT2VContext } from '../../src/families/wan/context';
+import { createDenoiseLoop } from '../../src/families/wan/denoise-loop';
+import { defaultWanT2VPolicies } from '../../src/families/wan/pipeline';
 
 const denoiseLoop = createDenoiseLoop(defaultWanT2VPolicies());
-import { WanT2VState } from '../../src/pipeline/wan-t2v/state';
+import { WanT2VState } from '../../src/families/wan/state';
 import { loadFixtures, maxAbsErr, ParityReport, REFERENCE_DIR, TensorPool, toChannelsLast } from '../helpers/fixtures';
 
 const COMPONENT_TOL = 1e-4;

@@ -1,4 +1,4 @@
-import { defaultWanT2VPolicies } from '../../src/pipeline/wan-t2v/pipeline';
+import { defaultWanT2VPolicies } from '../../src/families/wan/pipeline';
 import { z } from 'zod';
 import { OmniError } from '../../src/errors';
 import type { ResolvedParams } from '../../src/pipeline/params';
@@ -7,7 +7,7 @@ import { ExpertRouting } from '../../src/pipeline/policies/expert-routing';
 import { FlowShiftPolicy } from '../../src/pipeline/policies/flow-shift';
 import { buildPipeline, type ComponentSpec, type NodeSpec, type PipelineSpec } from '../../src/pipeline/spec';
 import type { LoopStage, Stage } from '../../src/pipeline/stage';
-import { DenoiseNodeParamsSchema, wanT2VPipelineSpec } from '../../src/pipeline/wan-t2v/pipeline';
+import { DenoiseNodeParamsSchema, wanT2VPipelineSpec } from '../../src/families/wan/pipeline';
 import type { Task } from '../../src/request/omni-request';
 
 type N = NodeSpec<unknown, unknown>;

@@ -2,7 +2,7 @@ import * as path from 'node:path';
 import { lastValueFrom, toArray } from 'rxjs';
 import { Engine } from '../../src/engine/engine';
 import { loadNative } from '../../src/native/binding';
-import { defaultWanT2VPolicies } from '../../src/pipeline/wan-t2v/pipeline';
+import { defaultWanT2VPolicies } from '../../src/families/wan/pipeline';
 import type { StageToParent } from '../../src/placement/stage-ipc';
 import { StageProcesses } from '../../src/placement/stage-processes';
 import { TopologySchema, type DisaggregatedTopology } from '../../src/placement/topology';

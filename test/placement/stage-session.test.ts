@@ -1,7 +1,7 @@
 import * as path from 'node:path';
 import { Engine } from '../../src/engine/engine';
 import { loadNative } from '../../src/native/binding';
-import { defaultWanT2VPolicies } from '../../src/pipeline/wan-t2v/pipeline';
+import { defaultWanT2VPolicies } from '../../src/families/wan/pipeline';
 import { SessionConfigSchema } from '../../src/pipeline/session-config';
 import { createInProcessStages, type StagePipeline } from '../../src/placement/in-process-stages';
 import { StageProcesses } from '../../src/placement/stage-processes';

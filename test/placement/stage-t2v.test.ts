@@ -1,7 +1,7 @@
 import { lastValueFrom, toArray } from 'rxjs';
 import { Engine } from '../../src/engine/engine';
 import { loadNative } from '../../src/native/binding';
-import { defaultWanT2VPolicies } from '../../src/pipeline/wan-t2v/pipeline';
+import { defaultWanT2VPolicies } from '../../src/families/wan/pipeline';
 import { createInProcessStages, type StagePipeline } from '../../src/placement/in-process-stages';
 import { TopologySchema, type DisaggregatedTopology } from '../../src/placement/topology';
 import { DEFAULT_LIMITS } from '../../src/request/limits';

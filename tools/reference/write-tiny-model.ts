@@ -11,7 +11,7 @@
  */
 import { mkdir, writeFile } from 'node:fs/promises';
 import * as path from 'node:path';
-import type { ModelSpec } from '../../src/models/model-spec';
+import type { ModelSpec } from '../../src/families/wan/model-spec';
 import { t5Params } from '../../src/models/t5/encoder';
 import type { TokenizerFile } from '../../src/models/t5/tokenizer';
 import { vaeDecoderParams } from '../../src/models/vae/decoder';

@@ -8,8 +8,8 @@
 import { isDeepStrictEqual } from 'node:util';
 import { readFileSync } from 'node:fs';
 import * as path from 'node:path';
-import { DEFAULT_TOKENIZER, defaultModelSpec } from '../../src/models/default-spec';
-import { WanT2VModel } from '../../src/models/wan/wan-t2v';
+import { DEFAULT_TOKENIZER, defaultModelSpec } from '../../src/families/wan/default-spec';
+import { WanT2VModel } from '../../src/families/wan/model';
 import { loadNative } from '../../src/native/binding';
 
 async function main(dir: string | undefined): Promise<void> {

@@ -1,6 +1,6 @@
 import type { Observable } from 'rxjs';
 import type { WorldSessionHandle } from '../../src/engine/session';
-import type { ModelSpec } from '../../src/models/model-spec';
+import type { ModelSpec } from '../../src/families/wan/model-spec';
 import type { OmniEvent } from '../../src/request/omni-event';
 import type { OmniRequestInput } from '../../src/request/omni-request';
 import type { SessionRequestInput } from '../../src/request/session-request';

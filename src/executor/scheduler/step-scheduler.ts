@@ -1,26 +1,7 @@
-import { asyncScheduler, from, Observable, Subject, take, type ObservableInput, type SchedulerLike, type Subscription } from 'rxjs';
+import { asyncScheduler, from, Observable, Subject, take, type SchedulerLike, type Subscription } from 'rxjs';
 import { OmniError } from '../../errors';
-import { CostModel, type CostKey } from './cost-model';
-
-/** One ready loop step of one request, handed to the pool's scheduler by the engine. */
-export interface StepRequest<R> {
-  requestId: string;
-  /** Larger runs first. */
-  priority: number;
-  /** What the step costs (the cost model's key); its measured time calibrates the model. */
-  cost: CostKey;
-  /** Runs ONE step (not started until granted). The first value is the result; further values are ignored. */
-  run(): ObservableInput<R>;
-  /** Optional: steps with the same batch key may run together through the runner (e.g. T2I steps at one resolution). */
-  batch?: { key: string; item: unknown; runner: BatchRunner };
-}
-
-/** Runs several batch-compatible steps as one forward. */
-export interface BatchRunner {
-  maxBatch: number;
-  /** Runs several steps as one; returns one result per item, in order; an Error in a slot fails only that item. */
-  run(items: unknown[]): ObservableInput<unknown[]>;
-}
+import type { BatchRunner, StepCost, StepGrants, StepRequest } from '../../pipeline/step-grants';
+import { CostModel } from './cost-model';
 
 /**
  * Why the granted step (the head of the unit) won, compared with the step that arrived first among those ready:
@@ -124,7 +105,7 @@ function maxBatchOf(batch: { runner: BatchRunner }): number {
  * driveLoop({ init: () => denoise.init(ctx, state), step: (l) => pool.step({ requestId, priority: 0, cost, run: () => denoise.step(ctx, l) }) });
  * ```
  */
-export class StepScheduler {
+export class StepScheduler implements StepGrants {
   /** One decision per granted step or batch, emitted just before it starts (hot; no replay). */
   readonly decisions$: Observable<ScheduleDecision>;
 
@@ -209,7 +190,7 @@ export class StepScheduler {
   }
 
   /** Predicted ms for `steps` more steps of cost key k (the per-request estimate). */
-  estimate(k: CostKey, steps: number): number {
+  estimate(k: StepCost, steps: number): number {
     return Math.max(0, steps) * this.costModel.predict(k);
   }
 

@@ -1,7 +1,7 @@
 import { randomInt } from 'node:crypto';
-import { OmniError } from '../errors';
-import type { WanT2VModel } from '../models/wan/wan-t2v';
-import type { SessionRequest } from '../request/session-request';
+import { OmniError } from '../../errors';
+import type { WanT2VModel } from './model';
+import type { SessionRequest } from '../../request/session-request';
 
 /** A world session's values after the model's defaults: pixels, frames per second, the seed actually used, η. */
 export interface ResolvedSessionParams {

@@ -2,11 +2,12 @@ import { concatMap, firstValueFrom, of, timer, type Observable, type ObservableI
 import { TestScheduler } from 'rxjs/testing';
 import { driveLoop } from '../../../operators';
 import { OmniError } from '../../../src/errors';
-import { CostModel, StepScheduler, type BatchRunner, type CostKey, type ScheduleDecision } from '../../../src/engine/scheduler';
+import { CostModel, StepScheduler, type ScheduleDecision } from '../../../src/executor/scheduler';
+import type { BatchRunner, StepCost } from '../../../src/pipeline/step-grants';
 
 /** One frame of virtual time is one millisecond; every step below takes a fixed number of frames (a fake executor). */
-const VIDEO: CostKey = { model: 'wan', phase: 'denoise', shape: '720p', guidance: 'cfg' };
-const IMAGE: CostKey = { model: 'wan', phase: 'denoise', shape: '256px', guidance: 'cfg' };
+const VIDEO: StepCost = { model: 'wan', phase: 'denoise', shape: '720p', guidance: 'cfg' };
+const IMAGE: StepCost = { model: 'wan', phase: 'denoise', shape: '256px', guidance: 'cfg' };
 
 interface Out {
   done: boolean;
@@ -33,7 +34,7 @@ function denoiseLoop(
     steps: number;
     run: (i: number, last: boolean) => ObservableInput<Out>;
     priority?: number;
-    cost?: CostKey;
+    cost?: StepCost;
     /** Makes every step batchable; its item is the step's expected outcome. */
     batch?: { key: string; runner: BatchRunner };
     forgetOnRelease?: boolean;

@@ -1,4 +1,4 @@
-import { AdmissionPlanner } from '../../../src/engine/scheduler';
+import { AdmissionPlanner } from '../../src/engine/admission-planner';
 
 const MiB = 1024 * 1024;
 

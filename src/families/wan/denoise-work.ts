@@ -1,5 +1,5 @@
-import type { ResolvedParams } from '../params';
-import type { CFGPolicy } from '../policies/cfg';
+import type { ResolvedParams } from '../../pipeline/params';
+import type { CFGPolicy } from '../../pipeline/policies/cfg';
 import type { DenoiseNodeParams } from './denoise-loop';
 
 /** What a request's denoise loop will run: its steps and how many of them classifier-free guidance runs on. */

@@ -1,7 +1,8 @@
-import { CostModel, type CostKey } from '../../../src/engine/scheduler';
+import { CostModel } from '../../../src/executor/scheduler';
+import type { StepCost } from '../../../src/pipeline/step-grants';
 
-const K: CostKey = { model: 'wan', phase: 'denoise', shape: '480x832x21', guidance: 'cfg' };
-const OTHER: CostKey = { ...K, guidance: 'none' };
+const K: StepCost = { model: 'wan', phase: 'denoise', shape: '480x832x21', guidance: 'cfg' };
+const OTHER: StepCost = { ...K, guidance: 'none' };
 
 describe('CostModel', () => {
   it('keyOf is a stable model|phase|shape|guidance string that never collides', () => {

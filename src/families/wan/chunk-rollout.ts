@@ -1,14 +1,14 @@
-import { firstNonFinite } from '../guidance';
+import { firstNonFinite } from '../../pipeline/guidance';
 import { OmniError } from '../../errors';
 import { createTensor, type NativeBinding, type NativeTensor } from '../../native/binding';
 import type { SlabSession } from '../../cache/slab-pool';
 import type { ChunkActions } from '../../models/action-module';
 import type { CausalWanDiT } from '../../models/wan/causal-dit';
-import type { WanT2VModel } from '../../models/wan/wan-t2v';
+import type { WanT2VModel } from './model';
 import { toRgb24 } from '../../models/vae/decoder';
 import type { VaeDecodeStream } from '../../models/vae/decode-stream';
 import { renoiseSeed, Rng } from '../../util/rng';
-import { flowMatchSigmas, stochasticEulerStep } from '../samplers/flow-match-euler';
+import { flowMatchSigmas, stochasticEulerStep } from '../../pipeline/samplers/flow-match-euler';
 
 /** Geometry and schedule of one world session's rollout. */
 export interface ChunkRolloutConfig {

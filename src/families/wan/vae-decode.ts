@@ -1,6 +1,6 @@
 import { createTensor } from '../../native/binding';
 import { toRgb24 } from '../../models/vae/decoder';
-import type { Stage } from '../stage';
+import type { Stage } from '../../pipeline/stage';
 import { latentShape, type WanT2VContext } from './context';
 import type { WanT2VState } from './state';
 

@@ -1,8 +1,8 @@
 import type { FeatureCache } from '../../cache/feature-cache';
 import type { NativeBinding } from '../../native/binding';
-import type { WanT2VModel } from '../../models/wan/wan-t2v';
-import type { ResolvedParams } from '../params';
-import type { StageContext } from '../stage';
+import type { WanT2VModel } from './model';
+import type { ResolvedParams } from '../../pipeline/params';
+import type { StageContext } from '../../pipeline/stage';
 
 /** Context of the Wan T2V pipeline's stages. `signal` aborts when the request is cancelled. */
 export interface WanT2VContext extends StageContext<WanT2VModel, ResolvedParams> {

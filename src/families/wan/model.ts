@@ -3,14 +3,14 @@ import * as path from 'node:path';
 import { OmniError } from '../../errors';
 import type { NativeBinding } from '../../native/binding';
 import type { MatmulDtype } from '../../native/plan-builder';
-import { ModelSpecSchema, type ModelSpec } from '../model-spec';
-import { T5Encoder, t5Params } from '../t5/encoder';
-import { TokenizerFileSchema, WordByteTokenizer } from '../t5/tokenizer';
-import { VaeDecoder, vaeDecoderParams } from '../vae/decoder';
-import { VaeEncoder, vaeEncoderParams } from '../vae/encoder';
-import { WeightStore } from '../weights/weight-store';
-import { CausalWanDiT, type CausalRolloutConfig } from './causal-dit';
-import { WanDiT, wanDiTParams } from './dit';
+import { ModelSpecSchema, type ModelSpec } from './model-spec';
+import { T5Encoder, t5Params } from '../../models/t5/encoder';
+import { TokenizerFileSchema, WordByteTokenizer } from '../../models/t5/tokenizer';
+import { VaeDecoder, vaeDecoderParams } from '../../models/vae/decoder';
+import { VaeEncoder, vaeEncoderParams } from '../../models/vae/encoder';
+import { WeightStore } from '../../models/weights/weight-store';
+import { CausalWanDiT, type CausalRolloutConfig } from '../../models/wan/causal-dit';
+import { WanDiT, wanDiTParams } from '../../models/wan/dit';
 
 async function readJson(file: string): Promise<unknown> {
   let text: string;

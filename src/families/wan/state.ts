@@ -1,5 +1,5 @@
 import type { NativeTensor } from '../../native/binding';
-import { RequestState } from '../request-state';
+import { RequestState } from '../../pipeline/request-state';
 
 /** Request state of the Wan T2V/T2I pipeline: one slot per edge of its graph. */
 export class WanT2VState extends RequestState {

@@ -1,14 +1,14 @@
 import { mkdir, writeFile } from 'node:fs/promises';
 import * as path from 'node:path';
-import { Rng } from '../util/rng';
+import { Rng } from '../../util/rng';
 import type { ModelSpec } from './model-spec';
-import { t5Params } from './t5/encoder';
-import type { TokenizerFile } from './t5/tokenizer';
-import { vaeDecoderParams } from './vae/decoder';
-import { vaeEncoderParams } from './vae/encoder';
-import { wanDiTParams } from './wan/dit';
-import { writeSafetensors } from './weights/safetensors';
-import type { ParamSpec } from './weights/weight-store';
+import { t5Params } from '../../models/t5/encoder';
+import type { TokenizerFile } from '../../models/t5/tokenizer';
+import { vaeDecoderParams } from '../../models/vae/decoder';
+import { vaeEncoderParams } from '../../models/vae/encoder';
+import { wanDiTParams } from '../../models/wan/dit';
+import { writeSafetensors } from '../../models/weights/safetensors';
+import type { ParamSpec } from '../../models/weights/weight-store';
 
 function materialise(params: readonly ParamSpec[], rng: Rng): Record<string, { shape: number[]; data: Float32Array }> {
   const out: Record<string, { shape: number[]; data: Float32Array }> = {};

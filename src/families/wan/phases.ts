@@ -1,6 +1,6 @@
 import { z } from 'zod';
 import type { FeatureCache } from '../../cache/feature-cache';
-import type { WanComponent, WanT2VModel } from '../../models/wan/wan-t2v';
+import type { WanComponent, WanT2VModel } from './model';
 import { createTensor, type NativeBinding } from '../../native/binding';
 import { EtaSchema } from '../../request/eta';
 import { GuidanceIntervalSchema } from '../../request/guidance-interval';
@@ -14,11 +14,11 @@ import {
   type DiffusionStagePayload,
   type PayloadTensor,
   type StageRole,
-} from '../stage-payload';
-import type { ResolvedParams } from '../params';
-import type { ExpertRouting } from '../policies/expert-routing';
-import { SAMPLER_NAMES } from '../policies/sampler-policy';
-import type { BuiltPipeline, NodeSpec } from '../spec';
+} from '../../pipeline/stage-payload';
+import type { ResolvedParams } from '../../pipeline/params';
+import type { ExpertRouting } from '../../pipeline/policies/expert-routing';
+import { SAMPLER_NAMES } from '../../pipeline/policies/sampler-policy';
+import type { BuiltPipeline, NodeSpec } from '../../pipeline/spec';
 import { latentShape, type WanT2VContext } from './context';
 import { WanT2VState } from './state';
 

@@ -1,6 +1,6 @@
-import type { TokenizerFile } from './t5/tokenizer';
+import type { TokenizerFile } from '../../models/t5/tokenizer';
 import type { ModelSpec } from './model-spec';
-import { ACTION_KEYS } from '../request/action';
+import { ACTION_KEYS } from '../../request/action';
 
 /** Words of the embedded default's tokenizer: the prompt grammar of simple top-down scenes, plus glue words. */
 export const DEFAULT_WORDS: readonly string[] = [

@@ -1,9 +1,9 @@
 import { contentHash, type FeatureCache, type FeatureKey } from '../../cache/feature-cache';
 import { createTensor, type NativeBinding, type NativeTensor } from '../../native/binding';
-import type { WanT2VModel } from '../../models/wan/wan-t2v';
-import type { CFGPolicy } from '../policies/cfg';
-import type { RequestState } from '../request-state';
-import type { Stage } from '../stage';
+import type { WanT2VModel } from './model';
+import type { CFGPolicy } from '../../pipeline/policies/cfg';
+import type { RequestState } from '../../pipeline/request-state';
+import type { Stage } from '../../pipeline/stage';
 import { denoiseWork } from './denoise-work';
 import type { WanT2VContext } from './context';
 import type { WanT2VState } from './state';

@@ -1,15 +1,15 @@
 import { concat, defer, EMPTY, forkJoin, from, merge, mergeMap, Observable, of, ReplaySubject, take, throwError } from 'rxjs';
 import { driveLoop } from '../../operators';
 import { OmniError } from '../errors';
-import type { NodeSpec } from '../pipeline/spec';
-import type { LoopStage, StepResult } from '../pipeline/stage';
-import type { RequestState } from '../pipeline/request-state';
+import type { NodeSpec } from './spec';
+import type { LoopStage, StepResult } from './stage';
+import type { RequestState } from './request-state';
 import type { OmniEvent } from '../request/omni-event';
-import type { StepScheduler } from './scheduler';
+import type { StepGrants } from './step-grants';
 
 /** Where loop steps go: the pool's step scheduler, and the request's identity and priority there. */
 export interface StepRouting {
-  scheduler: StepScheduler;
+  scheduler: StepGrants;
   requestId: string;
   priority: number;
 }

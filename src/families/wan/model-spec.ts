@@ -1,9 +1,9 @@
 import { z } from 'zod';
-import { EtaSchema } from '../request/eta';
-import { GuidanceIntervalSchema } from '../request/guidance-interval';
-import { T5ConfigSchema } from './t5/config';
-import { VaeConfigSchema } from './vae/config';
-import { WanDiTConfigSchema } from './wan/config';
+import { EtaSchema } from '../../request/eta';
+import { GuidanceIntervalSchema } from '../../request/guidance-interval';
+import { T5ConfigSchema } from '../../models/t5/config';
+import { VaeConfigSchema } from '../../models/vae/config';
+import { WanDiTConfigSchema } from '../../models/wan/config';
 
 /** Values a model uses when a request leaves them out; echoed in the `admitted` event. */
 export const DiffusionDefaultsSchema = z.strictObject({

@@ -1,10 +1,10 @@
 import { z } from 'zod';
-import { CFGPolicy } from '../policies/cfg';
-import { ExpertRouting } from '../policies/expert-routing';
-import { FlowShiftPolicy } from '../policies/flow-shift';
-import { SamplerPolicy } from '../policies/sampler-policy';
-import type { NodeRun, PipelineSpec } from '../spec';
-import type { LoopStage } from '../stage';
+import { CFGPolicy } from '../../pipeline/policies/cfg';
+import { ExpertRouting } from '../../pipeline/policies/expert-routing';
+import { FlowShiftPolicy } from '../../pipeline/policies/flow-shift';
+import { SamplerPolicy } from '../../pipeline/policies/sampler-policy';
+import type { NodeRun, PipelineSpec } from '../../pipeline/spec';
+import type { LoopStage } from '../../pipeline/stage';
 import type { WanT2VContext } from './context';
 import { createDenoiseLoop } from './denoise-loop';
 import type { WanT2VState } from './state';

@@ -1,22 +1,22 @@
 import { lastValueFrom } from 'rxjs';
 import { z } from 'zod';
-import { EtaSchema } from '../request/eta';
-import { CacheManager } from '../cache/cache-manager';
-import type { SlabSession } from '../cache/slab-pool';
-import type { StepScheduler } from '../engine/scheduler';
-import { toRgb24 } from '../models/vae/decoder';
-import type { VaeDecodeStream } from '../models/vae/decode-stream';
-import type { WanT2VModel } from '../models/wan/wan-t2v';
-import { createTensor, type NativeBinding, type NativeTensor } from '../native/binding';
-import { actionAdaLNInjector } from '../pipeline/policies/conditioning-injector';
-import { RequestState } from '../pipeline/request-state';
-import { encodePrompt } from '../pipeline/wan-t2v/text-encode';
-import { ChunkRollout, type ChunkAttempt } from '../pipeline/world/chunk-rollout';
-import { SessionActionSchema, type SessionAction } from '../request/session-request';
-import { chunkActionsOf, ROLLOUT_NODE } from '../engine/session';
-import { CacheBudgetsSchema } from '../cache/budgets';
-import type { StageProgress } from './stage-progress';
-import { float32Elements, float32Tensor, PAYLOAD_SCHEMA_VERSION, PayloadError, type DiffusionStagePayload, type PayloadTensor, type StageRole } from '../pipeline/stage-payload';
+import { EtaSchema } from '../../request/eta';
+import { CacheManager } from '../../cache/cache-manager';
+import type { SlabSession } from '../../cache/slab-pool';
+import type { StepScheduler } from '../../executor/scheduler';
+import { toRgb24 } from '../../models/vae/decoder';
+import type { VaeDecodeStream } from '../../models/vae/decode-stream';
+import type { WanT2VModel } from './model';
+import { createTensor, type NativeBinding, type NativeTensor } from '../../native/binding';
+import { actionAdaLNInjector } from '../../pipeline/policies/conditioning-injector';
+import { RequestState } from '../../pipeline/request-state';
+import { encodePrompt } from './text-encode';
+import { ChunkRollout, type ChunkAttempt } from './chunk-rollout';
+import { SessionActionSchema, type SessionAction } from '../../request/session-request';
+import { chunkActionsOf, ROLLOUT_NODE } from '../../engine/session';
+import { CacheBudgetsSchema } from '../../cache/budgets';
+import type { StageProgress } from '../../placement/stage-progress';
+import { float32Elements, float32Tensor, PAYLOAD_SCHEMA_VERSION, PayloadError, type DiffusionStagePayload, type PayloadTensor, type StageRole } from '../../pipeline/stage-payload';
 
 /**
  * World sessions across stages (issue 7 item 5): Encode encodes the prompt once; Denoise alone owns the session's

@@ -1,15 +1,4 @@
-/**
- * What one step costs is keyed by what determines its work (DESIGN.md §4): the model, the phase of the pipeline
- * (`denoise`, `decode`, `prefill`, …), the shape bucket (e.g. `480x832x21`) and the guidance mode (`cfg`,
- * `cfg-batched`, `none`, …). A denoise step's cost is flat across the steps of a request, so one number per key
- * is enough.
- */
-export interface CostKey {
-  model: string;
-  phase: string;
-  shape: string;
-  guidance: string;
-}
+import type { StepCost } from '../../pipeline/step-grants';
 
 export interface CostModelOptions {
   /** Predicted ms for a key that has neither measurements nor a seed (default 100). */
@@ -64,18 +53,18 @@ export class CostModel {
   }
 
   /** A stable string for a key: `model|phase|shape|guidance` (a `|` or `\` inside a part is backslash-escaped). */
-  static keyOf(k: CostKey): string {
+  static keyOf(k: StepCost): string {
     return [k.model, k.phase, k.shape, k.guidance].map(escapePart).join('|');
   }
 
   /** Predicted ms for one step of `k`: measured average if any, else the seed, else `defaultMs`. */
-  predict(k: CostKey): number {
+  predict(k: StepCost): number {
     const key = CostModel.keyOf(k);
     return this.measured.get(key)?.ema ?? this.seeded.get(key) ?? this.defaultMs;
   }
 
   /** Folds one measured step time into the average of `k`; non-finite or negative values are ignored. */
-  observe(k: CostKey, ms: number): void {
+  observe(k: StepCost, ms: number): void {
     if (!Number.isFinite(ms) || ms < 0) return;
     const key = CostModel.keyOf(k);
     const m = this.measured.get(key);
@@ -88,7 +77,7 @@ export class CostModel {
   }
 
   /** How many measurements of `k` have been folded in. */
-  samples(k: CostKey): number {
+  samples(k: StepCost): number {
     return this.measured.get(CostModel.keyOf(k))?.n ?? 0;
   }
 }
