@@ -14,13 +14,13 @@
 import { lastValueFrom, toArray } from 'rxjs';
 import { Engine } from '../src/engine/engine';
 import { loadNative } from '../src/native/binding';
-import { defaultModelsDir } from '../src/models/registry';
-import { defaultWanT2VPolicies } from '../src/families/wan/pipeline';
-import { StageProcesses } from '../src/placement/stage-processes';
-import { TopologySchema, type DisaggregatedTopology } from '../src/placement/topology';
-import { DEFAULT_LIMITS } from '../src/request/limits';
+import { defaultModelsDir } from '../src/pipeline/family/catalog';
+import { StageExecutor } from '../src/placement/stage-executor';
+import type { StageProcesses } from '../src/placement/stage-processes';
+import { TopologySchema } from '../src/placement/topology';
 import type { OmniEvent } from '../src/request/omni-event';
 import type { OmniRequestInput } from '../src/request/omni-request';
+import { builtinFamilies } from '../src/families';
 
 const MB = 2 ** 20;
 const round = (x: number) => Math.round(x * 100) / 100;
@@ -65,21 +65,21 @@ async function main(): Promise<void> {
   // docs/benchmarks.md's figures were measured on.
   const reqs: OmniRequestInput[] = Array.from({ length: n }, (_, i) => ({ task: 'T2V', inputs: { prompt: PROMPTS[i % PROMPTS.length] }, diffusion: { seed: 100 + i, guidanceInterval: [0, 1], eta: 0 } }));
 
-  const engine = await Engine.create({ native, modelsDir, tasks: ['T2V'] });
+  const engine = await Engine.create({ families: builtinFamilies(), native, modelsDir, tasks: ['T2V'] });
   await stream((r) => engine.generate(r), reqs.slice(0, 1)); // load and warm up
   const mono = await stream((r) => engine.generate(r), reqs);
   const monoRss = process.memoryUsage().rss;
   await engine.close();
 
   // Encode and Decode are light: one native thread each, so the Denoise process keeps the cores' thread pool.
-  const topology = TopologySchema.parse({ kind: 'disaggregated', connector: 'shm', stages: { encode: { threads: 1 }, decode: { threads: 1 } } }) as DisaggregatedTopology;
-  const sp = await StageProcesses.start({ native, modelsDir, defaultModel: 'omnirx-default', policies: defaultWanT2VPolicies(), limits: DEFAULT_LIMITS, tasks: ['T2V'], topology });
+  const topology = TopologySchema.parse({ kind: 'disaggregated', connector: 'shm', stages: { encode: { threads: 1 }, decode: { threads: 1 } } });
+  const staged = await Engine.create({ families: builtinFamilies(), native, modelsDir, tasks: ['T2V'], topology });
   try {
-    await stream((r) => sp.front.generate(r), reqs.slice(0, 1));
-    const dis = await stream((r) => sp.front.generate(r), reqs);
+    await stream((r) => staged.generate(r), reqs.slice(0, 1));
+    const dis = await stream((r) => staged.generate(r), reqs);
     const identical = dis.frames.every((f, i) => f.equals(mono.frames[i]));
     if (!identical) throw new Error('disaggregated frames differ from monolithic frames');
-    const mem = await sp.memory();
+    const mem = await ((staged.executor as StageExecutor).hosting as StageProcesses).memory();
     console.log(
       JSON.stringify({
         throughput_ratio: round(mono.wallMs / dis.wallMs),
@@ -98,7 +98,7 @@ async function main(): Promise<void> {
       }),
     );
   } finally {
-    await sp.close();
+    await staged.close();
   }
 }
 

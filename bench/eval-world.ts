@@ -91,6 +91,7 @@ import { T2V_HELD_OUT_PROMPTS, T2V_HELD_OUT_SEED, WORLD_HELD_OUT_SESSIONS } from
 import { COLOR_PAIR_PROMPTS, T2V_COLOR_PAIR_SEED, WORLD_COLOR_PAIR_SESSIONS } from './eval/world-color-pairs';
 import type { AgentStart } from './eval/world-first-frame';
 import { isGuidanceInterval, parseGuidanceIntervalText, type GuidanceInterval } from '../src/request/guidance-interval';
+import { builtinFamilies } from '../src/families';
 
 const T2V_FRAMES = 16;
 /** Seed offset between the repeats of `--seeds` (the sets' own seeds: 100–115 and 200–215; held out, 500–515 and 600–615). */
@@ -274,7 +275,7 @@ async function main(): Promise<void> {
   const planned = plan(o);
   const sameSettings = !o.allowOtherSettings;
   if (o.baseline && !(startsPair(o.firstFrame, o.baseline.clips) && baselineHolds(planned, o.baseline.clips, sameSettings))) return; // before any clip is generated
-  const engine = await Engine.create({
+  const engine = await Engine.create({ families: builtinFamilies(),
     ...(o.modelsDir ? { modelsDir: o.modelsDir } : {}),
     ...(o.matmulDtype ? { matmulDtype: o.matmulDtype } : {}),
     ...(o.stepsPerChunk ? { sessions: { steps: o.stepsPerChunk } } : {}),

@@ -8,11 +8,12 @@
 import { monitorEventLoopDelay } from 'node:perf_hooks';
 import { lastValueFrom } from 'rxjs';
 import { Engine } from '../src/engine/engine';
+import { builtinFamilies } from '../src/families';
 
 const ms = (ns: number) => +(ns / 1e6).toFixed(3);
 
 async function main(): Promise<void> {
-  const engine = await Engine.create();
+  const engine = await Engine.create({ families: builtinFamilies() });
   // Guidance on every step (`guidanceInterval: [0, 1]`) and deterministic Euler steps (`eta: 0`), the workload
   // docs/benchmarks.md's figures were measured on.
   const request = { task: 'T2V' as const, inputs: { prompt: 'a red ball in a dark blue room' }, diffusion: { seed: 1, numInferenceSteps: 10, guidanceInterval: [0, 1] as [number, number], eta: 0 } };

@@ -31,6 +31,7 @@ import { parseDeployConfig } from '../src/placement/deploy-config';
 import { createServer } from '../transports/http/server';
 import type { ServedEngine } from '../transports/http/served-engine';
 import type { RtcWorld } from '../transports/webrtc/rtc-session';
+import { builtinFamilies } from '../src/families';
 
 const PRESS_SPACING_MS = 300;
 const WARMUP_FRAMES = 20;
@@ -187,7 +188,7 @@ async function main(): Promise<void> {
   const modelsDir = process.env.OMNIRX_MODELS_DIR ?? path.join(findDir(path.join('models', 'omnirx-default', 'model.json'), ROOTS), 'models');
   const browser = await chromium.launch({ executablePath: process.env.OMNIRX_CHROMIUM ?? '/usr/bin/chromium', args: CHROMIUM_ARGS });
   try {
-    const app = await createServer({ modelsDir, defaultModel: 'omnirx-default', deploy: parseDeployConfig({ schemaVersion: 1, matmulDtype: dtype }) });
+    const app = await createServer({ families: builtinFamilies(), modelsDir, defaultModel: 'omnirx-default', deploy: parseDeployConfig({ schemaVersion: 1, matmulDtype: dtype }) });
     let model: RunResult;
     try {
       const origin = await listen(app);

@@ -13,6 +13,10 @@ import { applyClassifierFreeGuidance } from '../src/pipeline/guidance';
 import { eulerStep, flowMatchSigmas } from '../src/pipeline/samplers/flow-match-euler';
 import { createTensor } from '../src/native/binding';
 import { Rng } from '../src/util/rng';
+import { builtinFamilies } from '../src/families';
+import { InProcessExecutor } from '../src/executor/in-process';
+import type { WanT2VModel } from '../src/families/wan/model';
+import { loadNative } from '../src/native/binding';
 
 const STEPS = 20;
 const ROUNDS = 7;
@@ -23,15 +27,15 @@ function median(xs: number[]): number {
 }
 
 async function main(): Promise<void> {
-  const engine = await Engine.create();
+  const engine = await Engine.create({ families: builtinFamilies() });
   const request = { task: 'T2V' as const, inputs: { prompt: 'a red ball in a dark blue room' }, diffusion: { seed: 3, numInferenceSteps: STEPS, numFrames: 4, width: 64, height: 64, guidanceScale: 5, guidanceInterval: [0, 1] as [number, number], eta: 0, flowShift: 3 } };
-  const model = await engine.models.get(undefined);
+  const model = (await (engine.executor as InProcessExecutor).models.get(undefined)) as WanT2VModel;
   const dit = model.transformer();
   const te = model.textEncoder;
   const L = te.config.maxLength;
   const d = te.config.dModel;
-  const cond = createTensor(engine.native, [1, L, d]);
-  const uncond = createTensor(engine.native, [1, L, d]);
+  const cond = createTensor(loadNative(), [1, L, d]);
+  const uncond = createTensor(loadNative(), [1, L, d]);
   await te.encode(model.tokenizer.encode(request.inputs.prompt, L), cond);
   await te.encode(model.tokenizer.encode('', L), uncond);
   const shape = { frames: 4, height: 16, width: 16, textLen: L };

@@ -10,6 +10,7 @@
 import { lastValueFrom, toArray } from 'rxjs';
 import { Engine } from '../src/engine/engine';
 import type { OmniEvent } from '../src/request/omni-event';
+import { builtinFamilies } from '../src/families';
 
 function arg(name: string, fallback: number): number {
   const i = process.argv.indexOf(`--${name}`);
@@ -30,7 +31,7 @@ async function timed(engine: Engine, req: Parameters<Engine['generate']>[0]): Pr
 }
 
 async function scenario(maxRunning: number, o: { shorts: number; gapMs: number; longSteps: number; frames: number }) {
-  const engine = await Engine.create({ maxRunning });
+  const engine = await Engine.create({ families: builtinFamilies(), maxRunning });
   // Warm up: compile the plans of both shapes so neither arm pays it.
   await timed(engine, { task: 'T2V', inputs: { prompt: 'warm' }, diffusion: { seed: 1, numInferenceSteps: 1, numFrames: o.frames } });
   await timed(engine, { task: 'T2I', inputs: { prompt: 'warm' }, diffusion: { seed: 1, numInferenceSteps: 1 } });

@@ -25,6 +25,10 @@ import { encodePrompt } from '../src/families/wan/text-encode';
 import { ChunkRollout } from '../src/families/wan/chunk-rollout';
 import { SlabPool } from '../src/cache/slab-pool';
 import { Rng } from '../src/util/rng';
+import { builtinFamilies } from '../src/families';
+import { InProcessExecutor } from '../src/executor/in-process';
+import type { WanT2VModel } from '../src/families/wan/model';
+import { loadNative } from '../src/native/binding';
 
 const KEYS: Array<SessionAction['key']> = ['up', 'right', 'down', 'left', 'none'];
 /** Flush on each direction change, as an interactive client does (`--no-flush`: let actions wait for the next chunk). */
@@ -96,12 +100,12 @@ async function sessionRun(engine: Engine, chunks: number): Promise<{ chunkMs: nu
 }
 
 async function plainRun(engine: Engine, chunks: number): Promise<number[]> {
-  const model = await engine.models.get(undefined);
+  const model = (await (engine.executor as InProcessExecutor).models.get(undefined)) as WanT2VModel;
   const state = new RequestState();
-  const context = await encodePrompt({ model, native: engine.native }, state, 'a red ball in a dark blue room');
+  const context = await encodePrompt({ model, native: loadNative() }, state, 'a red ball in a dark blue room');
   const cfg = { chunkFrames: 1, sinkFrames: 1, localWindowFrames: 6, steps: 2, flowShift: model.spec.defaults.flowShift, eta: model.spec.defaults.world?.eta ?? 0, width: 64, height: 64, seed: 5 };
-  const pool = new SlabPool({ slabBytes: ChunkRollout.slabBytes(model, 1, 64, 64), slabs: 1024 });
-  const rollout = ChunkRollout.create(engine.native, model, cfg, context, pool.openSession('plain', { sinkChunks: 1, windowChunks: 7, layers: model.spec.transformer.numLayers }));
+  const pool = new SlabPool({ slabBytes: ChunkRollout.slabBytes(model.spec, 1, 64, 64), slabs: 1024 });
+  const rollout = ChunkRollout.create(loadNative(), model, cfg, context, pool.openSession('plain', { sinkChunks: 1, windowChunks: 7, layers: model.spec.transformer.numLayers }));
   const times: number[] = [];
   try {
     let last = performance.now();
@@ -132,7 +136,7 @@ function argMatmulDtype(): MatmulDtype {
 async function main(): Promise<void> {
   const chunks = argChunks();
   const matmulDtype = argMatmulDtype();
-  const engine = await Engine.create({ matmulDtype });
+  const engine = await Engine.create({ families: builtinFamilies(), matmulDtype });
   try {
     const plain = await plainRun(engine, Math.min(chunks, 150));
     const s = await sessionRun(engine, chunks);

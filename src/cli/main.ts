@@ -4,13 +4,13 @@ import { EXIT, runGenerate, type CliEngineOptions, type EngineLike, type Generat
 import { runServe } from './serve';
 
 /**
- * Creates the real engine. The engine module is imported lazily so `--help` or an argument error never loads the
- * native addon or a model.
+ * Creates the real engine with the package's built-in model families (the CLI uses the public API, `omnirx`, as any
+ * caller does). Imported lazily so `--help` or an argument error never loads the native addon or a model.
  * @throws whatever `Engine.create` throws (native addon missing).
  */
 export async function loadEngine(options: CliEngineOptions = {}): Promise<EngineLike> {
-  const { Engine } = await import('../engine/engine');
-  return Engine.create(options);
+  const { Engine, builtinFamilies } = await import('../index');
+  return Engine.create({ families: builtinFamilies(), ...options });
 }
 
 /** The package's version from its package.json (the CLI runs from src/ under tests and from dist/src/ built). */

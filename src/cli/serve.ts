@@ -87,7 +87,8 @@ export async function runServe(argv: string[], deps: ServeDeps): Promise<number>
     return EXIT.USAGE;
   }
   const { createServer } = await import('../../transports/http/server');
-  const app = await createServer({ ...(args.modelsDir === undefined ? {} : { modelsDir: args.modelsDir }), ...(deploy === undefined ? {} : { deploy }), ...(args.apiKey === undefined ? {} : { apiKey: args.apiKey }) });
+  const { builtinFamilies } = await import('../index');
+  const app = await createServer({ families: builtinFamilies(), ...(args.modelsDir === undefined ? {} : { modelsDir: args.modelsDir }), ...(deploy === undefined ? {} : { deploy }), ...(args.apiKey === undefined ? {} : { apiKey: args.apiKey }) });
   try {
     await app.omnirx.engineReady;
     const address = await app.listen({ host: args.host, port: args.port });

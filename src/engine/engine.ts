@@ -1,44 +1,46 @@
 import { randomUUID } from 'node:crypto';
-import { asyncScheduler, catchError, concat, defer, map, Observable, of, ReplaySubject, takeUntil, type SchedulerLike, type Subscription } from 'rxjs';
-import { CacheManager } from '../cache/cache-manager';
-import { PoolExhaustedError } from '../cache/kv-handle';
-import type { FeatureCache } from '../cache/feature-cache';
+import { Observable, type SchedulerLike, type Subscription } from 'rxjs';
+import { CacheBudgetsSchema, type CacheBudgets } from '../cache/budgets';
+import { SlabReservations } from '../cache/slab-reservations';
 import { OmniError } from '../errors';
+import type { AdmittedRequest, Executor } from '../executor/executor';
+import { InProcessExecutor } from '../executor/in-process';
+import type { StepScheduler } from '../executor/scheduler';
 import { loadNative, type NativeBinding } from '../native/binding';
 import type { MatmulDtype } from '../native/plan-builder';
-import { ModelRegistry, defaultModelsDir } from '../models/registry';
-import type { WanT2VModel } from '../families/wan/model';
+import { defaultModelsDir, ModelCatalog } from '../pipeline/family/catalog';
+import type { ModelFamily, RequestContext, RequestWork } from '../pipeline/family/family';
+import { FamilyRegistry } from '../pipeline/family/registry';
+import type { AdmittedSession } from '../pipeline/family/session';
 import type { ResolvedParams } from '../pipeline/params';
-import { buildPipeline, type BuiltPipeline } from '../pipeline/spec';
-import type { WanT2VContext } from '../families/wan/context';
-import { defaultWanT2VPolicies, wanT2VPipelineSpec, type WanT2VPolicies } from '../families/wan/pipeline';
-import { WanT2VState } from '../families/wan/state';
-import { denoiseWork } from '../families/wan/denoise-work';
-import { actionAdaLNInjector, type ConditioningInjector } from '../pipeline/policies/conditioning-injector';
-import { CacheBudgetsSchema, type CacheBudgets } from '../cache/budgets';
+import { defaultPolicies, type PipelinePolicies } from '../pipeline/policies/policies';
+import type { RequestState } from '../pipeline/request-state';
 import { SessionConfigSchema, type SessionConfig } from '../pipeline/session-config';
+import { buildPipeline, type BuiltPipeline } from '../pipeline/spec';
 import type { DeployConfig, DeployTask } from '../placement/deploy-config';
-import { createSessionRequestSchema, type SessionRequestInput } from '../request/session-request';
+import { StageExecutor } from '../placement/stage-executor';
+import type { Topology } from '../placement/topology';
 import { DEFAULT_LIMITS, type RequestLimits } from '../request/limits';
 import type { OmniEvent } from '../request/omni-event';
 import { createOmniRequestSchema, type OmniRequest, type OmniRequestInput, type Task } from '../request/omni-request';
-import { estimateMemory, resolveParams } from './admission';
-import { failureEvent } from './events';
-import { takeRequestOrAnswer } from './intake';
-import { resolveSessionParams } from '../families/wan/session-params';
 import { invalidInput } from '../request/invalid-input';
-import { runGraph } from '../pipeline/graph-runner';
-import { CostModel, StepScheduler } from '../executor/scheduler';
+import { createSessionRequestSchema, type SessionRequestInput } from '../request/session-request';
 import { AdmissionPlanner } from './admission-planner';
-import { WorldSession } from './session';
-import { ChunkRollout } from '../families/wan/chunk-rollout';
+import { errorEventOf, failureEvent } from './events';
+import { takeRequestOrAnswer } from './intake';
+import { SessionInputs, WorldSession } from './session';
 
 export interface EngineOptions {
+  /**
+   * The model families this engine can run, keyed by `model.json`'s `family` (`builtinFamilies()` from 'omnirx', and
+   * your own beside them). The engine names no family itself.
+   */
+  families: readonly ModelFamily[];
   /** Folder of model directories (default: `models/` in the package, or OMNIRX_MODELS_DIR). */
   modelsDir?: string;
   /** Model used when a request names none. */
   defaultModel?: string;
-  /** Operand dtype of the DiT's matrix products, linear layers and attention (deploy config `matmulDtype`). Default float32. */
+  /** Operand dtype of the denoisers' matrix products, linear layers and attention (deploy config `matmulDtype`). Default float32. */
   matmulDtype?: MatmulDtype;
   limits?: RequestLimits;
   native?: NativeBinding;
@@ -47,8 +49,8 @@ export interface EngineOptions {
    * and cache pools no deployed task needs are never loaded or created. Default T2V, T2I and WORLD.
    */
   tasks?: DeployTask[];
-  /** Policies bound to the pipeline at build (default: classic CFG, one transformer, the model's flow shift). */
-  policies?: Partial<WanT2VPolicies>;
+  /** Policies bound to the pipelines at build (default: classic CFG, one transformer, the model's flow shift, Euler, adaLN actions). */
+  policies?: Partial<PipelinePolicies>;
   /** Requests waiting for admission before new ones are refused with OMNIRX_ERR_QUEUE_FULL. Default 64. */
   maxQueued?: number;
   /** Requests admitted (running) at once. Default 8. */
@@ -59,20 +61,21 @@ export interface EngineOptions {
   batchWindowMs?: number;
   /** Seeds of the cost model: `CostModel.keyOf(key)` → ms per step. */
   costSeed?: Record<string, number>;
-  /** Time source of the step scheduler (virtual time in tests). */
+  /** Time source of the step scheduler and the sessions' idle timers (virtual time in tests). */
   scheduler?: SchedulerLike;
+  /** A step scheduler to share with loops of your own (in process): your steps and the engine's interleave on it. */
+  steps?: StepScheduler;
   /** Byte budget of the engine's feature cache (text embeddings reused across requests). Default 64 MiB; 0 caches nothing. */
   featureCacheBytes?: number;
   /** Cache budgets (deploy config `caches`); `featureCacheBytes` above wins for the feature cache. */
   caches?: Partial<CacheBudgets>;
   /** World-session settings (deploy config `sessions`). */
   sessions?: Partial<SessionConfig>;
-  /** How session actions reach the model (default: adaLN action injection). */
-  injector?: ConditioningInjector;
+  /** Where admitted work runs (deploy config `topology`): in this process when absent or monolithic, else on Encode / Denoise / Decode stages. */
+  topology?: Topology;
+  /** The compiled stage entry point of stage processes (tests). Default: `stage-main.js` beside the placement code. */
+  stageEntry?: string;
 }
-
-/** Components a WORLD deployment loads besides the generation pipeline's: the VAE encoder (image-to-world). */
-const WORLD_COMPONENTS = ['tokenizer', 'text_encoder', 'transformer', 'vae', 'vae_encoder'] as const;
 
 /** Lifecycle of a request in the engine (ordered; everything after `running` is final). */
 export enum RequestStatus {
@@ -84,12 +87,21 @@ export enum RequestStatus {
   Cancelled = 5,
 }
 
+/** A request resolved while it waits: its family, parameters, validated node params, memory claim and work. */
+interface Prepared {
+  family: ModelFamily;
+  params: ResolvedParams;
+  nodeParams: Record<string, unknown>;
+  claim: { residentBytes: number; peakBytes: number };
+  work: RequestWork;
+}
+
 interface Waiter {
   requestId: string;
   status: RequestStatus;
-  /** Model and params resolved while queued (or the admission failure). */
-  prepared: Promise<{ model: WanT2VModel; params: ResolvedParams; nodeParams: Record<string, unknown>; claim: { residentBytes: number; peakBytes: number } }>;
-  settled?: { model: WanT2VModel; params: ResolvedParams; nodeParams: Record<string, unknown>; claim: { residentBytes: number; peakBytes: number } } | { error: unknown };
+  /** Resolved while queued (or the admission failure). */
+  prepared: Promise<Prepared>;
+  settled?: Prepared | { error: unknown };
   start: () => void;
   fail: (err: unknown) => void;
 }
@@ -97,7 +109,7 @@ interface Waiter {
 /**
  * The `admitted` event of request `requestId`: the values actually used (the guidance interval as
  * `guidanceIntervalStart` / `guidanceIntervalEnd`, as event params are scalars) and the work `estimate` (`ms` when
- * predicted).
+ * the executor predicts it).
  */
 export function requestAdmittedEvent(requestId: string, p: ResolvedParams, estimate: { steps: number; forwards: number; ms?: number }): OmniEvent {
   const { task, model, width, height, numFrames, fps, numInferenceSteps, guidanceScale, guidanceInterval, flowShift, sampler, eta, seed, priority } = p;
@@ -110,119 +122,106 @@ export function requestAdmittedEvent(requestId: string, p: ResolvedParams, estim
   };
 }
 
+/** Engine options that the deploy config carries, from a validated config (`loadDeployConfig`). */
+export function deployOptions(config: DeployConfig): Omit<EngineOptions, 'families'> {
+  return {
+    ...(config.modelsDir === undefined ? {} : { modelsDir: config.modelsDir }),
+    ...(config.defaultModel === undefined ? {} : { defaultModel: config.defaultModel }),
+    ...(config.matmulDtype === undefined ? {} : { matmulDtype: config.matmulDtype }),
+    ...(config.topology === undefined ? {} : { topology: config.topology }),
+    tasks: config.tasks,
+    caches: config.caches,
+    sessions: config.sessions,
+  };
+}
+
 /**
- * The execution plane's entry point (DESIGN.md §4). `generate` returns a cold `Observable<OmniEvent>`:
- * subscribing submits the request (queued → admitted → running nodes → done / failed / cancelled), every node
- * boundary and loop step is an event, the last event is `final` or `error` (failures are events, never stream
- * errors), and unsubscribing cancels the request — removed from the queue at once, or stopped at the next step
- * boundary with its native buffers released once its in-flight native call returns.
+ * The front of the runtime (docs/design.md §4): the one place requests and sessions enter, whatever the topology.
+ * `generate` returns a cold `Observable<OmniEvent>`: subscribing submits the request (queued → admitted → running
+ * nodes → done / failed / cancelled), every node boundary and loop step is an event, the last event is `final` or
+ * `error` (failures are events, never stream errors), and unsubscribing cancels the request — removed from the queue
+ * at once, or stopped at the next step boundary with its native buffers released once its in-flight native call
+ * returns. `session` opens an interactive world session (`WorldSession`).
  *
- * Level 1 here: a bounded FIFO queue, memory admission (Σ resident + max peak ≤ budget), the graph runner per
- * request. Level 2: one `StepScheduler` for the pool interleaves the loop steps of every running request
- * (priority, then least attained service), so a short job never waits for a long one to finish.
+ * Level 1 here: validation, a bounded FIFO queue, memory admission (Σ resident + max peak ≤ budget) and the events.
+ * The admitted work runs on an `Executor` — in this process on one step scheduler (priority, then least attained
+ * service), or on Encode / Denoise / Decode stages (`topology`) — which receives plain data only.
  */
 export class Engine {
   private readonly schema;
-  private readonly pipeline: BuiltPipeline<WanT2VContext, WanT2VState>;
-  private readonly policies: WanT2VPolicies;
-  readonly steps: StepScheduler;
-  readonly costModel: CostModel;
+  private readonly sessionSchema;
+  /** Each family's graph for the deployed tasks: the front validates tasks and `nodeParams` against it. */
+  private readonly pipelines = new Map<string, BuiltPipeline<RequestContext, RequestState>>();
   private readonly admission: AdmissionPlanner;
   private readonly waiting: Waiter[] = [];
   private readonly runningIds = new Set<string>();
+  private readonly worldSessions = new Map<string, WorldSession>();
+  /** Ids of sessions the executor is opening (they count against `maxSessions` and cannot be reused meanwhile). */
+  private readonly openingSessions = new Set<string>();
+  private readonly slabs: SlabReservations;
   private closed = false;
   private closePromise?: Promise<void>;
-  /** Emits once, when `close()` starts: every running request ends at its next step boundary. */
-  private readonly closing$ = new ReplaySubject<void>(1);
-  /** Errors when `close()` starts: a run's `takeUntil` notifier, so closing ends it like a failure of its current node. */
-  private readonly closed$ = this.closing$.pipe(
-    map(() => {
-      throw new OmniError('OMNIRX_ERR_UNAVAILABLE', 'the engine closed before the request finished');
-    }),
-  );
-  /** States of the requests that have started running and not yet freed their native buffers. */
-  private readonly liveStates = new Set<WanT2VState>();
-  /** The engine's cache pools (DESIGN.md §8): feature cache, chunk-KV slabs; only those the deployment needs. */
-  readonly caches: CacheManager;
-  private readonly sessionSchema;
-  private readonly worldSessions = new Map<string, WorldSession>();
-  /** Chunk-KV slabs each open session may hold at most (reserved at open, so no session fails mid-rollout). */
-  private readonly slabReservations = new Map<string, number>();
 
   private constructor(
-    readonly native: NativeBinding,
-    readonly models: ModelRegistry,
+    /** The models this engine serves: specs and families, read from `model.json` (no weights). */
+    readonly models: ModelCatalog,
+    /** Where admitted work runs. */
+    readonly executor: Executor,
     readonly limits: RequestLimits,
-    private readonly options: Required<Pick<EngineOptions, 'maxQueued' | 'maxRunning' | 'memoryBudgetBytes'>>,
-    policies: WanT2VPolicies,
-    tasks: Task[],
-    scheduler: SchedulerLike,
-    batchWindowMs: number,
-    costSeed: Record<string, number>,
-    budgets: CacheBudgets,
+    private readonly policies: PipelinePolicies,
+    private readonly tasks: readonly Task[],
     private readonly deployTasks: readonly DeployTask[],
+    private readonly options: { maxQueued: number; maxRunning: number; memoryBudgetBytes: number },
+    budgets: CacheBudgets,
     private readonly sessionConfig: SessionConfig,
-    private readonly injector: ConditioningInjector,
-    private readonly timers: SchedulerLike,
+    private readonly timers: SchedulerLike | undefined,
   ) {
-    this.caches = new CacheManager(budgets, { features: true, chunkKv: deployTasks.includes('WORLD'), tokenKv: false });
     this.schema = createOmniRequestSchema(limits);
     this.sessionSchema = createSessionRequestSchema(limits);
-    this.policies = policies;
-    this.pipeline = buildPipeline(wanT2VPipelineSpec(policies), { tasks });
-    this.costModel = new CostModel({ seed: costSeed });
-    this.steps = new StepScheduler({ scheduler, costModel: this.costModel, batchWindowMs });
     this.admission = new AdmissionPlanner(options.memoryBudgetBytes);
+    this.slabs = new SlabReservations(budgets);
   }
 
-  /** Creates an engine; models load lazily on their first request, only the components the deployment needs. */
-  static async create(options: EngineOptions = {}): Promise<Engine> {
+  /**
+   * Creates an engine; models load lazily on their first request, only the components the deployment needs.
+   * @throws OmniError OMNIRX_ERR_CONFIG for two families of one name, or custom policies with stage processes (a stage
+   *   process builds its policies from the deploy config alone); OMNIRX_ERR_STAGE_FAILED when a stage process fails to start.
+   */
+  static async create(options: EngineOptions): Promise<Engine> {
     const native = options.native ?? loadNative();
-    const policies = { ...defaultWanT2VPolicies(), ...options.policies };
+    const catalog = new ModelCatalog(options.modelsDir ?? defaultModelsDir(), options.defaultModel ?? 'omnirx-default', new FamilyRegistry(options.families));
+    const policies = { ...defaultPolicies(), ...options.policies };
     const deployTasks = options.tasks ?? ['T2V', 'T2I', 'WORLD'];
     const tasks = deployTasks.filter((t): t is Task => t !== 'WORLD');
-    const components = new Set(buildPipeline(wanT2VPipelineSpec(policies), { tasks }).components);
-    if (deployTasks.includes('WORLD')) for (const c of WORLD_COMPONENTS) components.add(c);
-    const registry = new ModelRegistry(native, options.modelsDir ?? defaultModelsDir(), options.defaultModel ?? 'omnirx-default', components, { matmulDtype: options.matmulDtype });
+    const world = deployTasks.includes('WORLD');
     const budgets = CacheBudgetsSchema.parse({ ...options.caches, ...(options.featureCacheBytes !== undefined ? { featureCacheBytes: options.featureCacheBytes } : {}) });
-    const scheduler = options.scheduler ?? asyncScheduler;
+    const load = options.matmulDtype === undefined ? {} : { matmulDtype: options.matmulDtype };
+    const t = options.topology;
+    const executor: Executor =
+      t === undefined || t.kind === 'monolithic'
+        ? new InProcessExecutor({ native, catalog, tasks, world, policies, budgets, load, scheduler: options.scheduler, batchWindowMs: options.batchWindowMs, costSeed: options.costSeed, steps: options.steps })
+        : await StageExecutor.start({ native, catalog, tasks, world, policies, customPolicies: options.policies !== undefined, budgets, load, topology: t, entry: options.stageEntry });
     return new Engine(
-      native,
-      registry,
+      catalog,
+      executor,
       options.limits ?? DEFAULT_LIMITS,
-      { maxQueued: options.maxQueued ?? 64, maxRunning: options.maxRunning ?? 8, memoryBudgetBytes: options.memoryBudgetBytes ?? 8 * 2 ** 30 },
       policies,
       tasks,
-      scheduler,
-      options.batchWindowMs ?? 2,
-      options.costSeed ?? {},
-      budgets,
       deployTasks,
+      { maxQueued: options.maxQueued ?? 64, maxRunning: options.maxRunning ?? 8, memoryBudgetBytes: options.memoryBudgetBytes ?? 8 * 2 ** 30 },
+      budgets,
       SessionConfigSchema.parse(options.sessions ?? {}),
-      options.injector ?? actionAdaLNInjector,
-      scheduler,
+      options.scheduler,
     );
   }
 
   /**
    * Creates an engine for a validated deploy config (`loadDeployConfig`): its models folder, default model, matmul
-   * dtype, tasks, cache budgets and session settings; `extra` adds options the config does not carry (limits, policies, scheduler).
+   * dtype, tasks, cache budgets, session settings and topology; `extra` adds what the config does not carry (the
+   * families, limits, policies, scheduler).
    */
-  static fromDeployConfig(config: DeployConfig, extra: EngineOptions = {}): Promise<Engine> {
-    return Engine.create({
-      ...extra,
-      ...(config.modelsDir === undefined ? {} : { modelsDir: config.modelsDir }),
-      ...(config.defaultModel === undefined ? {} : { defaultModel: config.defaultModel }),
-      tasks: config.tasks,
-      ...(config.matmulDtype === undefined ? {} : { matmulDtype: config.matmulDtype }),
-      caches: config.caches,
-      sessions: config.sessions,
-    });
-  }
-
-  /** The feature cache (text embeddings shared by requests and sessions); undefined when its budget is 0. */
-  get featureCache(): FeatureCache | undefined {
-    return this.caches.features;
+  static fromDeployConfig(config: DeployConfig, extra: EngineOptions): Promise<Engine> {
+    return Engine.create({ ...extra, ...deployOptions(config) });
   }
 
   /** Ids of the models this engine can serve. */
@@ -230,20 +229,31 @@ export class Engine {
     return this.models.list();
   }
 
-  /** Requests waiting for admission, and requests running. */
+  /** Requests waiting for admission, requests running, their admitted memory and the open world sessions. */
   stats(): { queued: number; running: number; memoryBytes: number; sessions: number } {
     return { queued: this.waiting.length, running: this.runningIds.size, memoryBytes: this.admission.usedBytes, sessions: this.worldSessions.size };
   }
 
+  /** The graph of `family` for the deployed tasks (built once). */
+  private pipeline(family: ModelFamily): BuiltPipeline<RequestContext, RequestState> {
+    let p = this.pipelines.get(family.name);
+    if (p === undefined) {
+      p = buildPipeline(family.pipeline(this.policies), { tasks: this.tasks.filter((t) => family.tasks.includes(t)) });
+      this.pipelines.set(family.name, p);
+    }
+    return p;
+  }
+
   /**
-   * Opens an interactive world session (DESIGN.md §8; see `WorldSession`): validates the input, loads the model,
-   * applies its defaults and reserves the session's chunk-KV slabs (sink + window + the chunk in flight, per layer),
-   * so an open session never fails for lack of KV room mid-rollout. The rollout starts when `events$` is subscribed.
+   * Opens an interactive world session (docs/sessions.md; see `WorldSession`): validates the input, resolves it against
+   * the model (its family's defaults and stride), reserves the session's chunk-KV slabs (sink + window + the chunk in
+   * flight, per layer), so an open session never fails for lack of KV room mid-rollout, and opens it on the executor.
+   * The rollout starts when `events$` is subscribed.
    * @throws OmniError OMNIRX_ERR_INVALID_REQUEST (`param` names the field) for invalid input or a duplicate id;
-   *   OMNIRX_ERR_UNSUPPORTED_VALUE when the deployment does not serve WORLD or the size is not a multiple of the
-   *   model's stride; OMNIRX_ERR_QUEUE_FULL at `sessions.maxSessions`; OMNIRX_ERR_CACHE_EXHAUSTED when the chunk-KV
-   *   budget cannot hold the session; OMNIRX_ERR_UNKNOWN_MODEL / MODEL_LOAD from the registry; OMNIRX_ERR_UNAVAILABLE
-   *   once the engine is closed.
+   *   OMNIRX_ERR_UNSUPPORTED_VALUE when the deployment does not serve WORLD, the model's family has no sessions, or the
+   *   size is not a multiple of the model's stride; OMNIRX_ERR_QUEUE_FULL at `sessions.maxSessions`;
+   *   OMNIRX_ERR_CACHE_EXHAUSTED when the chunk-KV budget cannot hold the session; OMNIRX_ERR_UNKNOWN_MODEL /
+   *   MODEL_LOAD from the model; OMNIRX_ERR_UNAVAILABLE once the engine is closed; a stage's failure to open it.
    */
   async session(input: SessionRequestInput): Promise<WorldSession> {
     if (this.closed) throw new OmniError('OMNIRX_ERR_UNAVAILABLE', 'the engine is closed');
@@ -251,52 +261,61 @@ export class Engine {
     const parsed = this.sessionSchema.safeParse(input);
     if (!parsed.success) throw invalidInput(parsed.error);
     const req = parsed.data;
-    const model = await this.models.get(req.model);
+    const { spec, family } = await this.models.get(req.model);
+    const sessions = family.sessions;
+    if (sessions === undefined) throw new OmniError('OMNIRX_ERR_UNSUPPORTED_VALUE', `model '${spec.id}' (family '${family.name}') has no world sessions`, { param: 'model' });
     const cfg = this.sessionConfig;
-    const resolved = resolveSessionParams(req, model);
-    const { width, height } = resolved;
-    // Checked after the model load so that concurrent opens cannot both pass.
+    const resolved = sessions.resolve(req, spec);
+    // Checked after the model's spec is read so that concurrent opens cannot both pass.
     if (this.closed) throw new OmniError('OMNIRX_ERR_UNAVAILABLE', 'the engine is closed');
     const sessionId = req.sessionId ?? randomUUID();
-    if (this.worldSessions.has(sessionId) || this.runningIds.has(sessionId) || this.waiting.some((w) => w.requestId === sessionId)) {
-      throw new OmniError('OMNIRX_ERR_INVALID_REQUEST', `sessionId '${sessionId}' is already in use`, { param: 'sessionId' });
+    if (this.idInUse(sessionId)) throw new OmniError('OMNIRX_ERR_INVALID_REQUEST', `sessionId '${sessionId}' is already in use`, { param: 'sessionId' });
+    const open = this.worldSessions.size + this.openingSessions.size;
+    if (open >= cfg.maxSessions) throw new OmniError('OMNIRX_ERR_QUEUE_FULL', `${open} world sessions are open, the deployment's bound (sessions.maxSessions); retry later`);
+    const kv = sessions.kv(spec, resolved, cfg);
+    this.slabs.reserve(sessionId, kv.slabBytes, kv.slabs);
+    const admitted: AdmittedSession = {
+      sessionId,
+      family: family.name,
+      model: spec.id,
+      prompt: req.prompt,
+      ...resolved,
+      initialAction: req.initialAction,
+      chunkFrames: cfg.chunkFrames,
+      sinkFrames: cfg.sinkFrames,
+      localWindowFrames: cfg.localWindowFrames,
+      steps: cfg.steps,
+      firstChunkSteps: cfg.firstChunkSteps,
+    };
+    const inputs = new SessionInputs(cfg.chunkFrames, req.initialAction);
+    const checkAction = (a: Parameters<typeof sessions.checkAction>[1]) => sessions.checkAction(spec, a, this.policies.conditioning, cfg);
+    this.openingSessions.add(sessionId);
+    let execution;
+    try {
+      execution = await this.executor.openSession(admitted, req.image, inputs);
+    } catch (e) {
+      this.slabs.release(sessionId);
+      throw e;
+    } finally {
+      this.openingSessions.delete(sessionId);
     }
-    if (this.worldSessions.size >= cfg.maxSessions) throw new OmniError('OMNIRX_ERR_QUEUE_FULL', `${this.worldSessions.size} world sessions are open, the deployment's bound (sessions.maxSessions); retry later`);
-    const pool = this.caches.chunkKv(ChunkRollout.slabBytes(model, cfg.chunkFrames, width, height));
-    const need = model.spec.transformer.numLayers * ((cfg.sinkFrames + cfg.localWindowFrames) / cfg.chunkFrames + 1);
-    let reserved = 0;
-    for (const n of this.slabReservations.values()) reserved += n;
-    if (reserved + need > pool.totalSlabs) {
-      throw new PoolExhaustedError(pool.name, sessionId, need, pool.totalSlabs - reserved, 'slabs', pool.slabBytes, pool.totalSlabs);
-    }
-    this.slabReservations.set(sessionId, need);
-    const session = new WorldSession(
-      { sessionId, prompt: req.prompt, image: req.image, initialAction: req.initialAction, ...resolved },
-      {
-        native: this.native,
-        model,
-        config: cfg,
-        steps: this.steps,
-        timers: this.timers,
-        caches: this.caches,
-        injector: this.injector,
-        onClosed: (id) => {
-          this.worldSessions.delete(id);
-          this.slabReservations.delete(id);
-        },
+    const session = new WorldSession(admitted, execution, inputs, {
+      idleTimeoutMs: cfg.idleTimeoutMs,
+      timers: this.timers,
+      checkAction,
+      onReleased: (id) => {
+        this.worldSessions.delete(id);
+        this.slabs.release(id);
       },
-    );
+    });
     this.worldSessions.set(sessionId, session);
+    if (this.closed) session.close();
     return session;
   }
 
   /** Runs one request as a cold event stream (see the class docs). */
   generate(input: OmniRequestInput): Observable<OmniEvent> {
     return new Observable<OmniEvent>((subscriber) => {
-      const finish = (ev: OmniEvent) => {
-        subscriber.next(ev);
-        subscriber.complete();
-      };
       const intake = takeRequestOrAnswer(subscriber, this.schema, input, (id) => this.refusal(id));
       if (intake === undefined) return undefined;
       const { request: req, requestId } = intake;
@@ -310,12 +329,19 @@ export class Engine {
           const s = waiter.settled;
           if (s === undefined || 'error' in s) return;
           waiter.status = RequestStatus.Running;
-          subscriber.next(this.admittedEvent(requestId, s.params, s.model, s.nodeParams));
-          run = this.run(requestId, s.model, s.params, s.nodeParams, started).subscribe({
+          subscriber.next(this.admittedEvent(requestId, s));
+          const admitted: AdmittedRequest = { requestId, family: s.family.name, params: s.params, nodeParams: s.nodeParams };
+          run = this.executor.execute(admitted).subscribe({
             next: (ev) => {
-              if (ev.type === 'final') waiter.status = RequestStatus.Done;
-              if (ev.type === 'error') waiter.status = RequestStatus.Failed;
-              subscriber.next(ev);
+              if (ev.type === 'output') {
+                waiter.status = RequestStatus.Done;
+                subscriber.next({ type: 'final', requestId, output: { requestId, artifacts: ev.artifacts, seed: s.params.seed, ms: performance.now() - started } });
+              } else if (ev.type === 'failed') {
+                waiter.status = RequestStatus.Failed;
+                subscriber.next(errorEventOf(requestId, ev.failure));
+              } else {
+                subscriber.next(ev);
+              }
             },
             complete: () => {
               this.finishRunning(requestId);
@@ -325,7 +351,8 @@ export class Engine {
         },
         fail: (err) => {
           waiter.status = RequestStatus.Failed;
-          finish(failureEvent(requestId, err));
+          subscriber.next(failureEvent(requestId, err));
+          subscriber.complete();
         },
       };
       this.waiting.push(waiter);
@@ -357,7 +384,7 @@ export class Engine {
   /** Why a valid request cannot enter now (closed engine, an id in use, a full queue), or undefined. */
   private refusal(requestId: string): OmniError | undefined {
     if (this.closed) return new OmniError('OMNIRX_ERR_UNAVAILABLE', 'the engine is closed');
-    if (this.runningIds.has(requestId) || this.waiting.some((w) => w.requestId === requestId) || this.worldSessions.has(requestId)) {
+    if (this.idInUse(requestId)) {
       return new OmniError('OMNIRX_ERR_INVALID_REQUEST', `requestId '${requestId}' is already queued or running`, { param: 'requestId' });
     }
     // Waiters headed for a free running slot (still loading their model) are not queued behind anything: only the
@@ -367,13 +394,20 @@ export class Engine {
     return undefined;
   }
 
-  /** Loads the model and resolves the request while it waits in the queue. */
-  private async prepare(req: OmniRequest) {
-    const model = await this.models.get(req.model);
-    const params = resolveParams(req, model, this.limits, this.policies);
-    this.pipeline.activeNodes(params);
-    const nodeParams = this.pipeline.parseNodeParams(req.nodeParams);
-    return { model, params, nodeParams, claim: estimateMemory(params, model) };
+  /** Whether `id` names a queued or running request, or an open (or opening) world session. */
+  private idInUse(id: string): boolean {
+    return this.runningIds.has(id) || this.waiting.some((w) => w.requestId === id) || this.worldSessions.has(id) || this.openingSessions.has(id);
+  }
+
+  /** Reads the model's spec, resolves the request with its family and has the executor load the model, while it waits. */
+  private async prepare(req: OmniRequest): Promise<Prepared> {
+    const { spec, family } = await this.models.get(req.model);
+    const params = family.resolve(req, spec, { limits: this.limits, policies: this.policies });
+    const pipeline = this.pipeline(family);
+    pipeline.activeNodes(params);
+    const nodeParams = pipeline.parseNodeParams(req.nodeParams);
+    await this.executor.prepare(spec.id);
+    return { family, params, nodeParams, claim: family.claim(params, spec), work: family.work(params, nodeParams, this.policies, spec) };
   }
 
   /** Admits queued requests in FIFO order while running slots and memory allow. */
@@ -381,7 +415,7 @@ export class Engine {
     if (this.closed) return;
     while (this.waiting.length > 0) {
       const head = this.waiting[0];
-      if (head.settled === undefined) return; // still loading its model: keep FIFO order
+      if (head.settled === undefined) return; // still resolving: keep FIFO order
       if ('error' in head.settled) {
         this.removeWaiter(head);
         head.fail(head.settled.error);
@@ -409,48 +443,13 @@ export class Engine {
   private finishRunning(requestId: string): void {
     if (!this.runningIds.delete(requestId)) return;
     this.admission.release(requestId);
-    this.steps.forget(requestId);
     this.pump();
   }
 
-  private admittedEvent(requestId: string, p: ResolvedParams, model: WanT2VModel, nodeParams: Record<string, unknown>): OmniEvent {
-    const { steps, guidedSteps, forwards } = denoiseWork(p, nodeParams, this.policies.cfg);
-    const [pt, ph, pw] = model.spec.transformer.patchSize;
-    const s = 2 ** (model.spec.vae.channels.length - 1);
-    const shape = `${p.numFrames / pt}x${p.height / s / ph * ph}x${p.width / s / pw * pw}`;
-    // Priced step by step: guided steps at the policy's guided cost, the others at a single forward's.
-    const key = { model: `${model.spec.id}/transformer`, phase: 'denoise', shape } as const;
-    const ms = this.steps.estimate({ ...key, guidance: this.policies.cfg.variant === 'batched' ? 'batched' : 'sequential' }, guidedSteps) + this.steps.estimate({ ...key, guidance: 'single' }, steps - guidedSteps);
-    return requestAdmittedEvent(requestId, p, { steps, forwards, ms: Math.round(ms) });
-  }
-
-
-  /** Runs the active nodes of the graph, then emits `final`; any failure becomes an `error` event. */
-  private run(requestId: string, model: WanT2VModel, params: ResolvedParams, nodeParams: Record<string, unknown>, started: number): Observable<OmniEvent> {
-    return new Observable<OmniEvent>((subscriber) => {
-      const abort = new AbortController();
-      const state = new WanT2VState();
-      const ctx: WanT2VContext = { requestId, model, params, nodeParams, native: this.native, signal: abort.signal, featureCache: this.caches.features };
-      this.liveStates.add(state);
-      void state.whenReleased().then(() => this.liveStates.delete(state));
-      let current = '';
-      const nodes = this.pipeline.activeNodes(params);
-      const final$ = defer(() => of<OmniEvent>({ type: 'final', requestId, output: { requestId, artifacts: { ...state.artifacts }, seed: params.seed, ms: performance.now() - started } }));
-      const sub = concat(
-        runGraph(nodes, Object.keys(this.pipeline.spec.requestInputs), ctx, state, { scheduler: this.steps, requestId, priority: params.priority }, (n) => (current = n)),
-        final$,
-      )
-        .pipe(
-          takeUntil(this.closed$),
-          catchError((err) => of(failureEvent(requestId, err, { node: current || undefined, completedSteps: state.completedSteps, partial: { ...state.artifacts } }))),
-        )
-        .subscribe(subscriber);
-      return () => {
-        abort.abort();
-        sub.unsubscribe();
-        state.release();
-      };
-    });
+  /** The `admitted` event: the family's work estimate, priced by the executor's cost model when it has one. */
+  private admittedEvent(requestId: string, s: Prepared): OmniEvent {
+    const ms = this.executor.price(s.work.costs);
+    return requestAdmittedEvent(requestId, s.params, { steps: s.work.steps, forwards: s.work.forwards, ...(ms === undefined ? {} : { ms: Math.round(ms) }) });
   }
 
   /**
@@ -468,11 +467,9 @@ export class Engine {
   private async shutdown(): Promise<void> {
     this.closed = true;
     for (const w of this.waiting.splice(0)) w.fail(new OmniError('OMNIRX_ERR_UNAVAILABLE', 'the engine closed before the request started'));
-    this.closing$.next();
     const sessions = [...this.worldSessions.values()];
     for (const s of sessions) s.close();
-    await Promise.all([...sessions.map((s) => s.whenReleased()), ...[...this.liveStates].map((s) => s.whenReleased())]);
-    this.caches.dispose();
-    await this.models.dispose();
+    await Promise.all(sessions.map((s) => s.whenReleased()));
+    await this.executor.close();
   }
 }

@@ -1,5 +1,6 @@
 import type { z } from 'zod';
-import { OmniError } from '../errors';
+import type { ExecutionFailure } from '../executor/executor';
+import { toExecutionFailure } from '../executor/failure';
 import type { ErrorEvent } from '../request/omni-event';
 
 const MAX_ISSUES = 20;
@@ -29,12 +30,13 @@ export function validationErrorEvent(requestId: string, error: z.ZodError): Erro
   };
 }
 
+/** An execution's failure as the request's `error` event. */
+export function errorEventOf(requestId: string, f: ExecutionFailure): ErrorEvent {
+  const { code, message, param, node, completedSteps, partial } = f;
+  return { type: 'error', requestId, code, message, ...(param === undefined ? {} : { param }), ...(node === undefined ? {} : { node }), ...(completedSteps === undefined ? {} : { completedSteps }), ...(partial === undefined ? {} : { partial }) };
+}
+
 /** Turns anything thrown while a request ran into an `error` event (never a thrown error on the stream). */
 export function failureEvent(requestId: string, err: unknown, extra: Pick<ErrorEvent, 'node' | 'partial' | 'completedSteps'> = {}): ErrorEvent {
-  const e = err instanceof Error ? err : new Error(String(err));
-  const raw = (e as Error & { code?: unknown }).code;
-  const code = e instanceof OmniError ? e.code : typeof raw === 'string' && raw.startsWith('OMNIRX_ERR_') ? raw : 'OMNIRX_ERR_INTERNAL';
-  const event: ErrorEvent = { type: 'error', requestId, code, message: e.message, ...extra };
-  if (e instanceof OmniError && e.param !== undefined) event.param = e.param;
-  return event;
+  return errorEventOf(requestId, toExecutionFailure(err, extra));
 }

@@ -1,24 +1,11 @@
-import { concat, concatMap, defer, from, ignoreElements, map, Observable, of, range, Subject, switchMap, tap, type Observer, type SchedulerLike, type Subscription } from 'rxjs';
-import { concatMapWithLatest, creditGate } from '../../operators';
-import type { CacheManager } from '../cache/cache-manager';
-import type { SlabSession } from '../cache/slab-pool';
+import { asyncScheduler, BehaviorSubject, concat, defer, map, Observable, of, Subject, type Observer, type SchedulerLike, type Subscription } from 'rxjs';
+import { creditGate } from '../../operators';
 import { OmniError } from '../errors';
-import type { NativeBinding } from '../native/binding';
-import type { WanT2VModel } from '../families/wan/model';
-import type { SessionConfig } from '../pipeline/session-config';
-import type { ConditioningInjector } from '../pipeline/policies/conditioning-injector';
-import type { ActionModuleConfig, ChunkActions } from '../models/action-module';
-import { ACTION_KEYS } from '../request/action';
-import { RequestState } from '../pipeline/request-state';
-import { encodePrompt } from '../families/wan/text-encode';
-import { ChunkRollout, type ChunkAttempt } from '../families/wan/chunk-rollout';
-import type { OmniEvent, RolloutInfo } from '../request/omni-event';
+import type { SessionExecution, SessionInputs as ExecutorSessionInputs } from '../executor/executor';
+import { ROLLOUT_NODE, type AdmittedSession, type SessionExecutionEvent } from '../pipeline/family/session';
+import type { OmniEvent } from '../request/omni-event';
 import { parseSessionAction, type SessionAction } from '../request/session-request';
 import { failureEvent } from './events';
-import type { StepScheduler } from '../executor/scheduler';
-
-/** Name of the session's loop node in `step` and `chunk` events. */
-export const ROLLOUT_NODE = 'chunk_rollout';
 
 /** The error that ends session `sessionId` after `idleTimeoutMs` ms without an action, credit, flush or frame. */
 export function sessionExpired(sessionId: string, idleTimeoutMs: number): OmniError {
@@ -26,48 +13,23 @@ export function sessionExpired(sessionId: string, idleTimeoutMs: number): OmniEr
 }
 
 /**
- * The `admitted` event of world session `sessionId` on model `modelId`: the values used and the work per chunk
- * (`steps` denoise steps and one more DiT forward for the commit).
+ * The `admitted` event of world session `s`: the values used and the work per chunk (`steps` denoise steps and one
+ * more DiT forward for the commit).
  */
-export function worldAdmittedEvent(sessionId: string, modelId: string, p: Pick<WorldSessionParams, 'width' | 'height' | 'fps' | 'seed' | 'flowShift' | 'eta' | 'priority'>, c: Pick<SessionConfig, 'chunkFrames' | 'sinkFrames' | 'localWindowFrames' | 'steps' | 'firstChunkSteps'>): OmniEvent {
+export function worldAdmittedEvent(s: AdmittedSession): OmniEvent {
   return {
     type: 'admitted',
-    requestId: sessionId,
-    model: modelId,
-    params: { task: 'WORLD', width: p.width, height: p.height, fps: p.fps, seed: p.seed, flowShift: p.flowShift, eta: p.eta, priority: p.priority, chunkFrames: c.chunkFrames, sinkFrames: c.sinkFrames, localWindowFrames: c.localWindowFrames, stepsPerChunk: c.steps, firstChunkSteps: c.firstChunkSteps },
-    estimate: { steps: c.steps, forwards: c.steps + 1 },
+    requestId: s.sessionId,
+    model: s.model,
+    params: { task: 'WORLD', width: s.width, height: s.height, fps: s.fps, seed: s.seed, flowShift: s.flowShift, eta: s.eta, priority: s.priority, chunkFrames: s.chunkFrames, sinkFrames: s.sinkFrames, localWindowFrames: s.localWindowFrames, stepsPerChunk: s.steps, firstChunkSteps: s.firstChunkSteps },
+    estimate: { steps: s.steps, forwards: s.steps + 1 },
   };
-}
-
-/** Which field of `action` a model with action config `cfg` refuses: its key when the model lacks it, else its vector. */
-function refusedActionField(action: SessionAction, cfg: ActionModuleConfig | undefined): string {
-  const keyRefused = cfg === undefined ? action.key !== 'none' : (ACTION_KEYS as readonly string[]).indexOf(action.key) >= cfg.numKeys;
-  return keyRefused ? 'action.key' : 'action.vector';
-}
-
-/**
- * The model's actions for one chunk of `frames` latent frames holding `action` on every frame, through `injector`.
- * A model without an action module (`cfg` undefined) takes only "none" (no conditioning to inject). The monolithic
- * session and both the front and the Denoise stage of a disaggregated one check actions with it.
- * @throws OmniError from the injector (OMNIRX_ERR_UNSUPPORTED_VALUE) when the model cannot take the action, its
- *   `param` naming the refused field (`action.key` or `action.vector`).
- */
-export function chunkActionsOf(injector: ConditioningInjector, action: SessionAction, frames: number, cfg: ActionModuleConfig | undefined): ChunkActions | undefined {
-  if (cfg === undefined && action.key === 'none' && action.vector === undefined) return undefined;
-  const { key, vector } = action;
-  try {
-    return injector.chunkActions(vector === undefined ? { key } : { key, vector }, frames, cfg);
-  } catch (e) {
-    if (e instanceof OmniError && e.param === undefined) throw new OmniError(e.code, e.message, { param: refusedActionField(action, cfg) });
-    throw e;
-  }
 }
 
 /** A session's resolved parameters (the request with the model's defaults applied). */
 export interface WorldSessionParams {
   sessionId: string;
   prompt: string;
-  image?: { width: number; height: number; data: Uint8Array };
   width: number;
   height: number;
   /** PTS rate of the emitted frames, frames per second. */
@@ -80,37 +42,68 @@ export interface WorldSessionParams {
   priority: number;
 }
 
-/** What a session uses of its engine. */
-export interface WorldSessionDeps {
-  native: NativeBinding;
-  model: WanT2VModel;
-  config: SessionConfig;
-  /** The pool's step scheduler: the session's steps interleave with every other request's and session's. */
-  steps: StepScheduler;
-  /** Time source of the idle timer (virtual time in tests). */
-  timers: SchedulerLike;
-  caches: CacheManager;
-  injector: ConditioningInjector;
-  /** Called once, after the session's resources are freed. */
-  onClosed: (sessionId: string) => void;
-}
-
 /** Occupancy of a session, for transports and tests. */
 export interface WorldSessionStats {
   /** Chunks emitted so far. */
   chunks: number;
-  /** Credits granted but not yet spent (frames the consumer can still take). */
+  /** Credits granted but not yet spent on an emitted chunk (frames the consumer can still take). */
   creditBalance: number;
-  /** Native bytes of the rollout (KV cache, plans, decoder state); 0 once closed. */
+  /** Native bytes the session holds in this process (KV cache, plans, decoder state); 0 once closed or on stages. */
   nativeBytes: number;
-  /** Bytes of chunk-KV slabs held in the pool. */
+  /** Bytes of chunk-KV slabs it holds in this process's pool. */
   slabBytes: number;
   closed: boolean;
 }
 
 /**
- * What a transport uses of an open world session (WebSocket, WebRTC): the monolithic `WorldSession` and the
- * disaggregated front's `StageSession` both implement it, with the semantics documented on `WorldSession`.
+ * The live inputs of one world session (what the front feeds the executor): credit grants gated into one permit per
+ * chunk of `chunkFrames` frames (grants made before the executor subscribes are kept for it), the latest valid action
+ * (replayed to a new subscriber, so an action given before the rollout started is not lost), and flushes.
+ */
+export class SessionInputs implements ExecutorSessionInputs {
+  readonly permits$: Observable<number>;
+  private readonly actionIn: BehaviorSubject<SessionAction>;
+  private readonly creditIn = new Subject<number>();
+  private readonly flushIn = new Subject<void>();
+  private early = 0;
+  private attached = false;
+  readonly actions$: Observable<SessionAction>;
+  readonly flush$ = this.flushIn.asObservable();
+
+  constructor(chunkFrames: number, initialAction: SessionAction) {
+    this.actionIn = new BehaviorSubject(initialAction);
+    this.actions$ = this.actionIn.asObservable();
+    this.permits$ = defer(() => {
+      const early = this.early;
+      this.early = 0;
+      this.attached = true;
+      return early > 0 ? concat(of(early), this.creditIn) : this.creditIn;
+    }).pipe(creditGate(chunkFrames));
+  }
+
+  grant(n: number): void {
+    if (this.attached) this.creditIn.next(n);
+    else this.early += n;
+  }
+
+  act(action: SessionAction): void {
+    this.actionIn.next(action);
+  }
+
+  flush(): void {
+    this.flushIn.next();
+  }
+
+  complete(): void {
+    this.actionIn.complete();
+    this.creditIn.complete();
+    this.flushIn.complete();
+  }
+}
+
+/**
+ * What a transport uses of an open world session (WebSocket, WebRTC), with the semantics documented on
+ * `WorldSession`, which implements it (a transport's tests and baselines may stand in their own).
  */
 export interface WorldSessionHandle {
   readonly id: string;
@@ -125,10 +118,21 @@ export interface WorldSessionHandle {
   stats(): Pick<WorldSessionStats, 'chunks' | 'creditBalance' | 'closed'>;
 }
 
-type Phase = 'idle' | 'denoise' | 'decode';
+/** What a session front needs from its engine. */
+export interface WorldSessionDeps {
+  /** A session with no action, credit, flush or emitted chunk for this long ends with OMNIRX_ERR_SESSION_EXPIRED, ms. */
+  idleTimeoutMs: number;
+  /** Time source of the idle timer (virtual time in tests). Default `asyncScheduler`. */
+  timers?: SchedulerLike;
+  /** Throws an OmniError naming the field (`action.key`, `action.vector`) for an action the model cannot take. */
+  checkAction(action: SessionAction): void;
+  /** Called once, after the session's state is freed on every stage that held it. */
+  onReleased(sessionId: string): void;
+}
 
 /**
- * An interactive world-model session (DESIGN.md §8): a chunked causal rollout driven by a live action stream.
+ * An interactive world-model session (docs/sessions.md): a chunked causal rollout driven by a live action stream, the
+ * same object whatever the topology (the rollout runs on the engine's executor).
  *
  *  - `events$`: the session's events — `admitted`, then per chunk its `step` events and one `chunk` event (RGB24
  *    frames `[C, H, W, 3]`, `rollout` = chunk index, first frame, PTS in ms, the action used); it ends with `final`
@@ -136,7 +140,8 @@ type Phase = 'idle' | 'denoise' | 'decode';
  *    starts the session (one consumer); unsubscribing closes it.
  *  - `actions`: feed actions (`SessionActionSchema`: key none/up/down/left/right, optional vector (x, y), optional id).
  *    The latest action is sampled when a chunk starts: an action arriving mid-chunk applies from the next chunk.
- *    An invalid action throws an OmniError (OMNIRX_ERR_INVALID_REQUEST naming the field) from `next` and changes nothing.
+ *    An invalid action throws an OmniError (OMNIRX_ERR_INVALID_REQUEST naming the field, or
+ *    OMNIRX_ERR_UNSUPPORTED_VALUE for one the model cannot take) from `next` and changes nothing.
  *  - `credits`: the consumer grants one credit per frame it is ready to take; a chunk of C frames starts only when C
  *    credits are available (no unbounded buffering when the consumer is slow). A grant that is not a positive safe
  *    integer throws OMNIRX_ERR_INVALID_REQUEST.
@@ -146,51 +151,37 @@ type Phase = 'idle' | 'denoise' | 'decode';
  *    chunk instead of up to two.
  *  - `close()`: ends the session and frees its KV cache, decoder state and slabs once in-flight native work settles.
  *
- * Every denoise step, commit and decode is one grant of the pool's `StepScheduler`, so sessions and generation
- * requests interleave step by step; a session's outputs depend only on its seed, prompt, image and actions.
+ * Every denoise step, commit and decode is one grant of a pool's `StepScheduler`, so sessions and generation requests
+ * interleave step by step; a session's outputs depend only on its seed, prompt, image and actions.
  */
 export class WorldSession implements WorldSessionHandle {
   readonly events$: Observable<OmniEvent>;
   readonly actions: Observer<unknown>;
   readonly credits: Observer<number>;
+  readonly params: Readonly<WorldSessionParams>;
 
-  private readonly state = new RequestState();
-  private rollout?: ChunkRollout;
-  private slabHandle?: SlabSession;
-  private latest: SessionAction;
-  private readonly actionIn = new Subject<SessionAction>();
-  private readonly creditIn = new Subject<number>();
-  private readonly flushIn = new Subject<void>();
-  private earlyCredits = 0;
-  private gateAttached = false;
   private balance = 0;
-  private phase: Phase = 'idle';
   private emitted = 0;
   private started = false;
   private finished = false;
-  private released = false;
   private out?: { next: (ev: OmniEvent) => void; complete: () => void };
   private run?: Subscription;
   private idle?: Subscription;
   private readonly openedAt = performance.now();
+  private readonly releasedPromise: Promise<void>;
   private markReleased!: () => void;
-  private readonly releasedPromise = new Promise<void>((resolve) => (this.markReleased = resolve));
 
   constructor(
-    readonly params: Readonly<WorldSessionParams>,
+    private readonly admitted: AdmittedSession,
+    private readonly execution: SessionExecution,
+    private readonly inputs: SessionInputs,
     private readonly deps: WorldSessionDeps,
   ) {
-    this.latest = params.initialAction;
-    this.actions = {
-      next: (a: unknown) => this.act(a),
-      error: () => undefined,
-      complete: () => undefined,
-    };
-    this.credits = {
-      next: (n: number) => this.grant(n),
-      error: () => undefined,
-      complete: () => undefined,
-    };
+    const { sessionId, prompt, width, height, fps, seed, flowShift, eta, initialAction, priority } = admitted;
+    this.params = { sessionId, prompt, width, height, fps, seed, flowShift, eta, initialAction, priority };
+    this.releasedPromise = new Promise<void>((resolve) => (this.markReleased = resolve));
+    this.actions = { next: (a: unknown) => this.act(a), error: () => undefined, complete: () => undefined };
+    this.credits = { next: (n: number) => this.grant(n), error: () => undefined, complete: () => undefined };
     this.touch(); // a session nobody subscribes to expires too, freeing its reservation
     this.events$ = new Observable<OmniEvent>((subscriber) => {
       if (this.started) {
@@ -206,7 +197,8 @@ export class WorldSession implements WorldSessionHandle {
         return undefined;
       }
       this.touch();
-      this.run = concat(of(this.admittedEvent()), defer(() => from(this.open())).pipe(switchMap(() => this.chunks$()))).subscribe({
+      subscriber.next(worldAdmittedEvent(this.admitted));
+      this.run = this.execution.events$.pipe(map((ev) => this.eventOf(ev))).subscribe({
         next: (ev) => subscriber.next(ev),
         error: (err: unknown) => this.end(failureEvent(this.id, err, { node: ROLLOUT_NODE })),
       });
@@ -223,20 +215,15 @@ export class WorldSession implements WorldSessionHandle {
   }
 
   stats(): WorldSessionStats {
-    return {
-      chunks: this.emitted,
-      creditBalance: this.balance,
-      nativeBytes: this.released ? 0 : (this.rollout?.bytes ?? 0),
-      slabBytes: this.slabHandle?.bytes ?? 0,
-      closed: this.finished,
-    };
+    const { nativeBytes, slabBytes } = this.execution.stats();
+    return { chunks: this.emitted, creditBalance: this.balance, nativeBytes, slabBytes, closed: this.finished };
   }
 
   /** See the class docs. No-op once the session has ended. */
   flush(): void {
     if (this.finished) return;
     this.touch();
-    if (this.phase === 'denoise') this.flushIn.next();
+    this.inputs.flush();
   }
 
   /** Ends the session with a `final` event and frees everything. Idempotent. */
@@ -244,13 +231,17 @@ export class WorldSession implements WorldSessionHandle {
     this.end({ type: 'final', requestId: this.id, output: { requestId: this.id, artifacts: {}, seed: this.params.seed, ms: performance.now() - this.openedAt } });
   }
 
+  /** Resolves once the session has ended (close, expiry, failure) and its state is freed on every stage that held it. */
+  whenReleased(): Promise<void> {
+    return this.releasedPromise;
+  }
+
   private act(input: unknown): void {
     if (this.finished) return;
     const action = parseSessionAction(input);
-    this.chunkActions(action); // checked against the model now, so a bad action fails here and not when a chunk samples it
+    this.deps.checkAction(action); // checked against the model now, so a bad action fails here and not when a chunk samples it
     this.touch();
-    this.latest = action;
-    this.actionIn.next(action);
+    this.inputs.act(action);
   }
 
   private grant(n: number): void {
@@ -258,147 +249,37 @@ export class WorldSession implements WorldSessionHandle {
     if (!Number.isSafeInteger(n) || n < 1) throw new OmniError('OMNIRX_ERR_INVALID_REQUEST', `credits: a grant must be a positive integer (frames), got ${typeof n === 'number' ? String(n) : `${typeof n} ${JSON.stringify(n) ?? String(n)}`}`, { param: 'credits' });
     this.touch();
     this.balance += n;
-    if (this.gateAttached) this.creditIn.next(n);
-    else this.earlyCredits += n;
+    this.inputs.grant(n);
   }
 
   /** (Re)arms the idle timer: no action, credit, flush or emitted chunk for `idleTimeoutMs` ends the session. */
   private touch(): void {
     if (this.finished) return;
     this.idle?.unsubscribe();
-    this.idle = this.deps.timers.schedule(() => {
-      this.end(failureEvent(this.id, sessionExpired(this.id, this.deps.config.idleTimeoutMs)));
-    }, this.deps.config.idleTimeoutMs);
+    this.idle = (this.deps.timers ?? asyncScheduler).schedule(() => {
+      this.end(failureEvent(this.id, sessionExpired(this.id, this.deps.idleTimeoutMs)));
+    }, this.deps.idleTimeoutMs);
   }
 
-  private admittedEvent(): OmniEvent {
-    return worldAdmittedEvent(this.id, this.deps.model.spec.id, this.params, this.deps.config);
-  }
-
-  /** Encodes the prompt (feature cache), claims chunk-KV slabs and builds the rollout; primes it with the image. */
-  private async open(): Promise<void> {
-    const { native, model, config, caches } = this.deps;
-    const p = this.params;
-    const context = await encodePrompt({ model, native, featureCache: caches.features }, this.state, p.prompt);
-    if (this.finished) return;
-    const pool = caches.chunkKv(ChunkRollout.slabBytes(model, config.chunkFrames, p.width, p.height));
-    const slabs = pool.openSession(this.id, { sinkChunks: config.sinkFrames / config.chunkFrames, windowChunks: config.localWindowFrames / config.chunkFrames + 1, layers: model.spec.transformer.numLayers });
-    this.slabHandle = slabs;
-    try {
-      this.rollout = ChunkRollout.create(native, model, { ...config, flowShift: p.flowShift, eta: p.eta, width: p.width, height: p.height, seed: p.seed }, context, slabs);
-    } catch (e) {
-      slabs.release();
-      throw e;
+  /** An execution event as the session's `step` or `chunk` event. */
+  private eventOf(ev: SessionExecutionEvent): OmniEvent {
+    if (ev.type === 'step') {
+      const { index, total, timestep, sigma, ms } = ev;
+      return { type: 'step', requestId: this.id, node: ROLLOUT_NODE, index, total, timestep, sigma, ms };
     }
-  }
-
-  /** The chunk stream: credits → permits → one chunk per permit, with the action sampled at the chunk's start. */
-  private chunks$(): Observable<OmniEvent> {
-    const credits$ = defer(() => {
-      const early = this.earlyCredits;
-      this.earlyCredits = 0;
-      this.gateAttached = true;
-      return early > 0 ? concat(of(early), this.creditIn) : this.creditIn;
-    });
-    const image = this.params.image;
-    return credits$.pipe(
-      creditGate(this.deps.config.chunkFrames),
-      concatMapWithLatest(
-        this.actionIn,
-        this.latest,
-        (_permit, action, index) => (index === 0 && image !== undefined ? this.imageChunk$(image) : this.chunk$(action)),
-        { restart$: this.flushIn },
-      ),
-    );
-  }
-
-  /**
-   * One chunk: its denoise steps (restartable by a flush), then decode → `chunk` event, then the commit of its clean
-   * K/V to the cache — after the frames have left, so the commit never delays them; the next chunk starts (and samples
-   * the latest action) once the commit is done.
-   */
-  private chunk$(action: SessionAction): Observable<OmniEvent> {
-    const rollout = this.rollout!;
-    const model = this.deps.model;
-    const chunkActions = this.chunkActions(action);
-    const chunk = this.emitted;
-    this.phase = 'denoise';
-    const shape = rollout.latentShape.join('x');
-    const dit = { model: `${model.spec.id}/transformer`, shape, guidance: 'single' };
-    let attempt: ChunkAttempt | undefined;
-    const steps$ = range(0, rollout.stepsOf(chunk)).pipe(
-      concatMap(() =>
-        this.step('world-denoise', dit, () => {
-          attempt ??= rollout.startChunk(chunkActions, chunk);
-          return rollout.denoiseStep(attempt);
-        }),
-      ),
-      map(
-        ({ value: r, ms }): OmniEvent => ({ type: 'step', requestId: this.id, node: ROLLOUT_NODE, index: r.index, total: r.total, timestep: r.timestep, sigma: r.sigma, ms }),
-      ),
-    );
-    const decode$ = defer(() => {
-      this.phase = 'decode';
-      return this.step('world-decode', { model: `${model.spec.id}/vae`, shape, guidance: 'single' }, () => rollout.decode(attempt!));
-    }).pipe(map(({ value }) => this.chunkEvent(value.firstFrame, value.frames, value.chunk, action)));
-    return concat(steps$, decode$, this.commit$());
-  }
-
-  /** Commits the chunk just emitted (one scheduler step), then marks the session idle between chunks. */
-  private commit$(): Observable<never> {
-    const rollout = this.rollout!;
-    const model = this.deps.model;
-    const key = { model: `${model.spec.id}/transformer`, shape: rollout.latentShape.join('x'), guidance: 'single' };
-    return defer(() => this.step('world-commit', key, () => rollout.commitPending())).pipe(
-      ignoreElements(),
-      tap({ complete: () => (this.phase = 'idle') }),
-    );
-  }
-
-  /** Image-to-world: chunk 0 is the encoded image (repeated over the chunk's C frames), decoded and committed without denoising. */
-  private imageChunk$(image: { width: number; height: number; data: Uint8Array }): Observable<OmniEvent> {
-    const rollout = this.rollout!;
-    const model = this.deps.model;
-    const C = this.deps.config.chunkFrames;
-    this.phase = 'decode';
-    const shape = rollout.latentShape.join('x');
-    const chunk$ = this.step('world-encode', { model: `${model.spec.id}/vae_encoder`, shape, guidance: 'single' }, async () => {
-      const frame = await this.state.track(model.vaeEncoder.encodeImage(image.data, image.width, image.height));
-      const [z, , h, w] = rollout.latentShape;
-      const latents = new Float32Array(z * C * h * w);
-      for (let ch = 0; ch < z; ch++) for (let f = 0; f < C; f++) latents.set(frame.subarray(ch * h * w, (ch + 1) * h * w), (ch * C + f) * h * w);
-      return rollout.decode(rollout.startCleanChunk(latents));
-    }).pipe(map(({ value }) => this.chunkEvent(value.firstFrame, value.frames, value.chunk, { key: 'none' })));
-    return concat(chunk$, this.commit$());
-  }
-
-  private chunkEvent(firstFrame: number, frames: Uint8Array<ArrayBuffer>, chunk: number, action: SessionAction): OmniEvent {
     const p = this.params;
-    const C = this.deps.config.chunkFrames;
+    const C = this.admitted.chunkFrames;
     this.touch(); // frames flowing to a consumer that granted credits ahead is activity too
     this.emitted++;
     this.balance -= C;
-    const rollout: RolloutInfo = { chunk, firstFrame, ptsMs: (firstFrame / p.fps) * 1000, action: { key: action.key, ...(action.vector ? { vector: action.vector } : {}), ...(action.id ? { id: action.id } : {}) } };
-    return { type: 'chunk', requestId: this.id, node: ROLLOUT_NODE, artifact: { kind: 'video', width: p.width, height: p.height, numFrames: C, fps: p.fps, frames }, rollout };
-  }
-
-  /** The model's actions for one chunk holding `action` (see {@link chunkActionsOf}). */
-  private chunkActions(action: SessionAction) {
-    return chunkActionsOf(this.deps.injector, action, this.deps.config.chunkFrames, this.deps.model.spec.transformer.action);
-  }
-
-  /** One grant of the pool's step scheduler running `run`; emits its value and wall time (ms). */
-  private step<T>(phase: string, key: { model: string; shape: string; guidance: string }, run: () => Promise<T>): Observable<{ value: T; ms: number }> {
-    return this.deps.steps.step({
+    const a = ev.action;
+    return {
+      type: 'chunk',
       requestId: this.id,
-      priority: this.params.priority,
-      cost: { model: key.model, phase, shape: key.shape, guidance: key.guidance },
-      run: async () => {
-        const t0 = performance.now();
-        const value = await run();
-        return { value, ms: performance.now() - t0 };
-      },
-    });
+      node: ROLLOUT_NODE,
+      artifact: { kind: 'video', width: p.width, height: p.height, numFrames: C, fps: p.fps, frames: ev.frames },
+      rollout: { chunk: ev.chunk, firstFrame: ev.firstFrame, ptsMs: (ev.firstFrame / p.fps) * 1000, action: { key: a.key, ...(a.vector ? { vector: a.vector } : {}), ...(a.id ? { id: a.id } : {}) } },
+    };
   }
 
   /** Emits the terminal event once, stops the rollout and frees everything after in-flight native work settles. */
@@ -409,27 +290,16 @@ export class WorldSession implements WorldSessionHandle {
     this.run?.unsubscribe();
     this.out?.next(ev);
     this.out?.complete();
-    this.actionIn.complete();
-    this.creditIn.complete();
-    this.flushIn.complete();
-    void this.release();
+    this.inputs.complete();
+    void this.execution.close().then(
+      () => this.released(),
+      () => this.released(),
+    );
   }
 
-  /** Resolves once the session has ended (close, expiry, failure) and its native memory and slabs are freed. */
-  whenReleased(): Promise<void> {
-    return this.releasedPromise;
-  }
-
-  private async release(): Promise<void> {
-    const r = this.rollout;
-    if (r !== undefined) await r.settled();
-    r?.dispose();
-    this.slabHandle?.release();
-    this.released = true;
-    this.state.release();
-    await this.state.whenReleased(); // a session closed while it opens still has its prompt encoding in flight
-    this.deps.steps.forget(this.id);
-    this.deps.onClosed(this.id);
+  private released(): void {
+    this.deps.onReleased(this.id);
     this.markReleased();
   }
 }
+

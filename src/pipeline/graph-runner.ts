@@ -5,6 +5,9 @@ import type { NodeSpec } from './spec';
 import type { LoopStage, StepResult } from './stage';
 import type { RequestState } from './request-state';
 import type { OmniEvent } from '../request/omni-event';
+
+/** What running a graph reports: node boundaries, loop steps and streamed chunks. */
+export type GraphEvent = Extract<OmniEvent, { type: 'node_start' | 'step' | 'chunk' | 'node_end' }>;
 import type { StepGrants } from './step-grants';
 
 /** Where loop steps go: the pool's step scheduler, and the request's identity and priority there. */
@@ -30,7 +33,7 @@ export function runGraph<C extends { requestId: string }, S extends RequestState
   state: S,
   routing: StepRouting,
   onNode: (name: string) => void,
-): Observable<OmniEvent> {
+): Observable<GraphEvent> {
   return defer(() => {
     const produced = new Map<string, ReplaySubject<true>>();
     const edge = (name: string): ReplaySubject<true> => {
@@ -62,10 +65,10 @@ export function runGraph<C extends { requestId: string }, S extends RequestState
           return concat(
             defer(() => {
               onNode(node.name);
-              return of<OmniEvent>({ type: 'node_start', requestId, node: node.name });
+              return of<GraphEvent>({ type: 'node_start', requestId, node: node.name });
             }),
             run.kind === 'stage' ? defer(() => from(state.track(run.stage.forward(ctx, state)))).pipe(mergeMap(() => EMPTY)) : runLoop(run.stage, ctx, state, routing),
-            defer(() => of<OmniEvent>({ type: 'node_end', requestId, node: node.name, ms: performance.now() - t0 })),
+            defer(() => of<GraphEvent>({ type: 'node_end', requestId, node: node.name, ms: performance.now() - t0 })),
             // Successors start only after this node's end event went out.
             defer(() => {
               for (const out of Object.keys(node.outputs)) edge(out).next(true);
@@ -79,7 +82,7 @@ export function runGraph<C extends { requestId: string }, S extends RequestState
   });
 }
 
-function runLoop<C extends { requestId: string }, S extends RequestState>(stage: LoopStage<C, S, unknown>, ctx: C, state: S, routing: StepRouting): Observable<OmniEvent> {
+function runLoop<C extends { requestId: string }, S extends RequestState>(stage: LoopStage<C, S, unknown>, ctx: C, state: S, routing: StepRouting): Observable<GraphEvent> {
   let t0 = 0;
   const runner = stage.batching === undefined ? undefined : { maxBatch: stage.batching.maxBatch, run: (items: unknown[]) => stage.batching!.stepMany(items as Array<{ ctx: C; loop: unknown }>) };
   return driveLoop<unknown, StepResult>({
@@ -107,7 +110,7 @@ function runLoop<C extends { requestId: string }, S extends RequestState>(stage:
     },
   }).pipe(
     mergeMap((r) => {
-      const out: OmniEvent[] = [];
+      const out: GraphEvent[] = [];
       if (r.progress !== undefined) {
         state.completedSteps = r.progress.index + 1;
         out.push({ type: 'step', requestId: ctx.requestId, node: stage.name, ...r.progress, ms: performance.now() - t0 });

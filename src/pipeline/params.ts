@@ -1,6 +1,8 @@
-import type { GuidanceInterval } from '../request/guidance-interval';
-import type { Task, OutputModality } from '../request/omni-request';
-import type { SamplerName } from './policies/sampler-policy';
+import { z } from 'zod';
+import { EtaSchema } from '../request/eta';
+import { GuidanceIntervalSchema, type GuidanceInterval } from '../request/guidance-interval';
+import { OutputModalitySchema, TaskSchema, type OutputModality, type Task } from '../request/omni-request';
+import { SAMPLER_NAMES, type SamplerName } from './policies/sampler-policy';
 
 /** Request parameters after the model's defaults were applied and the model's constraints were checked. */
 export interface ResolvedParams {
@@ -31,3 +33,26 @@ export interface ResolvedParams {
   /** Larger runs first at step boundaries. */
   priority: number;
 }
+
+/** Resolved request parameters as they travel in payload metadata (validated again on arrival). */
+export const ResolvedParamsSchema = z.strictObject({
+  task: TaskSchema,
+  model: z.string().min(1).max(128),
+  prompt: z.string().max(100_000),
+  negativePrompt: z.string().max(100_000),
+  width: z.number().int().positive(),
+  height: z.number().int().positive(),
+  numFrames: z.number().int().positive(),
+  fps: z.number().positive(),
+  numInferenceSteps: z.number().int().positive(),
+  guidanceScale: z.number(),
+  guidanceInterval: GuidanceIntervalSchema,
+  flowShift: z.number(),
+  sampler: z.enum(SAMPLER_NAMES),
+  eta: EtaSchema,
+  seed: z.number().int().nonnegative(),
+  modalities: z.array(OutputModalitySchema),
+  returnLatents: z.boolean(),
+  previewEvery: z.number().int().positive().optional(),
+  priority: z.number(),
+});

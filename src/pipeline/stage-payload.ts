@@ -180,3 +180,55 @@ export function float32Elements(t: PayloadTensor, name = 'tensor'): Float32Array
 export function payloadToNativeTensor(native: NativeBinding, t: PayloadTensor, name = 'tensor'): NativeTensor {
   return createTensor(native, t.shape, float32Elements(t, name));
 }
+
+/**
+ * Payload types of the runtime's own messages between the front and the stages (docs/disaggregation.md): a request
+ * entering Encode (its admitted job in `metadata.job`), its artifacts leaving Decode, and a failure travelling down to
+ * the front. Between stages, families name their own payloads (e.g. `wan.text_embeds`).
+ */
+export const RUNTIME_PAYLOAD = {
+  request: 'omnirx.request',
+  outputs: 'omnirx.outputs',
+  error: 'omnirx.stage_error',
+} as const;
+
+/**
+ * Payload types of a world session's messages between the front and the stages. The front sends `open` (the admitted
+ * session in `metadata.session`, the image as tensor `image`), `chunk` and `flush` (the latest action in
+ * `metadata.action`) and `close`; Decode answers `ready` once every stage holds the session, `frames` per chunk
+ * (tensor `frames`, `metadata` chunk, firstFrame, action) and `closed` once every stage has freed it.
+ */
+export const SESSION_PAYLOAD = {
+  open: 'omnirx.session_open',
+  chunk: 'omnirx.session_chunk',
+  flush: 'omnirx.session_flush',
+  close: 'omnirx.session_close',
+  ready: 'omnirx.session_ready',
+  frames: 'omnirx.session_frames',
+  closed: 'omnirx.session_closed',
+} as const;
+
+/** A session payload: `requestId` names the message (`<sessionId>:<what>`), `sessionId` the session. */
+export function sessionPayload(
+  sessionId: string,
+  requestId: string,
+  source: StageRole,
+  target: StageRole,
+  payloadType: string,
+  metadata: Record<string, unknown>,
+  tensors: Record<string, PayloadTensor> = {},
+): DiffusionStagePayload {
+  return { schemaVersion: PAYLOAD_SCHEMA_VERSION, requestId, sessionId, sourceStage: source, targetStage: target, payloadType, tensors, metadata };
+}
+
+/**
+ * Checks that payload tensor `name` exists with `dtype` and `shape` and returns it.
+ * @throws PayloadError naming the tensor (`param` `tensors.<name>`) when it is missing or of another dtype or shape.
+ */
+export function expectTensor(t: PayloadTensor | undefined, name: string, dtype: PayloadTensor['dtype'], shape: readonly number[]): PayloadTensor {
+  if (t === undefined) throw new PayloadError(`tensor "${name}" is missing`, { param: `tensors.${name}` });
+  if (t.dtype !== dtype || t.shape.length !== shape.length || t.shape.some((d, i) => d !== shape[i])) {
+    throw new PayloadError(`tensor "${name}" is ${t.dtype} [${t.shape.join(', ')}], expected ${dtype} [${shape.join(', ')}]`, { param: `tensors.${name}` });
+  }
+  return t;
+}

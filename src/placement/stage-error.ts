@@ -1,9 +1,6 @@
 import { z } from 'zod';
 import { ERROR_CATALOGUE, OmniError, type ErrorCode } from '../errors';
-import { PAYLOAD_SCHEMA_VERSION, type DiffusionStagePayload, type StageRole } from '../pipeline/stage-payload';
-
-/** Payload type of a request's failure travelling down the stages to the front (model-agnostic, no tensors). */
-export const STAGE_ERROR_PAYLOAD = 'omnirx.stage_error';
+import { PAYLOAD_SCHEMA_VERSION, RUNTIME_PAYLOAD, type DiffusionStagePayload, type StageRole } from '../pipeline/stage-payload';
 
 const StageErrorMetaSchema = z.strictObject({
   code: z.string().refine((c): c is ErrorCode => c in ERROR_CATALOGUE, 'an unknown error code'),
@@ -25,7 +22,7 @@ export function stageErrorPayload(of: { requestId: string; sessionId?: string },
     ...(of.sessionId === undefined ? {} : { sessionId: of.sessionId }),
     sourceStage: stage,
     targetStage: target,
-    payloadType: STAGE_ERROR_PAYLOAD,
+    payloadType: RUNTIME_PAYLOAD.error,
     tensors: {},
     metadata: { code, message: e.message.slice(0, 4096), stage, ...(node === undefined ? {} : { node }) },
   };
@@ -42,6 +39,6 @@ export function forwardStageError(p: DiffusionStagePayload, source: StageRole, t
  */
 export function stageErrorOf(p: DiffusionStagePayload): { error: OmniError; node?: string } {
   const r = StageErrorMetaSchema.safeParse(p.metadata);
-  if (!r.success) return { error: new OmniError('OMNIRX_ERR_PAYLOAD', `a malformed ${STAGE_ERROR_PAYLOAD} payload: ${r.error.issues[0].message}`) };
+  if (!r.success) return { error: new OmniError('OMNIRX_ERR_PAYLOAD', `a malformed ${RUNTIME_PAYLOAD.error} payload: ${r.error.issues[0].message}`) };
   return { error: new OmniError(r.data.code as ErrorCode, `${r.data.stage} stage: ${r.data.message}`), node: r.data.node };
 }

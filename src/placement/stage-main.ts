@@ -1,5 +1,7 @@
 import { loadNative } from '../native/binding';
-import { defaultWanT2VPolicies } from '../families/wan/pipeline';
+import { loadFamilyModule } from '../pipeline/family/module';
+import { FamilyRegistry } from '../pipeline/family/registry';
+import { defaultPolicies } from '../pipeline/policies/policies';
 import { connectShm, connectTcp, listenShm, listenTcp } from './connectors';
 import type { SocketStageReceiver } from './connectors/socket-receiver';
 import type { SocketStageSender } from './connectors/socket-sender';
@@ -8,14 +10,16 @@ import { StageProcessConfigSchema, type LinkAddress, type ParentToStage, type St
 
 /**
  * Entry point of a stage process (forked by `StageProcesses`; compiled to `dist/src/placement/stage-main.js`).
- * argv[2] is a `StageProcessConfig` as JSON. The process listens on its input link, connects to the next stage,
- * loads its components (only its own), then reports `ready` over IPC; it reports each request it takes (`held`)
- * and hands on (`passed`) and its progress on them (`progress`), answers `holding?` and `memory?`, and exits on `shutdown` or when the parent is gone.
+ * argv[2] is a `StageProcessConfig` as JSON. The process loads the deployment's families from their modules, listens
+ * on its input link, connects to the next stage, loads its components (only its own), then reports `ready` over IPC;
+ * it reports each request it takes (`held`) and hands on (`passed`) and its progress on them (`progress`), answers
+ * `holding?` and `memory?`, and exits on `shutdown` or when the parent is gone.
  */
 async function main(): Promise<void> {
   const send = (m: StageToParent) => process.send?.(m);
   const config = StageProcessConfigSchema.parse(JSON.parse(process.argv[2] ?? 'null'));
   const native = loadNative();
+  const families = new FamilyRegistry(config.families.map(loadFamilyModule));
   const listen = (a: LinkAddress): SocketStageReceiver =>
     'socketPath' in a ? listenShm({ socketPath: a.socketPath, dir: config.shmDir, credits: config.credits }) : listenTcp({ port: a.port, credits: config.credits });
   const connect = (a: LinkAddress): SocketStageSender => ('socketPath' in a ? connectShm({ socketPath: a.socketPath, dir: config.shmDir }) : connectTcp({ port: a.port }));
@@ -25,11 +29,14 @@ async function main(): Promise<void> {
   const host = new StageHost({
     role: config.role,
     native,
+    families,
     modelsDir: config.modelsDir,
     defaultModel: config.defaultModel,
-    matmulDtype: config.matmulDtype,
-    policies: defaultWanT2VPolicies(),
+    load: config.matmulDtype === undefined ? {} : { matmulDtype: config.matmulDtype },
+    policies: defaultPolicies(),
     tasks: config.tasks,
+    world: config.world,
+    budgets: config.caches,
     input,
     output,
     maxInFlight: config.maxInFlight,
@@ -45,9 +52,7 @@ async function main(): Promise<void> {
   process.on('disconnect', () => void stop());
   process.on('message', (m: ParentToStage) => {
     if (m.type === 'holding?') send({ type: 'holding', seq: m.seq, requestIds: host.worker.holding() });
-    if (m.type === 'memory?') {
-      void host.memory().then((mem) => send({ type: 'memory', seq: m.seq, rssBytes: process.memoryUsage().rss, nativeBytesInUse: native.stats().bytesInUse, components: mem.components, weightBytes: mem.weightBytes, encoderBytes: mem.encoderBytes, sessions: mem.sessions }));
-    }
+    if (m.type === 'memory?') void host.memory().then((stage) => send({ type: 'memory', seq: m.seq, rssBytes: process.memoryUsage().rss, nativeBytesInUse: native.stats().bytesInUse, stage }));
     if (m.type === 'cancel') host.worker.cancel(m.requestId);
     if (m.type === 'shutdown') void stop();
   });

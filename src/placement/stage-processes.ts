@@ -2,37 +2,24 @@ import { fork, type ChildProcess } from 'node:child_process';
 import { mkdtempSync, rmSync } from 'node:fs';
 import * as path from 'node:path';
 import { OmniError } from '../errors';
-import { buildPipeline } from '../pipeline/spec';
-import { wanT2VPipelineSpec } from '../families/wan/pipeline';
+import type { StageRole } from '../pipeline/stage-payload';
 import { connectShm, connectTcp, defaultShmDir, listenShm, listenTcp } from './connectors';
 import type { SocketStageReceiver } from './connectors/socket-receiver';
-import type { StagePipelineOptions } from './in-process-stages';
-import { specOnlyRegistry } from './spec-registry';
-import { StageFront } from './stage-front';
+import type { SocketStageSender } from './connectors/socket-sender';
+import type { StageExecutorOptions, StageHosting, StageSink } from './stage-executor';
+import type { StageMemory } from './stage-host';
 import type { LinkAddress, ParentToStage, StageProcessConfig, StageToParent } from './stage-ipc';
-import type { StageRole } from '../pipeline/stage-payload';
-import type { SessionStageStats } from '../families/wan/session-stages';
 
-/** What a stage process reports about its memory. */
-export interface StageProcessMemory {
+/** What a stage process reports about its memory: its stage's (`StageMemory`) and the process's own. */
+export interface StageProcessMemory extends StageMemory {
   pid: number;
   /** Resident set size of the process, bytes (`process.memoryUsage().rss`). */
   rssBytes: number;
   /** Bytes of native tensors alive in the process (the addon's `stats().bytesInUse`). */
   nativeBytesInUse: number;
-  /** Components constructed in the process. */
-  components: string[];
-  /** Weight bytes per component resident at load (lazily loaded weights count 0; see `StageMemory`). */
-  weightBytes: Record<string, number>;
-  /** Weight bytes of encoder components (tokenizer, text encoder, VAE encoder); 0 in Denoise. */
-  encoderBytes: number;
-  /** World-session state held in the process. */
-  sessions: SessionStageStats;
 }
 
-export interface StageProcessesOptions extends StagePipelineOptions {
-  /** The compiled stage entry point. Default: `stage-main.js` beside this file (works from `dist/`). */
-  entry?: string;
+export interface StageProcessesOptions extends StageExecutorOptions {
   /** A stage process that dies is restarted at most this many times in all; then the pipeline closes. Default 5. */
   maxRestarts?: number;
   /** ms a stage process has to start and load its components. Default 60 000. */
@@ -52,8 +39,9 @@ const NEXT: Readonly<Record<StageRole, StageRole | undefined>> = { encode: 'deno
 
 /**
  * A disaggregated topology whose stages are OS processes (`child_process.fork` of `stage-main`), linked by shm
- * (tmpfs frame files + Unix sockets, one host) or TCP connectors with credit flow control; the front (request
- * validation, results) runs in this process. Each stage process loads only its components.
+ * (tmpfs frame files + Unix sockets, one host) or TCP connectors with credit flow control; the executor (requests in,
+ * results out) runs in this process. Each stage process loads only its components, and the deployment's families from
+ * their `module`.
  *
  * **Failure handling.** The parent tracks where each request is from the stages' `held`/`passed` reports. When a
  * stage process exits unexpectedly, the parent first asks the upstream stage which requests it still holds (an IPC
@@ -62,8 +50,8 @@ const NEXT: Readonly<Record<StageRole, StageRole | undefined>> = { encode: 'deno
  * their puts wait for the link to come back (and are retried if the link dropped before acceptance), so nothing
  * durable is lost. A result the dead Decode had already sent but the front had not yet taken fails too.
  */
-export class StageProcesses {
-  readonly front: StageFront;
+export class StageProcesses implements StageHosting {
+  readonly reportsDelivery = true;
   private readonly children = new Map<StageRole, Child>();
   private readonly up = new Map<StageRole, Promise<void>>();
   private restartCount = 0;
@@ -72,34 +60,25 @@ export class StageProcesses {
 
   private constructor(
     private readonly o: StageProcessesOptions,
+    private readonly sink: StageSink,
     private readonly runDir: string,
-    private readonly results: SocketStageReceiver,
+    readonly results: SocketStageReceiver,
     private readonly config: (role: StageRole) => Omit<StageProcessConfig, 'listen' | 'downstream'>,
-    toEncode: ReturnType<typeof connectShm>,
-  ) {
-    this.front = new StageFront({
-      models: specOnlyRegistry(o.native, o.modelsDir, o.defaultModel),
-      pipeline: buildPipeline(wanT2VPipelineSpec(o.policies), { tasks: o.tasks }),
-      policies: o.policies,
-      limits: o.limits,
-      toEncode,
-      results,
-      sessions: o.sessions,
-      reportsDelivery: true,
-      onCancel: (requestId) => {
-        for (const c of this.children.values()) if (c.proc.connected) c.proc.send({ type: 'cancel', requestId } satisfies ParentToStage);
-      },
-    });
-  }
+    readonly toEncode: SocketStageSender,
+  ) {}
 
   /**
    * Forks the three stage processes (Decode first, so each connects to a listening next stage) and waits until
    * each has loaded its components.
    * @throws OmniError OMNIRX_ERR_STAGE_FAILED when a stage process fails to start.
    */
-  static async start(o: StageProcessesOptions): Promise<StageProcesses> {
+  static async start(o: StageProcessesOptions, sink: StageSink): Promise<StageProcesses> {
     const connector = o.topology.connector;
     if (connector === 'in-process') throw new OmniError('OMNIRX_ERR_CONFIG', 'StageProcesses needs the shm or tcp connector (in-process stages: createInProcessStages)', { param: 'topology.connector' });
+    const families = o.catalog.families.list().map((f) => {
+      if (f.module === undefined) throw new OmniError('OMNIRX_ERR_CONFIG', `model family '${f.name}' has no \`module\` a stage process could load it from; run it in process or give its definition a module`, { param: 'families' });
+      return f.module;
+    });
     const shmDir = defaultShmDir();
     const runDir = mkdtempSync(path.join(shmDir, 'omnirx-stages-'));
     const results = connector === 'shm' ? listenShm({ socketPath: path.join(runDir, 'front.sock'), dir: runDir }) : listenTcp({ port: 0 });
@@ -109,10 +88,13 @@ export class StageProcesses {
     const s = o.topology.stages;
     const config = (role: StageRole): Omit<StageProcessConfig, 'listen' | 'downstream'> => ({
       role,
-      modelsDir: o.modelsDir,
-      defaultModel: o.defaultModel,
-      ...(o.matmulDtype === undefined || role !== 'denoise' ? {} : { matmulDtype: o.matmulDtype }),
+      families,
+      modelsDir: o.catalog.modelsDir,
+      defaultModel: o.catalog.defaultModel,
+      ...(o.load.matmulDtype === undefined || role !== 'denoise' ? {} : { matmulDtype: o.load.matmulDtype }),
       tasks: [...o.tasks],
+      world: o.world,
+      caches: o.budgets,
       connector,
       shmDir: runDir,
       credits: s[role].credits,
@@ -138,7 +120,7 @@ export class StageProcesses {
       throw e;
     }
     const toEncode = 'socketPath' in encodeAddr! ? connectShm({ socketPath: encodeAddr.socketPath, dir: runDir }) : connectTcp({ port: encodeAddr!.port });
-    const sp = new StageProcesses(o, runDir, results, config, toEncode);
+    const sp = new StageProcesses(o, sink, runDir, results, config, toEncode);
     for (const c of spawned) sp.adopt(c.role, c.proc, c.listen);
     return sp;
   }
@@ -176,12 +158,12 @@ export class StageProcesses {
     this.children.set(role, child);
     this.up.set(role, Promise.resolve());
     proc.on('message', (m: StageToParent) => {
-      if (m.type === 'held') this.front.moved(m.requestId, role);
-      else if (m.type === 'progress') this.front.progress(m.event);
+      if (m.type === 'held') this.sink.moved(m.requestId, role);
+      else if (m.type === 'progress') this.sink.progress(m.event);
       else if (m.type === 'passed') {
         const next = NEXT[role];
-        if (next !== undefined) this.front.moved(m.requestId, next);
-        else this.front.delivered(m.requestId);
+        if (next !== undefined) this.sink.moved(m.requestId, next);
+        else this.sink.delivered(m.requestId);
       } else if (m.type === 'holding' || m.type === 'memory') {
         child.replies.get(m.seq)?.(m);
         child.replies.delete(m.seq);
@@ -220,12 +202,12 @@ export class StageProcesses {
     await new Promise<void>((resolve) => setImmediate(resolve));
     if (upstream !== undefined) await this.ask(upstream, { type: 'holding?', seq: ++this.seq });
     const why = `the ${role} stage process exited (${signal ?? `code ${code}`}) while it held the request`;
-    for (const [id, loc] of this.front.locations()) if (loc === role) this.front.fail(id, new OmniError('OMNIRX_ERR_STAGE_FAILED', `${why}; it is being restarted`));
+    for (const [id, loc] of this.sink.locations()) if (loc === role) this.sink.fail(id, new OmniError('OMNIRX_ERR_STAGE_FAILED', `${why}; it is being restarted`));
     // Session state (KV on Denoise, decoder state on Decode) died with the process: those sessions end.
-    if (role !== 'encode') this.front.failSessions(new OmniError('OMNIRX_ERR_STAGE_FAILED', `the ${role} stage process exited (${signal ?? `code ${code}`}); the session's state on it is lost`));
+    if (role !== 'encode') this.sink.failSessions(new OmniError('OMNIRX_ERR_STAGE_FAILED', `the ${role} stage process exited (${signal ?? `code ${code}`}); the session's state on it is lost`));
     if (this.closing) return;
     if (++this.restartCount > (this.o.maxRestarts ?? 5)) {
-      for (const id of this.front.locations().keys()) this.front.fail(id, new OmniError('OMNIRX_ERR_STAGE_FAILED', `${why}, and the restart budget is spent`));
+      for (const id of this.sink.locations().keys()) this.sink.fail(id, new OmniError('OMNIRX_ERR_STAGE_FAILED', `${why}, and the restart budget is spent`));
       return;
     }
     const r = await StageProcesses.fork(this.o, { ...this.config(role), listen: dead.listen, downstream: this.downstreamOf(role) });
@@ -265,22 +247,28 @@ export class StageProcesses {
     }
   }
 
+  /** Asks every stage process to stop request `requestId`'s work. */
+  cancel(requestId: string): void {
+    for (const c of this.children.values()) if (c.proc.connected) c.proc.send({ type: 'cancel', requestId } satisfies ParentToStage);
+  }
+
   /** Each stage process's resident and weight bytes. */
   async memory(): Promise<Record<StageRole, StageProcessMemory>> {
     const out = {} as Record<StageRole, StageProcessMemory>;
     for (const role of ORDER) {
       const m = await this.ask(role, { type: 'memory?', seq: ++this.seq });
       if (m.type !== 'memory') throw new OmniError('OMNIRX_ERR_STAGE_FAILED', `the ${role} stage process did not report its memory (${m.type === 'fatal' ? m.message : m.type})`);
-      out[role] = { pid: this.children.get(role)!.proc.pid ?? -1, rssBytes: m.rssBytes, nativeBytesInUse: m.nativeBytesInUse, components: m.components, weightBytes: m.weightBytes, encoderBytes: m.encoderBytes, sessions: m.sessions };
+      out[role] = { ...m.stage, pid: this.children.get(role)!.proc.pid ?? -1, rssBytes: m.rssBytes, nativeBytesInUse: m.nativeBytesInUse };
     }
     return out;
   }
 
-  /** Fails pending requests, stops the stage processes and removes the run folder. */
+  /** Closes the links to the stages, stops the stage processes and removes the run folder. */
   async close(): Promise<void> {
     if (this.closing) return;
     this.closing = true;
-    await this.front.close();
+    await this.toEncode.close();
+    await this.results.close();
     await Promise.all(
       [...this.children.values()].map(
         (c) =>

@@ -1,30 +1,33 @@
 import { fromEvent, lastValueFrom, takeUntil, tap } from 'rxjs';
 import { OmniError } from '../errors';
 import { runGraph } from '../pipeline/graph-runner';
-import type { StepScheduler } from '../executor/scheduler';
+import type { StepGrants } from '../pipeline/step-grants';
+import type { AdmittedRequest } from '../executor/executor';
+import type { ModelFamily, RequestContext } from '../pipeline/family/family';
 import type { RequestState } from '../pipeline/request-state';
 import type { NodeSpec } from '../pipeline/spec';
 import { isConnectorClosed, type StageReceiver, type StageSender } from './connectors/stage-connector';
-import { forwardStageError, STAGE_ERROR_PAYLOAD, stageErrorPayload } from './stage-error';
-import type { DiffusionStagePayload, StageRole } from '../pipeline/stage-payload';
-import { isStageProgress, type StageProgress } from './stage-progress';
+import { forwardStageError, stageErrorPayload } from './stage-error';
+import { RUNTIME_PAYLOAD, type DiffusionStagePayload, type StageRole } from '../pipeline/stage-payload';
+import type { StageProgress } from '../pipeline/family/session';
 
-/** One request's run of a phase, as a family opens it (see `openWanPhase`). */
-export interface PhaseRun<C extends { requestId: string }, S extends RequestState> {
-  ctx: C;
-  state: S;
-  nodes: ReadonlyArray<NodeSpec<C, S>>;
+/** One request's run of a phase on a stage: its context, fresh state, the phase's nodes and the edges they consume. */
+export interface PhaseRun {
+  family: ModelFamily;
+  job: AdmittedRequest;
+  ctx: RequestContext;
+  state: RequestState;
+  nodes: ReadonlyArray<NodeSpec<RequestContext, RequestState>>;
   consumes: readonly string[];
   abort: AbortController;
-  job: { params: { priority: number } };
 }
 
-/** How a family runs its phases on a stage: only the family reads and writes payload contents. */
-export interface StagePhases<C extends { requestId: string }, S extends RequestState> {
+/** How a stage opens and packs the phases of its requests (`StageHost` builds it from the families' stage phases). */
+export interface StagePhases {
   /** Validates an incoming payload and restores it into a fresh run. @throws PayloadError for a payload it cannot take. */
-  open(role: StageRole, p: DiffusionStagePayload): Promise<PhaseRun<C, S>>;
+  open(role: StageRole, p: DiffusionStagePayload): Promise<PhaseRun>;
   /** The payload of what the phase produced, for the next stage (after decode: for the front). */
-  pack(role: StageRole, run: PhaseRun<C, S>): DiffusionStagePayload;
+  pack(role: StageRole, run: PhaseRun): DiffusionStagePayload;
   /**
    * Session payloads (world sessions): handled by the family, which puts what they produce through `emit` and reports
    * the session's progress (denoise steps) through `report`.
@@ -35,9 +38,9 @@ export interface StagePhases<C extends { requestId: string }, S extends RequestS
   };
 }
 
-export interface StageWorkerOptions<C extends { requestId: string }, S extends RequestState> {
+export interface StageWorkerOptions {
   role: StageRole;
-  phases: StagePhases<C, S>;
+  phases: StagePhases;
   /** Payloads for this stage. */
   input: StageReceiver;
   /** Payloads for the next stage (the front, after decode). */
@@ -49,7 +52,7 @@ export interface StageWorkerOptions<C extends { requestId: string }, S extends R
    */
   taps?: readonly StageSender[];
   /** The stage's own step scheduler: the Denoise stage interleaves the loop steps of its requests through it. */
-  steps: StepScheduler;
+  steps: StepGrants;
   /**
    * Requests this stage works on at once. The input is taken only while fewer are in flight, so a full stage stops
    * taking (its receiver stops granting credits) and a slow next stage, whose credits this stage waits on, throttles it.
@@ -75,16 +78,16 @@ const NEXT: Readonly<Record<StageRole, StageRole>> = { encode: 'denoise', denois
  * A put whose link was lost before the receiver accepted it (the next stage's process died) is retried once the
  * link is ready again: the payload is still here, so the request is requeued, not lost.
  */
-export class StageWorker<C extends { requestId: string }, S extends RequestState> {
+export class StageWorker {
   private readonly held = new Set<string>();
-  private readonly runs = new Map<string, PhaseRun<C, S>>();
+  private readonly runs = new Map<string, PhaseRun>();
   /** Held requests cancelled before their run opened. */
   private readonly cancelled = new Set<string>();
   private wake: (() => void) | undefined;
   private closed = false;
   private loop: Promise<void> | undefined;
 
-  constructor(private readonly o: StageWorkerOptions<C, S>) {
+  constructor(private readonly o: StageWorkerOptions) {
     if (!Number.isSafeInteger(o.maxInFlight) || o.maxInFlight < 1) throw new RangeError(`StageWorker: maxInFlight must be a positive integer, got ${o.maxInFlight}`);
   }
 
@@ -127,7 +130,7 @@ export class StageWorker<C extends { requestId: string }, S extends RequestState
 
   private async handle(p: DiffusionStagePayload): Promise<void> {
     const { role } = this.o;
-    if (p.payloadType === STAGE_ERROR_PAYLOAD) {
+    if (p.payloadType === RUNTIME_PAYLOAD.error) {
       await this.deliver(p, forwardStageError(p, role, NEXT[role]));
       return;
     }
@@ -140,7 +143,7 @@ export class StageWorker<C extends { requestId: string }, S extends RequestState
       }
       return;
     }
-    let run: PhaseRun<C, S> | undefined;
+    let run: PhaseRun | undefined;
     let node: string | undefined;
     let out: DiffusionStagePayload;
     try {
@@ -151,7 +154,7 @@ export class StageWorker<C extends { requestId: string }, S extends RequestState
       await lastValueFrom(
         runGraph(r.nodes, r.consumes, r.ctx, r.state, { scheduler: this.o.steps, requestId: r.ctx.requestId, priority: r.job.params.priority }, (n) => (node = n)).pipe(
           tap((ev) => {
-            if (isStageProgress(ev)) this.o.onProgress?.(ev);
+            if (ev.type !== 'chunk') this.o.onProgress?.(ev);
           }),
           takeUntil(fromEvent(r.abort.signal, 'abort')),
         ),
@@ -185,7 +188,7 @@ export class StageWorker<C extends { requestId: string }, S extends RequestState
 
   /** Puts `out` (made from `from`) on the output and the taps; reports the hand-over once the output accepted it. */
   private async deliver(from: DiffusionStagePayload, out: DiffusionStagePayload): Promise<void> {
-    const taps = out.payloadType === STAGE_ERROR_PAYLOAD ? [] : (this.o.taps ?? []);
+    const taps = out.payloadType === RUNTIME_PAYLOAD.error ? [] : (this.o.taps ?? []);
     await Promise.all([this.put(this.o.output, from, out), ...taps.map((t) => this.put(t, from, out))]);
     this.o.onPassed?.(from.requestId);
   }

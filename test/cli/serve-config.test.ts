@@ -79,7 +79,7 @@ describe('omnirx serve --config', () => {
     const base = /listening on (\S+)/.exec(out.text())![1];
     const ready = await fetch(`${base}/ready`);
     expect(ready.status).toBe(200);
-    expect(await ready.json()).toEqual({ status: 'ready', queued: 0, running: 0 });
+    expect(await ready.json()).toEqual({ status: 'ready', queued: 0, running: 0, memoryBytes: 0, sessions: 0 });
     const models = (await (await fetch(`${base}/v1/models`)).json()) as { data: Array<{ id: string; object: string }> };
     expect(models.data.map((m) => [m.id, m.object])).toEqual([['tiny', 'model']]);
     abort.abort();

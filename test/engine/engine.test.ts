@@ -9,6 +9,11 @@ import type { OmniRequestInput } from '../../src/request/omni-request';
 import { finalOf } from '../helpers/events';
 import { settledBytesInUse } from '../helpers/native-memory';
 import { makeModelsDir, poisonWithNaN, tinySpec } from '../helpers/tiny-model';
+import { builtinFamilies } from '../../src/families';
+import { loadNative } from '../../src/native/binding';
+import { inProcess, loadedWan } from '../helpers/engine';
+
+const native = loadNative();
 
 let modelsDir: string;
 let engine: Engine;
@@ -50,7 +55,7 @@ beforeAll(async () => {
   const brokenFile = path.join(modelsDir, 'tiny-broken', 'transformer.safetensors');
   const raw = readFileSync(brokenFile);
   writeFileSync(brokenFile, raw.subarray(0, raw.length - 100));
-  engine = await Engine.create({ modelsDir, defaultModel: 'tiny' });
+  engine = await Engine.create({ families: builtinFamilies(), modelsDir, defaultModel: 'tiny' });
 });
 
 afterAll(async () => {
@@ -192,7 +197,7 @@ describe('Engine.generate', () => {
 
     it("a model's default interval applies when the request names none, and the request's wins over it", async () => {
       const dir = await makeModelsDir([{ spec: { ...tinySpec('tiny-gi'), defaults: { ...tinySpec().defaults, guidanceInterval: [0, 0.5] } }, seed: 1 }]);
-      const e = await Engine.create({ modelsDir: dir, defaultModel: 'tiny' });
+      const e = await Engine.create({ families: builtinFamilies(), modelsDir: dir, defaultModel: 'tiny' });
       try {
         const go = (over: Partial<OmniRequestInput['diffusion']>) => lastValueFrom(e.generate(req({ numInferenceSteps: 4, ...over }, { model: 'tiny-gi' })).pipe(toArray()));
         const byModel = await go({});
@@ -210,7 +215,7 @@ describe('Engine.generate', () => {
     });
 
     it("a deployment's CFG policy interval is the default when neither the request nor the model names one", async () => {
-      const e = await Engine.create({ modelsDir, defaultModel: 'tiny', policies: { cfg: CFGPolicy.classic([0.5, 1]) } });
+      const e = await Engine.create({ families: builtinFamilies(), modelsDir, defaultModel: 'tiny', policies: { cfg: CFGPolicy.classic([0.5, 1]) } });
       try {
         const events = await lastValueFrom(e.generate(req({ numInferenceSteps: 4 })).pipe(toArray()));
         expect(admittedOf(events).params).toMatchObject({ guidanceIntervalStart: 0.5, guidanceIntervalEnd: 1 });
@@ -231,9 +236,9 @@ describe('Engine.generate', () => {
       // Native calls: each request encodes a prompt no other test encodes (the text feature cache cannot serve it) and,
       // were its negative prompt (also new) encoded, one call more.
       const calls = async (prompt: string, negativePrompt: string, d: Partial<OmniRequestInput['diffusion']>) => {
-        const before = engine.native.stats().completed;
+        const before = native.stats().completed;
         finalOf(await run(req({ ...over, ...d }, { inputs: { prompt, negativePrompt } })));
-        return engine.native.stats().completed - before;
+        return native.stats().completed - before;
       };
       const unguided = await calls('room room red ball', 'ball ball room', { guidanceScale: 1 });
       expect(await calls('room room blue ball', 'ball ball red', { guidanceInterval: [0.3, 0.45] })).toBe(unguided);
@@ -243,7 +248,7 @@ describe('Engine.generate', () => {
 
     it('the admitted time estimate prices guided steps at the guided cost and the others at a single forward', async () => {
       const key = (guidance: string) => CostModel.keyOf({ model: 'tiny/transformer', phase: 'denoise', shape: '3x8x8', guidance });
-      const e = await Engine.create({ modelsDir, defaultModel: 'tiny', costSeed: { [key('sequential')]: 30, [key('single')]: 10 } });
+      const e = await Engine.create({ families: builtinFamilies(), modelsDir, defaultModel: 'tiny', costSeed: { [key('sequential')]: 30, [key('single')]: 10 } });
       try {
         // 4 steps, [0, 0.5): steps 0 and 1 guided (2 × 30 ms), steps 2 and 3 not (2 × 10 ms).
         const events = await lastValueFrom(e.generate(req({ numInferenceSteps: 4, guidanceInterval: [0, 0.5] })).pipe(toArray()));
@@ -305,7 +310,7 @@ describe('Engine.generate', () => {
 
     it("a model's default η applies to Euler when the request names none; the request's wins; other samplers run η 0", async () => {
       const dir = await makeModelsDir([{ spec: { ...tinySpec('tiny-eta'), defaults: { ...tinySpec().defaults, eta: 1 } }, seed: 1 }]);
-      const e = await Engine.create({ modelsDir: dir, defaultModel: 'tiny' });
+      const e = await Engine.create({ families: builtinFamilies(), modelsDir: dir, defaultModel: 'tiny' });
       try {
         const go = (over: Partial<OmniRequestInput['diffusion']>, model = 'tiny-eta') => lastValueFrom(e.generate(req({ numInferenceSteps: 3, ...over }, { model })).pipe(toArray()));
         const byModel = await go({});
@@ -341,13 +346,13 @@ describe('Engine.generate', () => {
   });
 
   it('bad input becomes one error event naming the field; nothing else runs', async () => {
-    const before = engine.native.stats().completed;
+    const before = native.stats().completed;
     const events = await run({ task: 'T2V', inputs: { prompt: 'x' }, diffusion: { width: -16 } } as OmniRequestInput);
     expect(events).toHaveLength(1);
     expect(events[0]).toMatchObject({ type: 'error', code: 'OMNIRX_ERR_INVALID_REQUEST', param: 'diffusion.width' });
     const junk = await run('not a request' as unknown as OmniRequestInput);
     expect(junk[0]).toMatchObject({ type: 'error', code: 'OMNIRX_ERR_INVALID_REQUEST' });
-    expect(engine.native.stats().completed).toBe(before);
+    expect(native.stats().completed).toBe(before);
   });
 
   it('a hostile request with 100 000 unknown keys gets a bounded, printable error event', async () => {
@@ -360,7 +365,7 @@ describe('Engine.generate', () => {
   });
 
   it('a closed engine answers with OMNIRX_ERR_UNAVAILABLE', async () => {
-    const closed = await Engine.create({ modelsDir, defaultModel: 'tiny' });
+    const closed = await Engine.create({ families: builtinFamilies(), modelsDir, defaultModel: 'tiny' });
     await closed.close();
     const events = await lastValueFrom(closed.generate(req()).pipe(toArray()));
     expect(events).toEqual([expect.objectContaining({ type: 'error', code: 'OMNIRX_ERR_UNAVAILABLE' })]);
@@ -374,7 +379,7 @@ describe('Engine.generate', () => {
   });
 
   it('rejects work over the ceiling at admission', async () => {
-    const small = await Engine.create({ modelsDir, defaultModel: 'tiny', limits: { maxSide: 1024, maxPixels: 512 * 512, maxFrames: 256, maxSteps: 200, maxWork: 16 * 16 * 3 * 3, maxTokens: 4096, maxPromptChars: 100 } });
+    const small = await Engine.create({ families: builtinFamilies(), modelsDir, defaultModel: 'tiny', limits: { maxSide: 1024, maxPixels: 512 * 512, maxFrames: 256, maxSteps: 200, maxWork: 16 * 16 * 3 * 3, maxTokens: 4096, maxPromptChars: 100 } });
     const events = await lastValueFrom(small.generate(req({ numInferenceSteps: 4 })).pipe(toArray()));
     expect(events[events.length - 1]).toMatchObject({ type: 'error', code: 'OMNIRX_ERR_INVALID_REQUEST', param: 'diffusion' });
     await small.close();
@@ -405,17 +410,17 @@ describe('Engine.generate', () => {
   });
 
   it('caches text embeddings: the same prompt again skips the text encoder and gives identical frames; another prompt misses', async () => {
-    const model = await engine.models.get('tiny');
+    const model = await loadedWan(engine, 'tiny');
     const spy = jest.spyOn(model.textEncoder, 'encode');
     try {
       const prompt = { prompt: 'a green cube on a wooden table' };
       const first = finalOf(await run(req({ seed: 11 }, { inputs: prompt }))).artifacts.video;
       expect(spy.mock.calls.length).toBeGreaterThanOrEqual(1); // the prompt (and the negative prompt unless cached)
-      const hitsBefore = engine.featureCache!.stats().hits;
+      const hitsBefore = inProcess(engine).caches.features!.stats().hits;
       spy.mockClear();
       const second = finalOf(await run(req({ seed: 11 }, { inputs: prompt }))).artifacts.video;
       expect(spy).not.toHaveBeenCalled();
-      expect(engine.featureCache!.stats().hits - hitsBefore).toBe(2); // prompt + negative prompt
+      expect(inProcess(engine).caches.features!.stats().hits - hitsBefore).toBe(2); // prompt + negative prompt
       if (first.kind !== 'video' || second.kind !== 'video') throw new Error('expected videos');
       expect(Buffer.from(second.frames).equals(Buffer.from(first.frames))).toBe(true);
       spy.mockClear();
@@ -431,12 +436,12 @@ describe('Engine.generate', () => {
   it('unsubscribing cancels at the next step boundary and gives every native byte back', async () => {
     const shape = { numInferenceSteps: 40, seed: 3 };
     finalOf(await run(req(shape))); // warm: plans for this shape are compiled and cached by the model
-    const baseline = await settledBytesInUse(engine.native);
-    const completedBefore = engine.native.stats().completed;
+    const baseline = await settledBytesInUse(native);
+    const completedBefore = native.stats().completed;
     // Stop after the second step event.
     await firstValueFrom(engine.generate(req(shape)).pipe(filter((e) => e.type === 'step'), take(2), toArray()));
     await new Promise((r) => setTimeout(r, 50));
-    const stats = engine.native.stats();
+    const stats = native.stats();
     expect(stats.running).toBe(0);
     expect(stats.queued).toBe(0);
     // text encoder (2 runs) + at most 3 steps × 2 forwards: the other 37 steps never ran
@@ -446,17 +451,17 @@ describe('Engine.generate', () => {
 
   it('native memory returns to its baseline after each of 50 generations', async () => {
     finalOf(await run(req({ seed: 1 })));
-    const baseline = await settledBytesInUse(engine.native);
+    const baseline = await settledBytesInUse(native);
     for (let i = 0; i < 50; i++) {
       finalOf(await run(req({ seed: 100 + i })));
-      expect(engine.native.stats().bytesInUse).toBe(baseline);
+      expect(native.stats().bytesInUse).toBe(baseline);
     }
   });
 
   it('the event loop stays free while a generation runs (JS callbacks observe native work in flight)', async () => {
     let seenRunning = 0;
     const timer = setInterval(() => {
-      if (engine.native.stats().running > 0) seenRunning += 1;
+      if (native.stats().running > 0) seenRunning += 1;
     }, 0);
     await run(req({ numInferenceSteps: 30, width: 64, height: 64, numFrames: 4 }));
     clearInterval(timer);
@@ -467,14 +472,14 @@ describe('Engine.generate', () => {
 
 describe('bfloat16 matmuls (EngineOptions.matmulDtype)', () => {
   it('loads the DiT with bf16 matmuls (world rollouts too) and generates frames close to the float32 run', async () => {
-    const bf = await Engine.create({ modelsDir, defaultModel: 'tiny', matmulDtype: 'bfloat16' });
+    const bf = await Engine.create({ families: builtinFamilies(), modelsDir, defaultModel: 'tiny', matmulDtype: 'bfloat16' });
     try {
-      const model = await bf.models.get('tiny');
+      const model = await loadedWan(bf, 'tiny');
       expect(model.transformer().matmulDtype).toBe('bfloat16');
       const causal = model.causalTransformer({ chunkFrames: 1, sinkFrames: 1, localWindowFrames: 2, height: 4, width: 4, textLen: 8 });
       expect(causal.matmulDtype).toBe('bfloat16');
       causal.dispose();
-      expect((await engine.models.get('tiny')).transformer().matmulDtype).toBe('float32');
+      expect((await loadedWan(engine, 'tiny')).transformer().matmulDtype).toBe('float32');
       const r = req({ seed: 5, numInferenceSteps: 4 });
       const a = finalOf(await lastValueFrom(bf.generate(r).pipe(toArray()))).artifacts.video;
       const b = finalOf(await run(r)).artifacts.video;
@@ -498,22 +503,22 @@ describe('bfloat16 matmuls (EngineOptions.matmulDtype)', () => {
 
 describe('native memory under changing sizes', () => {
   it('stays bounded: plans of sizes not used lately are freed (LRU)', async () => {
-    const e = await Engine.create({ modelsDir, defaultModel: 'tiny' });
+    const e = await Engine.create({ families: builtinFamilies(), modelsDir, defaultModel: 'tiny' });
     const sizes = [8, 12, 16, 20, 24, 28, 32, 36, 40, 44, 48, 52];
     const go = (w: number) => lastValueFrom(e.generate({ model: 'tiny', task: 'T2V', inputs: { prompt: 'a' }, diffusion: { width: w, height: 8, numFrames: 1, numInferenceSteps: 1, seed: 1 } }).pipe(toArray()));
     for (const w of sizes.slice(0, 8)) finalOf(await go(w));
-    const after8 = e.native.stats().bytesInUse;
+    const after8 = native.stats().bytesInUse;
     for (const w of sizes.slice(8)) finalOf(await go(w));
     // Four more sizes, each larger than any before: without eviction memory would grow by their plans.
-    expect(e.native.stats().bytesInUse).toBeLessThan(after8 * 1.5);
+    expect(native.stats().bytesInUse).toBeLessThan(after8 * 1.5);
     await e.close();
   });
 });
 
 describe('Engine.close', () => {
   it('ends queued and running requests with OMNIRX_ERR_UNAVAILABLE, waits for their native work, and frees every byte', async () => {
-    const baseline = await settledBytesInUse(engine.native);
-    const e = await Engine.create({ modelsDir, defaultModel: 'tiny', maxRunning: 1 });
+    const baseline = await settledBytesInUse(native);
+    const e = await Engine.create({ families: builtinFamilies(), modelsDir, defaultModel: 'tiny', maxRunning: 1 });
     const long = { model: 'tiny', task: 'T2V' as const, inputs: { prompt: 'a' }, diffusion: { width: 40, height: 40, numFrames: 40, numInferenceSteps: 50, seed: 1 } };
     const ran: OmniEvent[] = [];
     let twoSteps!: () => void;
@@ -532,9 +537,9 @@ describe('Engine.close', () => {
     await stepped;
     await e.close();
     // Nothing of the engine is left running or allocated once close resolves.
-    expect(e.native.stats()).toMatchObject({ queued: 0, running: 0 });
+    expect(native.stats()).toMatchObject({ queued: 0, running: 0 });
     expect(e.stats()).toMatchObject({ queued: 0, running: 0, memoryBytes: 0 });
-    expect(e.native.stats().bytesInUse).toBe(baseline);
+    expect(native.stats().bytesInUse).toBe(baseline);
 
     await running;
     const last = ran.at(-1)!;
@@ -550,18 +555,18 @@ describe('Engine.close', () => {
     // A closed engine refuses new work; closing again is harmless.
     expect((await lastValueFrom(e.generate(long).pipe(toArray()))).map((ev) => ev.type === 'error' && ev.code)).toEqual(['OMNIRX_ERR_UNAVAILABLE']);
     await e.close();
-    expect(e.native.stats().bytesInUse).toBe(baseline);
+    expect(native.stats().bytesInUse).toBe(baseline);
   });
 
   it('a second close() while the first is freeing resolves with it, not before', async () => {
-    const baseline = await settledBytesInUse(engine.native);
-    const e = await Engine.create({ modelsDir, defaultModel: 'tiny' });
+    const baseline = await settledBytesInUse(native);
+    const e = await Engine.create({ families: builtinFamilies(), modelsDir, defaultModel: 'tiny' });
     const ended = lastValueFrom(e.generate(req({ numInferenceSteps: 2 })).pipe(toArray())); // loads the model
     const first = e.close();
     const second = e.close();
     expect(second).toBe(first);
     await second;
-    expect(e.native.stats()).toMatchObject({ queued: 0, running: 0, bytesInUse: baseline });
+    expect(native.stats()).toMatchObject({ queued: 0, running: 0, bytesInUse: baseline });
     expect((await ended).at(-1)).toMatchObject({ type: 'error', code: 'OMNIRX_ERR_UNAVAILABLE' });
   });
 });

@@ -1,6 +1,6 @@
 import * as path from 'node:path';
 import { forkJoin, lastValueFrom, timeout, toArray, type Observable } from 'rxjs';
-import { resolveParams } from '../../src/engine/admission';
+import { resolveWanParams } from '../../src/families/wan/admission';
 import { OmniError } from '../../src/errors';
 import { Engine } from '../../src/engine/engine';
 import { runGraph } from '../../src/pipeline/graph-runner';
@@ -16,20 +16,24 @@ import { RequestState } from '../../src/pipeline/request-state';
 import { flowMatchSigmas } from '../../src/pipeline/samplers/flow-match-euler';
 import { buildPipeline } from '../../src/pipeline/spec';
 import type { WanT2VContext } from '../../src/families/wan/context';
-import { wanT2VPipelineSpec, type WanT2VPolicies } from '../../src/families/wan/pipeline';
+import { wanT2VPipelineSpec } from '../../src/families/wan/pipeline';
+import { actionAdaLNInjector } from '../../src/pipeline/policies/conditioning-injector';
+import type { PipelinePolicies } from '../../src/pipeline/policies/policies';
+import { inProcess, loadedWan } from '../helpers/engine';
 import { WanT2VState } from '../../src/families/wan/state';
 import { DEFAULT_LIMITS } from '../../src/request/limits';
 import type { OmniEvent, OmniOutput } from '../../src/request/omni-event';
 import { OmniRequestSchema, type OmniRequestInput } from '../../src/request/omni-request';
 import { finalOf } from '../helpers/events';
 import { makeModelsDir, tinySpec } from '../helpers/tiny-model';
+import { builtinFamilies } from '../../src/families';
 
 let modelsDir: string;
 let native: NativeBinding;
 const engines: Engine[] = [];
 
-async function engineWith(options: Parameters<typeof Engine.create>[0] = {}): Promise<Engine> {
-  const e = await Engine.create({ modelsDir, defaultModel: 'tiny', native, ...options });
+async function engineWith(options: Partial<Parameters<typeof Engine.create>[0]> = {}): Promise<Engine> {
+  const e = await Engine.create({ families: builtinFamilies(), modelsDir, defaultModel: 'tiny', native, ...options });
   engines.push(e);
   return e;
 }
@@ -74,11 +78,12 @@ afterAll(async () => {
 });
 
 describe('interleaving at the graph-runner level (one StepScheduler, two pipelines)', () => {
-  const policiesA: WanT2VPolicies = { cfg: CFGPolicy.classic(), expert: ExpertRouting.single(), flowShift: FlowShiftPolicy.fixed(), sampler: SamplerPolicy.of('euler') };
-  const policiesB: WanT2VPolicies = {
+  const policiesA: PipelinePolicies = { cfg: CFGPolicy.classic(), expert: ExpertRouting.single(), flowShift: FlowShiftPolicy.fixed(), sampler: SamplerPolicy.of('euler'), conditioning: actionAdaLNInjector };
+  const policiesB: PipelinePolicies = {
     cfg: CFGPolicy.batched([0, 0.5]),
     sampler: SamplerPolicy.of('unipc'),
     expert: ExpertRouting.single(),
+    conditioning: actionAdaLNInjector,
     flowShift: FlowShiftPolicy.byResolution([
       { maxPixels: 16 * 16, shift: 3 },
       { maxPixels: 1024 * 1024, shift: 5 },
@@ -91,16 +96,16 @@ describe('interleaving at the graph-runner level (one StepScheduler, two pipelin
   let model: WanT2VModel;
 
   beforeAll(async () => {
-    model = await WanT2VModel.load(native, path.join(modelsDir, 'tiny'));
+    model = await WanT2VModel.fromDirectory(native, path.join(modelsDir, 'tiny'));
   });
 
   afterAll(() => model.dispose());
 
   /** Builds the context and state the way Engine.run does and returns the cold event stream. */
-  function start(pipe: typeof pipeA, policies: WanT2VPolicies, input: OmniRequestInput, scheduler: StepScheduler) {
+  function start(pipe: typeof pipeA, policies: PipelinePolicies, input: OmniRequestInput, scheduler: StepScheduler) {
     const r = OmniRequestSchema.parse(input);
     const requestId = r.requestId!;
-    const params = resolveParams(r, model, DEFAULT_LIMITS, policies);
+    const params = resolveWanParams(r, model.spec, { limits: DEFAULT_LIMITS, policies });
     const nodeParams = pipe.parseNodeParams(r.nodeParams);
     const abort = new AbortController();
     const ctx: WanT2VContext = { requestId, model, params, nodeParams, native, signal: abort.signal };
@@ -158,7 +163,7 @@ describe('interleaving at the graph-runner level (one StepScheduler, two pipelin
   });
 
   it('the B policies really change the result: B with classic full-interval CFG differs', async () => {
-    const classicB: WanT2VPolicies = { ...policiesB, cfg: CFGPolicy.classic() };
+    const classicB: PipelinePolicies = { ...policiesB, cfg: CFGPolicy.classic() };
     const pipe = buildPipeline(wanT2VPipelineSpec(classicB), { tasks: ['T2V'] });
     const gated = start(pipeB, policiesB, inputB, new StepScheduler());
     const full = start(pipe, classicB, inputB, new StepScheduler());
@@ -233,7 +238,7 @@ describe('T2I step batching across requests', () => {
     const seeds = [1, 2, 3, 4];
     const input = (seed: number): OmniRequestInput => ({ model: 'tiny', task: 'T2I', inputs: { prompt: 'a blue ball' }, diffusion: { seed, width: 16, height: 16, numInferenceSteps: 3 }, requestId: `img-${seed}` });
     const decisions: ScheduleDecision[] = [];
-    const sub = batching.steps.decisions$.subscribe((d) => decisions.push(d));
+    const sub = inProcess(batching).steps.decisions$.subscribe((d) => decisions.push(d));
     const together = await Promise.all(seeds.map((s) => collect(batching, input(s))));
     sub.unsubscribe();
 
@@ -262,7 +267,7 @@ describe('T2I step batching across requests', () => {
     const input = (seed: number, eta: number): OmniRequestInput => ({ model: 'tiny', task: 'T2I', inputs: { prompt: 'a blue ball' }, diffusion: { seed, eta, width: 16, height: 16, numInferenceSteps: 3 }, requestId: `eta-${seed}-${eta}` });
     const runs = [input(1, 1), input(2, 0.5), input(3, 0)];
     const decisions: ScheduleDecision[] = [];
-    const sub = batching.steps.decisions$.subscribe((d) => decisions.push(d));
+    const sub = inProcess(batching).steps.decisions$.subscribe((d) => decisions.push(d));
     const together = await Promise.all(runs.map((r) => collect(batching, r)));
     sub.unsubscribe();
     expect(decisions.some((d) => d.requestIds.length >= 2)).toBe(true);
@@ -282,10 +287,10 @@ describe('expert routing', () => {
     const outSingle = finalOf(await collect(single, r));
     expect(videoBytes(outRouted).equals(videoBytes(outSingle))).toBe(false);
     const key = (expert: string) => ({ model: `tiny2/${expert}`, phase: 'denoise', shape: '3x8x8', guidance: 'sequential' });
-    expect(routed.costModel.samples(key('transformer'))).toBe(3);
-    expect(routed.costModel.samples(key('transformer_2'))).toBe(1);
-    expect(single.costModel.samples(key('transformer_2'))).toBe(0);
-    expect((await routed.models.get('tiny2')).loadedComponents).toContain('transformer_2');
+    expect(inProcess(routed).steps.costModel.samples(key('transformer'))).toBe(3);
+    expect(inProcess(routed).steps.costModel.samples(key('transformer_2'))).toBe(1);
+    expect(inProcess(single).steps.costModel.samples(key('transformer_2'))).toBe(0);
+    expect((await loadedWan(routed, 'tiny2')).loadedComponents).toContain('transformer_2');
   });
 
   it('when every step stays above the boundary, boundary routing equals single routing', async () => {
@@ -299,7 +304,7 @@ describe('expert routing', () => {
   it('the default single routing never loads transformer_2', async () => {
     const single = await engineWith({ defaultModel: 'tiny2' });
     finalOf(await collect(single, req({}, { model: 'tiny2' })));
-    const loaded = (await single.models.get('tiny2')).loadedComponents;
+    const loaded = (await loadedWan(single, 'tiny2')).loadedComponents;
     expect(loaded).not.toContain('transformer_2');
     // vae_encoder: the default deployment also serves WORLD sessions (image-to-world).
     expect([...loaded].sort()).toEqual(['text_encoder', 'tokenizer', 'transformer', 'vae', 'vae_encoder']);

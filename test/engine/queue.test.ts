@@ -1,22 +1,23 @@
 import { asyncScheduler, type SchedulerLike, type Subscription } from 'rxjs';
-import { estimateMemory, resolveParams } from '../../src/engine/admission';
+import { estimateMemory, resolveWanParams } from '../../src/families/wan/admission';
 import { Engine, type EngineOptions } from '../../src/engine/engine';
 import type { ScheduleDecision } from '../../src/executor/scheduler';
 import { loadNative, type NativeBinding } from '../../src/native/binding';
-import { CFGPolicy } from '../../src/pipeline/policies/cfg';
-import { SamplerPolicy } from '../../src/pipeline/policies/sampler-policy';
-import { FlowShiftPolicy } from '../../src/pipeline/policies/flow-shift';
+import type { ModelSpec as WanModelSpec } from '../../src/families/wan/model-spec';
+import { defaultPolicies } from '../../src/pipeline/policies/policies';
+import { inProcess } from '../helpers/engine';
 import { DEFAULT_LIMITS } from '../../src/request/limits';
 import type { OmniEvent } from '../../src/request/omni-event';
 import { OmniRequestSchema, type OmniRequestInput } from '../../src/request/omni-request';
 import { makeModelsDir, poisonWithNaN, tinySpec } from '../helpers/tiny-model';
+import { builtinFamilies } from '../../src/families';
 
 let modelsDir: string;
 let native: NativeBinding;
 const engines: Engine[] = [];
 
-async function engineWith(options: EngineOptions = {}): Promise<Engine> {
-  const e = await Engine.create({ modelsDir, defaultModel: 'tiny', native, ...options });
+async function engineWith(options: Partial<EngineOptions> = {}): Promise<Engine> {
+  const e = await Engine.create({ families: builtinFamilies(), modelsDir, defaultModel: 'tiny', native, ...options });
   engines.push(e);
   return e;
 }
@@ -85,7 +86,7 @@ const at = (log: Log, id: string, pred: (ev: OmniEvent) => boolean) => log.findI
 
 function recordDecisions(engine: Engine): { decisions: ScheduleDecision[]; stop: () => void } {
   const decisions: ScheduleDecision[] = [];
-  const sub = engine.steps.decisions$.subscribe((d) => decisions.push(d));
+  const sub = inProcess(engine).steps.decisions$.subscribe((d) => decisions.push(d));
   return { decisions, stop: () => sub.unsubscribe() };
 }
 
@@ -94,7 +95,7 @@ const tick = (ms = 0) => new Promise((r) => setTimeout(r, ms));
 
 function expectIdle(engine: Engine): void {
   expect(engine.stats()).toEqual({ queued: 0, running: 0, memoryBytes: 0, sessions: 0 });
-  expect(engine.steps.stats()).toMatchObject({ ready: 0, inFlight: 0 });
+  expect(inProcess(engine).steps.stats()).toMatchObject({ ready: 0, inFlight: 0 });
 }
 
 beforeAll(async () => {
@@ -197,8 +198,9 @@ describe('bounded queue', () => {
 describe('memory admission', () => {
   /** The claim the engine will make for `input` (the same estimate the engine computes). */
   async function claimOf(engine: Engine, input: OmniRequestInput) {
-    const model = await engine.models.get(input.model);
-    return estimateMemory(resolveParams(OmniRequestSchema.parse(input), model, DEFAULT_LIMITS, { cfg: CFGPolicy.classic(), flowShift: FlowShiftPolicy.fixed(), sampler: SamplerPolicy.of() }), model);
+    const { spec } = await engine.models.get(input.model);
+    const wan = spec as WanModelSpec;
+    return estimateMemory(resolveWanParams(OmniRequestSchema.parse(input), wan, { limits: DEFAULT_LIMITS, policies: defaultPolicies() }), wan);
   }
 
   it('a request that can never fit the budget fails with OMNIRX_ERR_MEMORY naming the bytes', async () => {

@@ -17,6 +17,8 @@ import type { ChunkEvent, OmniEvent } from '../../src/request/omni-event';
 import { finalOf } from '../helpers/events';
 import { settledBytesInUse } from '../helpers/native-memory';
 import { makeModelsDir, tinyWorldSpec } from '../helpers/tiny-model';
+import { builtinFamilies } from '../../src/families';
+import { inProcess } from '../helpers/engine';
 
 
 let modelsDir: string;
@@ -25,7 +27,7 @@ let engine: Engine;
 beforeAll(async () => {
   // tiny-world-eta: the same seed-3 weights with a world-session default η of 1 (and a T2V one of 0.5, not the sessions').
   modelsDir = await makeModelsDir([{ spec: tinyWorldSpec(), seed: 3 }, { spec: { ...tinyWorldSpec(), id: 'tiny-world-eta', defaults: { ...tinyWorldSpec().defaults, eta: 0.5, world: { eta: 1 } } }, seed: 3 }]);
-  engine = await Engine.create({ modelsDir, defaultModel: 'tiny-world', sessions: { chunkFrames: 1, sinkFrames: 1, localWindowFrames: 2, steps: 2, firstChunkSteps: 3, maxSessions: 3 } });
+  engine = await Engine.create({ families: builtinFamilies(), modelsDir, defaultModel: 'tiny-world', sessions: { chunkFrames: 1, sinkFrames: 1, localWindowFrames: 2, steps: 2, firstChunkSteps: 3, maxSessions: 3 } });
 });
 
 afterAll(async () => {
@@ -228,12 +230,12 @@ describe('Engine.session', () => {
     const rec = record(s);
     s.credits.next(4);
     await rec.wait(isChunk(3));
-    expect(engine.caches.stats().chunkKv?.used).toBeGreaterThan(0);
+    expect(inProcess(engine).caches.stats().chunkKv?.used).toBeGreaterThan(0);
     expect(s.stats().nativeBytes).toBeGreaterThan(0);
     s.close();
     await rec.done;
     await s.whenReleased();
-    expect(engine.caches.stats().chunkKv).toMatchObject({ used: 0, sessions: 0 });
+    expect(inProcess(engine).caches.stats().chunkKv).toMatchObject({ used: 0, sessions: 0 });
     expect(s.stats()).toMatchObject({ nativeBytes: 0, closed: true });
     expect(native.stats().bytesInUse).toBe(before);
     expect(engine.stats().sessions).toBe(0);
@@ -265,7 +267,7 @@ describe('Engine.session', () => {
     for (let k = 0; k < 2000; k += 100) {
       s.credits.next(100);
       await rec.wait(isChunk(k + 99));
-      samples.push({ slabs: engine.caches.stats().chunkKv!.used, bytes: native.stats().bytesInUse });
+      samples.push({ slabs: inProcess(engine).caches.stats().chunkKv!.used, bytes: native.stats().bytesInUse });
       rec.events.length = 0; // keep the test's own memory flat too
     }
     s.close();
@@ -327,7 +329,7 @@ describe('Engine.session: hostile input', () => {
     await rec.done;
     await Promise.all([s, ...more].map((m) => m.whenReleased()));
 
-    const small = await Engine.create({ modelsDir, defaultModel: 'tiny-world', caches: { chunkKvBytes: 4 * 2 * 1 * 16 * 32 * 2 * 4 }, sessions: { localWindowFrames: 2 } });
+    const small = await Engine.create({ families: builtinFamilies(), modelsDir, defaultModel: 'tiny-world', caches: { chunkKvBytes: 4 * 2 * 1 * 16 * 32 * 2 * 4 }, sessions: { localWindowFrames: 2 } });
     try {
       const ok = await small.session({ prompt: 'a' });
       await expect(small.session({ prompt: 'a' })).rejects.toMatchObject({ code: 'OMNIRX_ERR_CACHE_EXHAUSTED' });
@@ -343,7 +345,7 @@ describe('Engine.session: hostile input', () => {
   it('engine.close() while a session is still encoding its prompt resolves only once that native call has returned and freed its bytes', async () => {
     const native = loadNative();
     const baseline = await settledBytesInUse(native);
-    const e = await Engine.create({ modelsDir, defaultModel: 'tiny-world' });
+    const e = await Engine.create({ families: builtinFamilies(), modelsDir, defaultModel: 'tiny-world' });
     const s = await e.session({ prompt: 'a red ball in a blue room', seed: 9 });
     const rec = record(s);
     s.credits.next(1);
@@ -355,7 +357,7 @@ describe('Engine.session: hostile input', () => {
   });
 
   it('an idle session expires with OMNIRX_ERR_SESSION_EXPIRED and frees its slabs', async () => {
-    const quick = await Engine.create({ modelsDir, defaultModel: 'tiny-world', sessions: { idleTimeoutMs: 100 } });
+    const quick = await Engine.create({ families: builtinFamilies(), modelsDir, defaultModel: 'tiny-world', sessions: { idleTimeoutMs: 100 } });
     try {
       const s = await quick.session({ prompt: 'a', seed: 1 });
       const rec = record(s);
@@ -364,7 +366,7 @@ describe('Engine.session: hostile input', () => {
       const events = await rec.done;
       expect(events[events.length - 1]).toMatchObject({ type: 'error', code: 'OMNIRX_ERR_SESSION_EXPIRED' });
       await s.whenReleased();
-      expect(quick.caches.stats().chunkKv).toMatchObject({ used: 0 });
+      expect(inProcess(quick).caches.stats().chunkKv).toMatchObject({ used: 0 });
       // A session nobody ever subscribes to expires as well, giving its reservation back.
       const unused = await quick.session({ prompt: 'a' });
       expect(quick.stats().sessions).toBe(1);
@@ -377,11 +379,11 @@ describe('Engine.session: hostile input', () => {
   });
 
   it('a deployment without WORLD refuses sessions and creates no chunk-KV pool', async () => {
-    const t2v = await Engine.create({ modelsDir, defaultModel: 'tiny', tasks: ['T2V'] });
+    const t2v = await Engine.create({ families: builtinFamilies(), modelsDir, defaultModel: 'tiny', tasks: ['T2V'] });
     try {
       await expect(t2v.session({ prompt: 'a' })).rejects.toMatchObject({ code: 'OMNIRX_ERR_UNSUPPORTED_VALUE' });
-      expect(t2v.caches.stats().chunkKv).toBeUndefined();
-      expect(t2v.caches.stats().tokenKv).toBeUndefined();
+      expect(inProcess(t2v).caches.stats().chunkKv).toBeUndefined();
+      expect(inProcess(t2v).caches.stats().tokenKv).toBeUndefined();
     } finally {
       await t2v.close();
     }

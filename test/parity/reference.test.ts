@@ -40,9 +40,9 @@ import type { ResolvedParams } from '../../src/pipeline/params';
 import { eulerStep, flowMatchSigmas } from '../../src/pipeline/samplers/flow-match-euler';
 import type { WanT2VContext } from '../../src/families/wan/context';
 import { createDenoiseLoop } from '../../src/families/wan/denoise-loop';
-import { defaultWanT2VPolicies } from '../../src/families/wan/pipeline';
+import { defaultPolicies } from '../../src/pipeline/policies/policies';
 
-const denoiseLoop = createDenoiseLoop(defaultWanT2VPolicies());
+const denoiseLoop = createDenoiseLoop(defaultPolicies());
 import { WanT2VState } from '../../src/families/wan/state';
 import { loadFixtures, maxAbsErr, ParityReport, REFERENCE_DIR, TensorPool, toChannelsLast } from '../helpers/fixtures';
 
@@ -81,7 +81,7 @@ describe('parity with the PyTorch reference (tools/reference)', () => {
 
   beforeAll(async () => {
     native = loadNative();
-    model = await WanT2VModel.load(native, MODEL_DIR);
+    model = await WanT2VModel.fromDirectory(native, MODEL_DIR);
     ({ meta, get } = await loadFixtures<FixtureMeta>(FIXTURES));
   });
 
@@ -167,7 +167,7 @@ describe('parity with the PyTorch reference (tools/reference)', () => {
     });
 
     it('with bfloat16 matmuls (linears and attention), predicts the reference velocity within the bf16 tolerance', async () => {
-      const bf = await WanT2VModel.load(native, MODEL_DIR, new Set(['transformer']), { matmulDtype: 'bfloat16' });
+      const bf = await WanT2VModel.fromDirectory(native, MODEL_DIR, new Set(['transformer']), { matmulDtype: 'bfloat16' });
       try {
         const c = bf.spec.transformer;
         const s = shapeOf(meta.dit.latentShape, model.spec.textEncoder.maxLength);

@@ -1,4 +1,4 @@
-import { defaultWanT2VPolicies } from '../../src/families/wan/pipeline';
+import { defaultPolicies } from '../../src/pipeline/policies/policies';
 import { z } from 'zod';
 import { OmniError } from '../../src/errors';
 import type { ResolvedParams } from '../../src/pipeline/params';
@@ -403,7 +403,7 @@ describe('BuiltPipeline.parseNodeParams', () => {
 
 describe('wanT2VPipelineSpec', () => {
   it('builds for T2V: text_encoder → denoise → decode_video, export_latents fanning out from latents', () => {
-    const built = buildPipeline(wanT2VPipelineSpec(), { tasks: ['T2V'] });
+    const built = buildPipeline(wanT2VPipelineSpec(defaultPolicies()), { tasks: ['T2V'] });
     expect(built.order[0].name).toBe('text_encoder');
     expect(built.order[1].name).toBe('denoise');
     expect(built.order.find((n) => n.name === 'denoise')!.run.kind).toBe('loop');
@@ -420,7 +420,7 @@ describe('wanT2VPipelineSpec', () => {
   });
 
   it('builds for T2I: decode_image instead of decode_video', () => {
-    const built = buildPipeline(wanT2VPipelineSpec(), { tasks: ['T2I'] });
+    const built = buildPipeline(wanT2VPipelineSpec(defaultPolicies()), { tasks: ['T2I'] });
     expect(names(built.activeNodes(params({ task: 'T2I', numFrames: 1 })))).toEqual(['text_encoder', 'denoise', 'decode_image']);
     const withLatents = names(built.activeNodes(params({ task: 'T2I', numFrames: 1, returnLatents: true })));
     expect(withLatents.slice(0, 2)).toEqual(['text_encoder', 'denoise']);
@@ -429,14 +429,14 @@ describe('wanT2VPipelineSpec', () => {
 
   it('boundary expert routing adds transformer_2 to the components to load', () => {
     const built = buildPipeline(
-      wanT2VPipelineSpec({ ...defaultWanT2VPolicies(), expert: ExpertRouting.boundary('transformer', 'transformer_2', 0.9) }),
+      wanT2VPipelineSpec({ ...defaultPolicies(), expert: ExpertRouting.boundary('transformer', 'transformer_2', 0.9) }),
       { tasks: ['T2V'] },
     );
     expect(built.components.has('transformer_2')).toBe(true);
   });
 
   it('its denoise node accepts nodeParams.denoise.sigmas', () => {
-    const built = buildPipeline(wanT2VPipelineSpec(), { tasks: BOTH });
+    const built = buildPipeline(wanT2VPipelineSpec(defaultPolicies()), { tasks: BOTH });
     expect(built.parseNodeParams({ denoise: { sigmas: [1, 0.6, 0.2, 0] } })).toEqual({ denoise: { sigmas: [1, 0.6, 0.2, 0] } });
     expect(catchOmni(() => built.parseNodeParams({ decode_video: {} }), 'OMNIRX_ERR_INVALID_REQUEST').param).toBe('nodeParams.decode_video');
   });

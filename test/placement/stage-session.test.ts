@@ -1,14 +1,12 @@
 import * as path from 'node:path';
 import { Engine } from '../../src/engine/engine';
 import { loadNative } from '../../src/native/binding';
-import { defaultWanT2VPolicies } from '../../src/families/wan/pipeline';
 import { SessionConfigSchema } from '../../src/pipeline/session-config';
-import { createInProcessStages, type StagePipeline } from '../../src/placement/in-process-stages';
-import { StageProcesses } from '../../src/placement/stage-processes';
-import { TopologySchema, type DisaggregatedTopology } from '../../src/placement/topology';
-import { DEFAULT_LIMITS } from '../../src/request/limits';
+import { StageExecutor } from '../../src/placement/stage-executor';
+import { TopologySchema, type Topology } from '../../src/placement/topology';
 import type { ChunkEvent, OmniEvent } from '../../src/request/omni-event';
 import { makeModelsDir, tinyWorldSpec } from '../helpers/tiny-model';
+import { builtinFamilies } from '../../src/families';
 
 // Stage processes run compiled JS (see stage-processes.test.ts): dist/ from `npm test`'s pretest, or OMNIRX_STAGE_ENTRY.
 const entry = process.env.OMNIRX_STAGE_ENTRY ?? path.resolve(__dirname, '../../dist/src/placement/stage-main.js');
@@ -72,26 +70,22 @@ async function scripted(s: Handle, plan: ReadonlyArray<{ key: Key; id?: string; 
   return { chunks: chunks(), last: events[events.length - 1] };
 }
 
-const inProcess = () => TopologySchema.parse({ kind: 'disaggregated', connector: 'in-process' }) as DisaggregatedTopology;
+const inProcess = () => TopologySchema.parse({ kind: 'disaggregated', connector: 'in-process' });
 const view = (c: ChunkEvent) => ({ rollout: c.rollout, frames: Buffer.from(c.artifact.kind === 'video' ? c.artifact.frames : new Uint8Array()).toString('base64') });
 
 let modelsDir: string;
 let engine: Engine;
 let reference: ChunkEvent[];
 const native = loadNative();
-const options = () => ({
-  native,
-  modelsDir,
-  defaultModel: 'tiny-world',
-  policies: defaultWanT2VPolicies(),
-  limits: DEFAULT_LIMITS,
-  tasks: ['T2V' as const],
-  sessions,
-});
+/** An engine on the stages of `topology` serving the tiny world model's sessions. */
+const staged = (topology: Topology, over: { sessions?: typeof sessions } = {}) =>
+  Engine.create({ families: builtinFamilies(), native, modelsDir, defaultModel: 'tiny-world', tasks: ['T2V', 'WORLD'], sessions, ...over, topology, stageEntry: entry });
+/** What each stage of `e` holds. */
+const memory = (e: Engine) => (e.executor as StageExecutor).memory();
 
 beforeAll(async () => {
   modelsDir = await makeModelsDir([{ spec: tinyWorldSpec(), seed: 3 }]);
-  engine = await Engine.create({ modelsDir, defaultModel: 'tiny-world', native, sessions });
+  engine = await Engine.create({ families: builtinFamilies(), modelsDir, defaultModel: 'tiny-world', native, sessions });
   const r = await scripted(await engine.session({ prompt: 'a red ball in a blue room', seed: 21, fps: 10 }));
   expect(r.last.type).toBe('final');
   reference = r.chunks;
@@ -103,9 +97,9 @@ afterAll(async () => {
 
 describe('world sessions across stages', () => {
   it('in-process: 10 chunks bit-identical to the monolithic session (frames and actions)', async () => {
-    const stages: StagePipeline = createInProcessStages({ ...options(), topology: TopologySchema.parse({ kind: 'disaggregated', connector: 'in-process' }) as DisaggregatedTopology });
+    const stages = await staged(inProcess());
     try {
-      const r = await scripted(await stages.front.session({ prompt: 'a red ball in a blue room', seed: 21, fps: 10 }));
+      const r = await scripted(await stages.session({ prompt: 'a red ball in a blue room', seed: 21, fps: 10 }));
       expect(r.last.type).toBe('final');
       expect(r.chunks.length).toBe(PLAN.length);
       expect(r.chunks.map(view)).toEqual(reference.map(view));
@@ -117,9 +111,9 @@ describe('world sessions across stages', () => {
   it('in-process at η 1: the spec carries η to Denoise, bit-identical to the monolithic session at η 1', async () => {
     const mono = await scripted(await engine.session({ prompt: 'a red ball in a blue room', seed: 21, fps: 10, eta: 1 }));
     expect(mono.chunks.map(view)).not.toEqual(reference.map(view));
-    const stages: StagePipeline = createInProcessStages({ ...options(), topology: TopologySchema.parse({ kind: 'disaggregated', connector: 'in-process' }) as DisaggregatedTopology });
+    const stages = await staged(inProcess());
     try {
-      const r = await scripted(await stages.front.session({ prompt: 'a red ball in a blue room', seed: 21, fps: 10, eta: 1 }));
+      const r = await scripted(await stages.session({ prompt: 'a red ball in a blue room', seed: 21, fps: 10, eta: 1 }));
       expect(r.chunks.map(view)).toEqual(mono.chunks.map(view));
     } finally {
       await stages.close();
@@ -127,22 +121,22 @@ describe('world sessions across stages', () => {
   });
 
   it('separate processes over shm: 10 chunks bit-identical; Denoise alone holds the KV', async () => {
-    const sp = await StageProcesses.start({ ...options(), topology: TopologySchema.parse({ kind: 'disaggregated', connector: 'shm' }) as DisaggregatedTopology, entry });
+    const sp = await staged(TopologySchema.parse({ kind: 'disaggregated', connector: 'shm' }));
     try {
-      const r = await scripted(await sp.front.session({ prompt: 'a red ball in a blue room', seed: 21, fps: 10 }));
+      const r = await scripted(await sp.session({ prompt: 'a red ball in a blue room', seed: 21, fps: 10 }));
       expect(r.last.type).toBe('final');
       expect(r.chunks.map(view)).toEqual(reference.map(view));
-      expect((await sp.memory()).denoise.encoderBytes).toBe(0);
+      expect((await memory(sp)).denoise.encoderBytes).toBe(0);
     } finally {
       await sp.close();
     }
   });
 
   it('refuses off-stride sizes at open, and keeps serving', async () => {
-    const stages = createInProcessStages({ ...options(), topology: TopologySchema.parse({ kind: 'disaggregated', connector: 'in-process' }) as DisaggregatedTopology });
+    const stages = await staged(inProcess());
     try {
-      await expect(stages.front.session({ prompt: 'a', width: 18 })).rejects.toMatchObject({ code: 'OMNIRX_ERR_UNSUPPORTED_VALUE', param: 'width' });
-      const r = await scripted(await stages.front.session({ prompt: 'a red ball in a blue room', seed: 21, fps: 10 }));
+      await expect(stages.session({ prompt: 'a', width: 18 })).rejects.toMatchObject({ code: 'OMNIRX_ERR_UNSUPPORTED_VALUE', param: 'width' });
+      const r = await scripted(await stages.session({ prompt: 'a red ball in a blue room', seed: 21, fps: 10 }));
       expect(r.chunks.map(view)).toEqual(reference.map(view));
     } finally {
       await stages.close();
@@ -153,9 +147,9 @@ describe('world sessions across stages', () => {
     const data = new Uint8Array(16 * 16 * 3).map((_, i) => (i * 37 + (i >> 4) * 11) & 255);
     const image = { width: 16, height: 16, data };
     const mono = await scripted(await engine.session({ prompt: 'a red ball', seed: 9, image }));
-    const stages = createInProcessStages({ ...options(), topology: TopologySchema.parse({ kind: 'disaggregated', connector: 'in-process' }) as DisaggregatedTopology });
+    const stages = await staged(inProcess());
     try {
-      const r = await scripted(await stages.front.session({ prompt: 'a red ball', seed: 9, image }));
+      const r = await scripted(await stages.session({ prompt: 'a red ball', seed: 9, image }));
       expect(r.last.type).toBe('final');
       expect(r.chunks[0].rollout?.action).toEqual({ key: 'none' });
       expect(r.chunks.map(view)).toEqual(mono.chunks.map(view));
@@ -165,9 +159,9 @@ describe('world sessions across stages', () => {
   });
 
   it('flush during a chunk drops its attempt (never decoded) and redoes it with the new action, equal to the monolithic run that had the action from the start', async () => {
-    const stages = createInProcessStages({ ...options(), topology: inProcess() });
+    const stages = await staged(inProcess());
     try {
-      const s = await stages.front.session({ prompt: 'a red ball', seed: 41 });
+      const s = await stages.session({ prompt: 'a red ball', seed: 41 });
       const rec = new Recorder(s);
       s.credits.next(1);
       await rec.wait(isChunk(0));
@@ -196,9 +190,9 @@ describe('world sessions across stages', () => {
   });
 
   it('a flush between chunks only updates the action; the next chunk uses it', async () => {
-    const stages = createInProcessStages({ ...options(), topology: inProcess() });
+    const stages = await staged(inProcess());
     try {
-      const s = await stages.front.session({ prompt: 'a red ball', seed: 41 });
+      const s = await stages.session({ prompt: 'a red ball', seed: 41 });
       const rec = new Recorder(s);
       s.credits.next(1);
       await rec.wait(isChunk(0));
@@ -217,29 +211,29 @@ describe('world sessions across stages', () => {
   });
 
   it('an idle session expires with OMNIRX_ERR_SESSION_EXPIRED and the stages free its KV and decoder state; so does one nobody subscribes to', async () => {
-    const stages = createInProcessStages({ ...options(), sessions: { ...sessions, idleTimeoutMs: 100 }, topology: inProcess() });
+    const stages = await staged(inProcess(), { sessions: { ...sessions, idleTimeoutMs: 100 } });
     try {
-      const s = await stages.front.session({ prompt: 'a', seed: 1 });
+      const s = await stages.session({ prompt: 'a', seed: 1 });
       const rec = new Recorder(s);
       s.credits.next(1);
       await rec.wait(isChunk(0));
-      const held = await stages.memory();
+      const held = await memory(stages);
       expect(held.denoise.sessions.open).toBe(1);
       expect(held.decode.sessions.open).toBe(1);
       const events = await rec.done;
       expect(events[events.length - 1]).toMatchObject({ type: 'error', requestId: s.id, code: 'OMNIRX_ERR_SESSION_EXPIRED' });
       await s.whenReleased();
-      const freed = await stages.memory();
+      const freed = await memory(stages);
       expect(freed.denoise.sessions).toEqual({ open: 0, chunkKvSlabs: 0 });
       expect(freed.decode.sessions.open).toBe(0);
       // Ended: feeding it is a no-op, not an exception.
       expect(() => (s.actions.next({ key: 'up' }), s.credits.next(1), s.flush(), s.close())).not.toThrow();
 
-      const unused = await stages.front.session({ prompt: 'a' });
-      expect((await stages.memory()).denoise.sessions.open).toBe(1);
+      const unused = await stages.session({ prompt: 'a' });
+      expect((await memory(stages)).denoise.sessions.open).toBe(1);
       await unused.whenReleased();
       expect(unused.closed).toBe(true);
-      expect((await stages.memory()).denoise.sessions).toEqual({ open: 0, chunkKvSlabs: 0 });
+      expect((await memory(stages)).denoise.sessions).toEqual({ open: 0, chunkKvSlabs: 0 });
     } finally {
       await stages.close();
     }

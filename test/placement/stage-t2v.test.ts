@@ -1,17 +1,16 @@
 import { lastValueFrom, toArray } from 'rxjs';
 import { Engine } from '../../src/engine/engine';
 import { loadNative } from '../../src/native/binding';
-import { defaultWanT2VPolicies } from '../../src/families/wan/pipeline';
-import { createInProcessStages, type StagePipeline } from '../../src/placement/in-process-stages';
-import { TopologySchema, type DisaggregatedTopology } from '../../src/placement/topology';
-import { DEFAULT_LIMITS } from '../../src/request/limits';
+import { StageExecutor } from '../../src/placement/stage-executor';
+import { TopologySchema } from '../../src/placement/topology';
 import type { OmniEvent } from '../../src/request/omni-event';
 import type { OmniRequestInput } from '../../src/request/omni-request';
 import { makeModelsDir } from '../helpers/tiny-model';
+import { builtinFamilies } from '../../src/families';
 
 let modelsDir: string;
 let engine: Engine;
-let stages: StagePipeline;
+let staged: Engine;
 
 const reqs: OmniRequestInput[] = [
   { model: 'tiny', task: 'T2V', inputs: { prompt: 'a red ball in a blue room' }, diffusion: { seed: 7 } },
@@ -29,20 +28,20 @@ const finalOf = (events: OmniEvent[]) => {
 beforeAll(async () => {
   modelsDir = await makeModelsDir();
   const native = loadNative();
-  engine = await Engine.create({ modelsDir, defaultModel: 'tiny', tasks: ['T2V', 'T2I'], native });
-  const topology = TopologySchema.parse({ kind: 'disaggregated', connector: 'in-process' }) as DisaggregatedTopology;
-  stages = createInProcessStages({ native, modelsDir, defaultModel: 'tiny', policies: defaultWanT2VPolicies(), limits: DEFAULT_LIMITS, tasks: ['T2V', 'T2I'], topology });
+  engine = await Engine.create({ families: builtinFamilies(), modelsDir, defaultModel: 'tiny', tasks: ['T2V', 'T2I'], native });
+  const topology = TopologySchema.parse({ kind: 'disaggregated', connector: 'in-process' });
+  staged = await Engine.create({ families: builtinFamilies(), modelsDir, defaultModel: 'tiny', tasks: ['T2V', 'T2I'], native, topology });
 });
 
 afterAll(async () => {
-  await stages.close();
+  await staged.close();
   await engine.close();
 });
 
-describe('disaggregated stages, in-process', () => {
+describe('the engine on disaggregated stages, in-process', () => {
   it('produce bit-identical artifacts to the monolithic engine for concurrent T2V/T2I requests', async () => {
     const mono = await Promise.all(reqs.map((r) => lastValueFrom(engine.generate(r).pipe(toArray()))));
-    const dis = await Promise.all(reqs.map((r) => lastValueFrom(stages.front.generate(r).pipe(toArray()))));
+    const dis = await Promise.all(reqs.map((r) => lastValueFrom(staged.generate(r).pipe(toArray()))));
     for (let i = 0; i < reqs.length; i++) {
       const a = finalOf(mono[i]);
       const b = finalOf(dis[i]);
@@ -68,7 +67,7 @@ describe('disaggregated stages, in-process', () => {
   it('emit the monolithic engine’s event sequence: queued, admitted, node_start / step / node_end per node, final', async () => {
     const req: OmniRequestInput = { model: 'tiny', task: 'T2V', inputs: { prompt: 'a red ball in a blue room' }, diffusion: { seed: 7, numInferenceSteps: 3 } };
     const mono = await lastValueFrom(engine.generate(req).pipe(toArray()));
-    const dis = await lastValueFrom(stages.front.generate(req).pipe(toArray()));
+    const dis = await lastValueFrom(staged.generate(req).pipe(toArray()));
     const shape = (e: OmniEvent) =>
       e.type === 'step' ? `step ${e.node} ${e.index}/${e.total}` : e.type === 'node_start' || e.type === 'node_end' ? `${e.type} ${e.node}` : e.type;
     expect(dis.map(shape)).toEqual(mono.map(shape));
@@ -101,7 +100,7 @@ describe('disaggregated stages, in-process', () => {
   });
 
   it('loads only each stage’s components: no encoder or VAE weights in Denoise', async () => {
-    const mem = await stages.memory();
+    const mem = await (staged.executor as StageExecutor).memory();
     expect(Object.keys(mem.encode.weightBytes).sort()).toEqual(['text_encoder', 'vae_encoder']);
     expect(Object.keys(mem.denoise.weightBytes)).toEqual(['transformer']);
     expect(Object.keys(mem.decode.weightBytes)).toEqual(['vae']);
@@ -113,14 +112,14 @@ describe('disaggregated stages, in-process', () => {
   });
 
   it('fails a request that cannot be served with an error event, and keeps serving', async () => {
-    const bad = await lastValueFrom(stages.front.generate({ model: 'nope', task: 'T2V', inputs: { prompt: 'a' } }).pipe(toArray()));
+    const bad = await lastValueFrom(staged.generate({ model: 'nope', task: 'T2V', inputs: { prompt: 'a' } }).pipe(toArray()));
     expect(bad[bad.length - 1]).toMatchObject({ type: 'error', code: 'OMNIRX_ERR_UNKNOWN_MODEL' });
-    const invalid = await lastValueFrom(stages.front.generate({ model: 'tiny', task: 'T2V', inputs: { prompt: 'a' }, diffusion: { width: 18 } }).pipe(toArray()));
+    const invalid = await lastValueFrom(staged.generate({ model: 'tiny', task: 'T2V', inputs: { prompt: 'a' }, diffusion: { width: 18 } }).pipe(toArray()));
     expect(invalid[invalid.length - 1]).toMatchObject({ type: 'error', code: 'OMNIRX_ERR_UNSUPPORTED_VALUE', param: 'diffusion.width' });
     const hostile = new Proxy({}, { get: () => { throw new Error('boom'); } }) as never;
-    const read = await lastValueFrom(stages.front.generate(hostile).pipe(toArray()));
+    const read = await lastValueFrom(staged.generate(hostile).pipe(toArray()));
     expect(read).toEqual([expect.objectContaining({ type: 'error', code: 'OMNIRX_ERR_INVALID_REQUEST' })]);
-    const ok = await lastValueFrom(stages.front.generate(reqs[0]).pipe(toArray()));
+    const ok = await lastValueFrom(staged.generate(reqs[0]).pipe(toArray()));
     expect(ok[ok.length - 1].type).toBe('final');
   });
 });

@@ -1,22 +1,49 @@
 import { lastValueFrom, toArray } from 'rxjs';
-import { ModelRegistry } from '../../src/models/registry';
-import { loadNative } from '../../src/native/binding';
-import type { ResolvedParams } from '../../src/pipeline/params';
-import { buildPipeline } from '../../src/pipeline/spec';
+import type { AdmittedRequest, ExecutionEvent } from '../../src/executor/executor';
+import { builtinFamilies } from '../../src/families';
+import { resolveWanParams } from '../../src/families/wan/admission';
 import { WAN_PAYLOAD } from '../../src/families/wan/phases';
-import { defaultWanT2VPolicies, wanT2VPipelineSpec } from '../../src/families/wan/pipeline';
+import { loadNative } from '../../src/native/binding';
+import { CacheBudgetsSchema } from '../../src/cache/budgets';
+import { FamilyRegistry } from '../../src/pipeline/family/registry';
+import type { ResolvedParams } from '../../src/pipeline/params';
+import { defaultPolicies } from '../../src/pipeline/policies/policies';
+import { PAYLOAD_SCHEMA_VERSION, RUNTIME_PAYLOAD, type DiffusionStagePayload } from '../../src/pipeline/stage-payload';
 import { createInProcessConnector } from '../../src/placement/connectors';
-import { STAGE_ERROR_PAYLOAD } from '../../src/placement/stage-error';
-import { StageFront } from '../../src/placement/stage-front';
+import { StageExecutor } from '../../src/placement/stage-executor';
 import { StageHost } from '../../src/placement/stage-host';
-import { PAYLOAD_SCHEMA_VERSION, type DiffusionStagePayload } from '../../src/pipeline/stage-payload';
 import { DEFAULT_LIMITS } from '../../src/request/limits';
-import type { OmniEvent } from '../../src/request/omni-event';
-import { makeModelsDir } from '../helpers/tiny-model';
+import { OmniRequestSchema, type OmniRequestInput } from '../../src/request/omni-request';
+import { makeModelsDir, tinySpec } from '../helpers/tiny-model';
 
 let modelsDir: string;
 const native = loadNative();
-const policies = defaultWanT2VPolicies();
+const policies = defaultPolicies();
+const families = new FamilyRegistry(builtinFamilies());
+const budgets = CacheBudgetsSchema.parse({});
+
+/** `input` as the engine front admits it (the Wan family's resolution of the tiny model). */
+function admit(input: OmniRequestInput, requestId: string): AdmittedRequest {
+  const r = OmniRequestSchema.parse(input);
+  return { requestId, family: 'wan-t2v', params: resolveWanParams(r, tinySpec(), { limits: DEFAULT_LIMITS, policies }), nodeParams: {} };
+}
+
+/** The executor over stages wired by hand: requests enter `toEncode`, results leave `results`; cancels reach `hosts`. */
+function executorOver(toEncode: Link, results: Link, hosts: StageHost[]): Promise<StageExecutor> {
+  return StageExecutor.over(() => ({
+    toEncode: toEncode.sender,
+    results: results.receiver,
+    reportsDelivery: false,
+    cancel: (id) => hosts.forEach((h) => h.worker.cancel(id)),
+    memory: () => Promise.reject(new Error('not reported here')),
+    close: async () => {
+      await toEncode.sender.close();
+      await results.receiver.close();
+    },
+  }));
+}
+
+const run = (x: StageExecutor, r: AdmittedRequest) => lastValueFrom(x.execute(r).pipe(toArray()));
 
 beforeAll(async () => {
   modelsDir = await makeModelsDir();
@@ -29,7 +56,7 @@ async function until(cond: () => boolean): Promise<void> {
 
 type Link = ReturnType<typeof createInProcessConnector>;
 const host = (role: 'encode' | 'denoise' | 'decode', input: Link, output: Link, maxInFlight?: number, taps: Link[] = [], onHeld?: (id: string) => void) =>
-  new StageHost({ role, native, modelsDir, defaultModel: 'tiny', policies, tasks: ['T2V', 'T2I'], input: input.receiver, output: output.sender, maxInFlight, taps: taps.map((t) => t.sender), onHeld });
+  new StageHost({ role, native, families, modelsDir, defaultModel: 'tiny', policies, tasks: ['T2V', 'T2I'], world: false, budgets, input: input.receiver, output: output.sender, maxInFlight, taps: taps.map((t) => t.sender), onHeld });
 
 describe('StageWorker', () => {
   it('credit flow control: a Decode that takes nothing throttles Denoise, Encode and the front; all finish once it runs', async () => {
@@ -42,9 +69,9 @@ describe('StageWorker', () => {
     const decode = host('decode', toDecode, results);
     void encode.worker.start();
     void denoise.worker.start();
-    const front = new StageFront({ models: new ModelRegistry(native, modelsDir, 'tiny', new Set()), pipeline: buildPipeline(wanT2VPipelineSpec(policies), { tasks: ['T2V'] }), policies, limits: DEFAULT_LIMITS, toEncode: toEncode.sender, results: results.receiver });
+    const front = await executorOver(toEncode, results, [encode, denoise, decode]);
     try {
-      const runs = Array.from({ length: 8 }, (_, i) => lastValueFrom(front.generate({ model: 'tiny', task: 'T2V', inputs: { prompt: 'a red ball' }, diffusion: { seed: i, numInferenceSteps: 2 } }).pipe(toArray())));
+      const runs = Array.from({ length: 8 }, (_, i) => run(front, admit({ model: 'tiny', task: 'T2V', inputs: { prompt: 'a red ball' }, diffusion: { seed: i, numInferenceSteps: 2 } }, `r${i}`)));
       // Steady state: every link full and every stage at its bound.
       await until(() => toDecode.receiver.queued === 1 && denoise.worker.holding().length === 2 && toDenoise.receiver.queued === 1 && encode.worker.holding().length === 1 && toEncode.receiver.queued === 1);
       const where = [...front.locations().values()];
@@ -52,8 +79,8 @@ describe('StageWorker', () => {
       expect(where.filter((l) => l === 'front').length).toBe(2); // the front's puts wait for Encode's credit
       expect(toDecode.sender.credits).toBe(0);
       void decode.worker.start();
-      const outcomes: OmniEvent[][] = await Promise.all(runs);
-      expect(outcomes.map((ev) => ev[ev.length - 1].type)).toEqual(Array(8).fill('final'));
+      const outcomes: ExecutionEvent[][] = await Promise.all(runs);
+      expect(outcomes.map((ev) => ev[ev.length - 1].type)).toEqual(Array(8).fill('output'));
     } finally {
       await front.close();
       for (const h of [encode, denoise, decode]) await h.close();
@@ -73,27 +100,27 @@ describe('StageWorker', () => {
       targetStage: 'denoise',
       payloadType: WAN_PAYLOAD.textEmbeds,
       tensors: { prompt_embeds: { dtype: 'float32', shape, bytes: new Uint8Array(shape.reduce((a, b) => a * b, 4)) } },
-      metadata: { job: { params, nodeParams: {} } },
+      metadata: { job: { family: 'wan-t2v', params, nodeParams: {} } },
     });
     try {
       await input.sender.put(embeds([1, 7, 32]));
-      await input.sender.put({ ...embeds([1, 8, 32]), requestId: 'r-bad-job', metadata: { job: { params: { ...params, seed: -1 }, nodeParams: {} } } });
+      await input.sender.put({ ...embeds([1, 8, 32]), requestId: 'r-bad-job', metadata: { job: { family: 'wan-t2v', params: { ...params, seed: -1 }, nodeParams: {} } } });
       // A guidance interval whose start is after its end, and one that is not a pair.
-      await input.sender.put({ ...embeds([1, 8, 32]), requestId: 'r-bad-interval', metadata: { job: { params: { ...params, guidanceInterval: [0.9, 0.1] }, nodeParams: {} } } });
-      await input.sender.put({ ...embeds([1, 8, 32]), requestId: 'r-bad-interval-2', metadata: { job: { params: { ...params, guidanceInterval: 'all' }, nodeParams: {} } } });
+      await input.sender.put({ ...embeds([1, 8, 32]), requestId: 'r-bad-interval', metadata: { job: { family: 'wan-t2v', params: { ...params, guidanceInterval: [0.9, 0.1] }, nodeParams: {} } } });
+      await input.sender.put({ ...embeds([1, 8, 32]), requestId: 'r-bad-interval-2', metadata: { job: { family: 'wan-t2v', params: { ...params, guidanceInterval: 'all' }, nodeParams: {} } } });
       // An η outside [0, 1].
-      await input.sender.put({ ...embeds([1, 8, 32]), requestId: 'r-bad-eta', metadata: { job: { params: { ...params, eta: 7 }, nodeParams: {} } } });
+      await input.sender.put({ ...embeds([1, 8, 32]), requestId: 'r-bad-eta', metadata: { job: { family: 'wan-t2v', params: { ...params, eta: 7 }, nodeParams: {} } } });
       await input.sender.put(embeds([1, 8, 32]));
       // The stage works on them concurrently: match outputs by request.
       const got = await Promise.all(Array.from({ length: 6 }, () => output.receiver.get()));
       const byId = (id: string) => got.find((p) => p.requestId === id)!;
       const [a, b, c] = [byId('r-1x7x32'), byId('r-bad-job'), byId('r-1x8x32')];
       for (const id of ['r-bad-interval', 'r-bad-interval-2']) {
-        expect(byId(id)).toMatchObject({ requestId: id, payloadType: STAGE_ERROR_PAYLOAD, metadata: { code: 'OMNIRX_ERR_PAYLOAD', message: expect.stringContaining('metadata.job.params.guidanceInterval') } });
+        expect(byId(id)).toMatchObject({ requestId: id, payloadType: RUNTIME_PAYLOAD.error, metadata: { code: 'OMNIRX_ERR_PAYLOAD', message: expect.stringContaining('metadata.job.params.guidanceInterval') } });
       }
-      expect(byId('r-bad-eta')).toMatchObject({ payloadType: STAGE_ERROR_PAYLOAD, metadata: { code: 'OMNIRX_ERR_PAYLOAD', message: expect.stringContaining('metadata.job.params.eta') } });
-      expect(a).toMatchObject({ requestId: 'r-1x7x32', payloadType: STAGE_ERROR_PAYLOAD, metadata: { code: 'OMNIRX_ERR_PAYLOAD', stage: 'denoise', message: 'tensor "prompt_embeds" is float32 [1, 7, 32], expected float32 [1, 8, 32]' } });
-      expect(b).toMatchObject({ requestId: 'r-bad-job', payloadType: STAGE_ERROR_PAYLOAD, metadata: { code: 'OMNIRX_ERR_PAYLOAD', message: expect.stringContaining('metadata.job.params.seed') } });
+      expect(byId('r-bad-eta')).toMatchObject({ payloadType: RUNTIME_PAYLOAD.error, metadata: { code: 'OMNIRX_ERR_PAYLOAD', message: expect.stringContaining('metadata.job.params.eta') } });
+      expect(a).toMatchObject({ requestId: 'r-1x7x32', payloadType: RUNTIME_PAYLOAD.error, metadata: { code: 'OMNIRX_ERR_PAYLOAD', stage: 'denoise', message: 'tensor "prompt_embeds" is float32 [1, 7, 32], expected float32 [1, 8, 32]' } });
+      expect(b).toMatchObject({ requestId: 'r-bad-job', payloadType: RUNTIME_PAYLOAD.error, metadata: { code: 'OMNIRX_ERR_PAYLOAD', message: expect.stringContaining('metadata.job.params.seed') } });
       expect(c).toMatchObject({ requestId: 'r-1x8x32', payloadType: WAN_PAYLOAD.latents, sourceStage: 'denoise', targetStage: 'decode' });
       expect(c.tensors.latents.shape).toEqual([1, 4, 3, 8, 8]) // [1, zDim, frames, 16 / 2, 16 / 2];
     } finally {
@@ -109,16 +136,16 @@ describe('StageWorker', () => {
     const results = createInProcessConnector({ credits: 4 });
     const hosts = [host('encode', toEncode, toDenoise), host('denoise', toDenoise, toDecode, 2, [tap]), host('decode', toDecode, results)];
     for (const h of hosts) void h.worker.start();
-    const front = new StageFront({ models: new ModelRegistry(native, modelsDir, 'tiny', new Set()), pipeline: buildPipeline(wanT2VPipelineSpec(policies), { tasks: ['T2V'] }), policies, limits: DEFAULT_LIMITS, toEncode: toEncode.sender, results: results.receiver });
+    const front = await executorOver(toEncode, results, hosts);
     try {
       const ids = ['f1', 'f2', 'f3'];
-      const outs = await Promise.all(ids.map((requestId, i) => lastValueFrom(front.generate({ requestId, model: 'tiny', task: 'T2V', inputs: { prompt: 'a ball' }, diffusion: { seed: i }, outputs: { returnLatents: true } }).pipe(toArray()))));
+      const outs = await Promise.all(ids.map((requestId, i) => run(front, admit({ model: 'tiny', task: 'T2V', inputs: { prompt: 'a ball' }, diffusion: { seed: i }, outputs: { returnLatents: true } }, requestId))));
       const tapped = [await tap.receiver.get(), await tap.receiver.get(), await tap.receiver.get()];
       expect(tapped.map((p) => p.requestId).sort()).toEqual(ids);
       for (const [i, ev] of outs.entries()) {
         const last = ev[ev.length - 1];
-        if (last.type !== 'final') throw new Error(JSON.stringify(last));
-        const exported = last.output.artifacts.latents;
+        if (last.type !== 'output') throw new Error(JSON.stringify(last));
+        const exported = last.artifacts.latents;
         const t = tapped.find((p) => p.requestId === ids[i])!;
         expect(t.payloadType).toBe(WAN_PAYLOAD.latents);
         if (exported.kind !== 'latents') throw new Error('no latents');
@@ -139,26 +166,18 @@ describe('StageWorker', () => {
     const hosts = [host('encode', toEncode, toDenoise), host('denoise', toDenoise, toDecode), host('decode', toDecode, results, 1, [], (id) => decodeHeld.push(id))];
     const denoise = hosts[1];
     for (const h of hosts) void h.worker.start();
-    const front = new StageFront({
-      models: new ModelRegistry(native, modelsDir, 'tiny', new Set()),
-      pipeline: buildPipeline(wanT2VPipelineSpec(policies), { tasks: ['T2V'] }),
-      policies,
-      limits: DEFAULT_LIMITS,
-      toEncode: toEncode.sender,
-      results: results.receiver,
-      onCancel: (id) => hosts.forEach((h) => h.worker.cancel(id)),
-    });
+    const front = await executorOver(toEncode, results, hosts);
     try {
-      const events: OmniEvent[] = [];
-      const sub = front.generate({ requestId: 'long', model: 'tiny', task: 'T2V', inputs: { prompt: 'a red ball' }, diffusion: { seed: 1, numInferenceSteps: 200, width: 32, height: 32, numFrames: 5 } }).subscribe((e) => events.push(e));
+      const events: ExecutionEvent[] = [];
+      const sub = front.execute(admit({ model: 'tiny', task: 'T2V', inputs: { prompt: 'a red ball' }, diffusion: { seed: 1, numInferenceSteps: 200, width: 32, height: 32, numFrames: 5 } }, 'long')).subscribe((e) => events.push(e));
       await until(() => denoise.worker.holding().includes('long'));
       sub.unsubscribe();
       await until(() => denoise.worker.holding().length === 0);
-      const next = await lastValueFrom(front.generate({ requestId: 'next', model: 'tiny', task: 'T2V', inputs: { prompt: 'a ball' }, diffusion: { seed: 2 } }).pipe(toArray()));
-      expect(next[next.length - 1].type).toBe('final');
+      const next = await run(front, admit({ model: 'tiny', task: 'T2V', inputs: { prompt: 'a ball' }, diffusion: { seed: 2 } }, 'next'));
+      expect(next[next.length - 1].type).toBe('output');
       expect(decodeHeld).toEqual(['next']);
-      // Nothing after the cancel (these hosts report no progress to the front).
-      expect(events.map((e) => e.type)).toEqual(['queued', 'admitted']);
+      // Nothing after the cancel (these hosts report no progress to the executor).
+      expect(events).toEqual([]);
       expect(front.locations().size).toBe(0);
     } finally {
       await front.close();

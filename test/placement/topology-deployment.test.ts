@@ -1,7 +1,9 @@
 import * as path from 'node:path';
 import { lastValueFrom, toArray } from 'rxjs';
+import { Engine } from '../../src/engine/engine';
+import { builtinFamilies } from '../../src/families';
 import { parseDeployConfig } from '../../src/placement/deploy-config';
-import { openDeployment } from '../../src/placement/deployment';
+import { StageExecutor } from '../../src/placement/stage-executor';
 import type { OmniEvent } from '../../src/request/omni-event';
 import { makeModelsDir } from '../helpers/tiny-model';
 
@@ -14,16 +16,16 @@ const frames = (ev: OmniEvent[]): Buffer => {
   return Buffer.from(last.output.artifacts.video.frames);
 };
 
-describe('openDeployment', () => {
+describe('Engine.fromDeployConfig', () => {
   it('runs the topology the deploy config names, with identical outputs', async () => {
     const modelsDir = await makeModelsDir();
     const base = { schemaVersion: 1, modelsDir, defaultModel: 'tiny', tasks: ['T2V'] };
     const req = { task: 'T2V' as const, inputs: { prompt: 'a red ball' }, diffusion: { seed: 4 } };
     const out: Buffer[] = [];
     for (const topology of [undefined, { kind: 'monolithic' }, { kind: 'disaggregated', connector: 'in-process' }, { kind: 'disaggregated', connector: 'tcp' }]) {
-      const d = await openDeployment(parseDeployConfig({ ...base, ...(topology ? { topology } : {}) }), { stageEntry });
+      const d = await Engine.fromDeployConfig(parseDeployConfig({ ...base, ...(topology ? { topology } : {}) }), { families: builtinFamilies(), stageEntry });
       try {
-        expect(d.topology).toBe(topology?.kind ?? 'monolithic');
+        expect(d.executor instanceof StageExecutor ? 'disaggregated' : 'monolithic').toBe(topology?.kind ?? 'monolithic');
         out.push(frames(await lastValueFrom(d.generate(req).pipe(toArray()))));
       } finally {
         await d.close();
@@ -37,7 +39,7 @@ describe('openDeployment', () => {
     const base = { schemaVersion: 1, modelsDir, defaultModel: 'tiny', tasks: ['T2V'] };
     const req = { task: 'T2V' as const, inputs: { prompt: 'a red ball' }, diffusion: { seed: 4 } };
     const run = async (config: object): Promise<Buffer> => {
-      const d = await openDeployment(parseDeployConfig({ ...base, ...config }), { stageEntry });
+      const d = await Engine.fromDeployConfig(parseDeployConfig({ ...base, ...config }), { families: builtinFamilies(), stageEntry });
       try {
         return frames(await lastValueFrom(d.generate(req).pipe(toArray())));
       } finally {
@@ -54,6 +56,6 @@ describe('openDeployment', () => {
 
   it('refuses custom policies with stage processes', async () => {
     const config = parseDeployConfig({ schemaVersion: 1, topology: { kind: 'disaggregated', connector: 'shm' } });
-    await expect(openDeployment(config, { policies: {} })).rejects.toMatchObject({ code: 'OMNIRX_ERR_CONFIG', param: 'topology.connector' });
+    await expect(Engine.fromDeployConfig(config, { families: builtinFamilies(), policies: {} })).rejects.toMatchObject({ code: 'OMNIRX_ERR_CONFIG', param: 'topology.connector' });
   });
 });

@@ -8,10 +8,11 @@ import { spawnSync } from 'node:child_process';
 import { readdirSync, statSync } from 'node:fs';
 import * as path from 'node:path';
 import { Engine } from '../../src/engine/engine';
-import { defaultModelsDir } from '../../src/models/registry';
+import { defaultModelsDir } from '../../src/pipeline/family/catalog';
 import { T2V_EVAL_PROMPTS, T2V_EVAL_SEED, t2vClip, worldClip, worldClipFromFrame, WORLD_EVAL_SESSIONS } from '../../bench/eval/world-clips';
 import { evaluateWorld } from '../../bench/eval/world-eval';
 import { makeModelsDir } from '../helpers/tiny-model';
+import { builtinFamilies } from '../../src/families';
 
 const ROOT = path.resolve(__dirname, '..', '..');
 const DIR = path.join(defaultModelsDir(), 'omnirx-default');
@@ -41,7 +42,7 @@ describe('the shipped default model directory', () => {
 describe('generations of the shipped default model (fixed seeds, detector-scored)', () => {
   let engine: Engine;
   beforeAll(async () => {
-    engine = await Engine.create({});
+    engine = await Engine.create({ families: builtinFamilies(), });
   });
   afterAll(async () => {
     await engine.close();

@@ -29,7 +29,7 @@ async function main(dir: string | undefined): Promise<void> {
   if (!Array.isArray(latentsMean) || latentsMean.length !== want.vae.zDim || !latentsMean.every(Number.isFinite)) throw new Error('vae.latentsMean must be zDim finite numbers');
   if (!Array.isArray(latentsStd) || latentsStd.length !== want.vae.zDim || !latentsStd.every((s: number) => Number.isFinite(s) && s > 0)) throw new Error('vae.latentsStd must be zDim finite positive numbers');
   same('tokenizer.json', JSON.parse(readFileSync(path.join(dir, 'tokenizer.json'), 'utf8')), DEFAULT_TOKENIZER);
-  const model = await WanT2VModel.load(loadNative(), dir, new Set(['tokenizer', 'text_encoder', 'transformer', 'vae', 'vae_encoder']));
+  const model = await WanT2VModel.fromDirectory(loadNative(), dir, new Set(['tokenizer', 'text_encoder', 'transformer', 'vae', 'vae_encoder']));
   model.dispose();
   console.log(`${dir}: OK (trained, default architecture, every component loads)`);
 }

@@ -1,18 +1,17 @@
 import type { Observable } from 'rxjs';
 import type { WorldSessionHandle } from '../../src/engine/session';
-import type { ModelSpec } from '../../src/families/wan/model-spec';
+import type { ModelSpecBase } from '../../src/pipeline/family/model-spec';
 import type { OmniEvent } from '../../src/request/omni-event';
 import type { OmniRequestInput } from '../../src/request/omni-request';
 import type { SessionRequestInput } from '../../src/request/session-request';
 
 /** What the transports read of a served model: its spec (id, defaults), never its weights. */
 export interface ServedModel {
-  readonly spec: ModelSpec;
+  readonly spec: ModelSpecBase;
 }
 
 /**
- * What the HTTP server needs of a deployment: the monolithic `Engine` (src/engine/engine.ts) and a disaggregated
- * deployment (`openDeployment`, src/placement/deployment.ts) both satisfy it.
+ * What the transports need of an engine: `Engine` (src/engine/engine.ts) satisfies it, whatever its topology.
  */
 export interface ServedEngine {
   /** Cold stream of one request's events; subscribing submits, unsubscribing cancels at the next step boundary. */

@@ -16,13 +16,16 @@ import { registerVideoRoutes } from './routes/videos';
 import { registerRtcRoutes } from '../webrtc/routes';
 import type { ServedEngine } from './served-engine';
 import type { DeployConfig } from '../../src/placement/deploy-config';
+import type { ModelFamily } from '../../src/pipeline/family/family';
 import { registerStreamRoutes } from '../ws/stream-routes';
 import { WebSocketRouter } from './websocket-router';
 
 /** Options of {@link createServer}. */
 export interface ServerOptions {
-  /** The engine to serve (the server closes it when it closes). Default: `openDeployment(deploy)` (src/placement/deployment.ts). */
+  /** The engine to serve (the server closes it when it closes). Default: `Engine.fromDeployConfig(deploy, { families })`. */
   engine?: ServedEngine | Promise<ServedEngine>;
+  /** The model families of the engine the server creates (`builtinFamilies()` from 'omnirx'); needed when `engine` is not given. */
+  families?: readonly ModelFamily[];
   /** Models folder of the engine the server creates (ignored when `engine` is given). */
   modelsDir?: string;
   /** Default model of the engine the server creates. */
@@ -169,10 +172,14 @@ export async function createServer(options: ServerOptions = {}): Promise<Fastify
   };
 
   const engineReady = (async () => {
-    const { openDeployment } = await import('../../src/placement/deployment');
-    const { parseDeployConfig } = await import('../../src/placement/deploy-config');
-    const overrides = { ...(options.modelsDir === undefined ? {} : { modelsDir: options.modelsDir }), ...(options.defaultModel === undefined ? {} : { defaultModel: options.defaultModel }) };
-    const e = options.engine ?? openDeployment({ ...(options.deploy ?? parseDeployConfig({ schemaVersion: 1 })), ...overrides });
+    const open = async (families: readonly ModelFamily[]): Promise<ServedEngine> => {
+      const { Engine } = await import('../../src/engine/engine');
+      const { parseDeployConfig } = await import('../../src/placement/deploy-config');
+      const overrides = { ...(options.modelsDir === undefined ? {} : { modelsDir: options.modelsDir }), ...(options.defaultModel === undefined ? {} : { defaultModel: options.defaultModel }) };
+      return Engine.fromDeployConfig({ ...(options.deploy ?? parseDeployConfig({ schemaVersion: 1 })), ...overrides }, { families });
+    };
+    if (options.engine === undefined && options.families === undefined) throw new OmniError('OMNIRX_ERR_CONFIG', 'createServer needs an engine or the model families to build one (families: builtinFamilies() from omnirx)', { param: 'families' });
+    const e = options.engine ?? open(options.families!);
     const started = await e;
     // A deployment whose default model is not there could never serve a request that names none: refuse to start.
     const def = started.models.defaultModel;

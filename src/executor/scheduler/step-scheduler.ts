@@ -111,7 +111,8 @@ export class StepScheduler implements StepGrants {
 
   // Configuration.
   private readonly clock: SchedulerLike;
-  private readonly costModel: CostModel;
+  /** The cost model pricing this pool's steps (calibrated by every measured step). */
+  readonly costModel: CostModel;
   private readonly concurrency: number;
   private readonly batchWindowMs: number;
 

@@ -5,6 +5,7 @@ import type { SlabSession } from '../../cache/slab-pool';
 import type { ChunkActions } from '../../models/action-module';
 import type { CausalWanDiT } from '../../models/wan/causal-dit';
 import type { WanT2VModel } from './model';
+import { pixelStride, vaeScale, type ModelSpec } from './model-spec';
 import { toRgb24 } from '../../models/vae/decoder';
 import type { VaeDecodeStream } from '../../models/vae/decode-stream';
 import { renoiseSeed, Rng } from '../../util/rng';
@@ -129,7 +130,7 @@ export class ChunkRollout {
    * @throws OmniError OMNIRX_ERR_UNSUPPORTED_VALUE for a size that is not a multiple of the model's pixel stride.
    */
   static create(native: NativeBinding, model: WanT2VModel, config: ChunkRolloutConfig, context: NativeTensor, slabs: SlabSession): ChunkRollout {
-    const stride = model.pixelStride;
+    const stride = pixelStride(model.spec);
     for (const [field, v] of [['width', config.width], ['height', config.height]] as const) {
       if (v % stride !== 0) throw new OmniError('OMNIRX_ERR_UNSUPPORTED_VALUE', `${field} ${v} is not a multiple of ${stride} (VAE scale × patch size of '${model.spec.id}')`, { param: field });
     }
@@ -149,9 +150,9 @@ export class ChunkRollout {
   }
 
   /** Bytes of one chunk-KV slab of this rollout: one chunk's K + V for one layer, float32. */
-  static slabBytes(model: WanT2VModel, chunkFrames: number, width: number, height: number): number {
-    const t = model.spec.transformer;
-    const s = 2 ** (model.spec.vae.channels.length - 1);
+  static slabBytes(spec: ModelSpec, chunkFrames: number, width: number, height: number): number {
+    const t = spec.transformer;
+    const s = vaeScale(spec);
     const tokensPerFrame = (height / s / t.patchSize[1]) * (width / s / t.patchSize[2]);
     return chunkFrames * tokensPerFrame * t.dim * 2 * 4;
   }

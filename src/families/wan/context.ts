@@ -1,22 +1,13 @@
-import type { FeatureCache } from '../../cache/feature-cache';
-import type { NativeBinding } from '../../native/binding';
+import type { RequestContext } from '../../pipeline/family/family';
 import type { WanT2VModel } from './model';
-import type { ResolvedParams } from '../../pipeline/params';
-import type { StageContext } from '../../pipeline/stage';
+import { vaeScale } from './model-spec';
 
-/** Context of the Wan T2V pipeline's stages. `signal` aborts when the request is cancelled. */
-export interface WanT2VContext extends StageContext<WanT2VModel, ResolvedParams> {
-  readonly native: NativeBinding;
-  readonly signal: AbortSignal;
-  /** Validated `nodeParams`, keyed by node name. */
-  readonly nodeParams: Readonly<Record<string, unknown>>;
-  /** The engine's feature cache (text embeddings); absent: every request runs its encoders. */
-  readonly featureCache?: FeatureCache;
-}
+/** Context of the Wan T2V pipeline's stages: the runtime's request context over a Wan model. */
+export type WanT2VContext = RequestContext<WanT2VModel>;
 
 /** Latent grid `[C, F, h, w]` for the resolved parameters. */
-export function latentShape(ctx: WanT2VContext): [number, number, number, number] {
+export function latentShape(ctx: Pick<WanT2VContext, 'model' | 'params'>): [number, number, number, number] {
   const spec = ctx.model.spec;
-  const s = 2 ** (spec.vae.channels.length - 1);
+  const s = vaeScale(spec);
   return [spec.vae.zDim, ctx.params.numFrames, ctx.params.height / s, ctx.params.width / s];
 }

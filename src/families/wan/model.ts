@@ -1,9 +1,9 @@
-import { readFile } from 'node:fs/promises';
 import * as path from 'node:path';
 import { OmniError } from '../../errors';
 import type { NativeBinding } from '../../native/binding';
-import type { MatmulDtype } from '../../native/plan-builder';
-import { ModelSpecSchema, type ModelSpec } from './model-spec';
+import { readJsonFile } from '../../pipeline/family/catalog';
+import type { LoadedModel, ModelLoadOptions } from '../../pipeline/family/model';
+import { parseWanSpec, type ModelSpec } from './model-spec';
 import { T5Encoder, t5Params } from '../../models/t5/encoder';
 import { TokenizerFileSchema, WordByteTokenizer } from '../../models/t5/tokenizer';
 import { VaeDecoder, vaeDecoderParams } from '../../models/vae/decoder';
@@ -11,37 +11,6 @@ import { VaeEncoder, vaeEncoderParams } from '../../models/vae/encoder';
 import { WeightStore } from '../../models/weights/weight-store';
 import { CausalWanDiT, type CausalRolloutConfig } from '../../models/wan/causal-dit';
 import { WanDiT, wanDiTParams } from '../../models/wan/dit';
-
-async function readJson(file: string): Promise<unknown> {
-  let text: string;
-  try {
-    text = await readFile(file, 'utf8');
-  } catch (e) {
-    throw new OmniError('OMNIRX_ERR_MODEL_LOAD', `${file}: ${(e as Error).message}`);
-  }
-  try {
-    return JSON.parse(text);
-  } catch (e) {
-    throw new OmniError('OMNIRX_ERR_MODEL_LOAD', `${file}: not valid JSON (${(e as Error).message})`);
-  }
-}
-
-/** Reads and validates `model.json` of a model directory. */
-export async function readModelSpec(dir: string): Promise<ModelSpec> {
-  const file = path.join(dir, 'model.json');
-  const parsed = ModelSpecSchema.safeParse(await readJson(file));
-  if (!parsed.success) {
-    const issue = parsed.error.issues[0];
-    throw new OmniError('OMNIRX_ERR_MODEL_LOAD', `${file}: ${issue.path.join('.') || '(root)'}: ${issue.message}`);
-  }
-  return parsed.data;
-}
-
-/** How a model's components are built when it loads. */
-export interface ModelLoadOptions {
-  /** Operand dtype of the DiTs' matrix products (linears, attention): 'float32' (default, reference parity) or 'bfloat16' (faster). */
-  matmulDtype?: MatmulDtype;
-}
 
 /** Component names of the Wan T2V family (the pipeline spec declares which tasks need each). */
 export const WAN_COMPONENTS = ['tokenizer', 'text_encoder', 'transformer', 'transformer_2', 'vae', 'vae_encoder'] as const;
@@ -52,7 +21,7 @@ export type WanComponent = (typeof WAN_COMPONENTS)[number];
  * (`components`); asking for another one is an error. Components are shared by every request on the engine;
  * `dispose` frees them.
  */
-export class WanT2VModel {
+export class WanT2VModel implements LoadedModel {
   private constructor(
     readonly spec: ModelSpec,
     private readonly parts: {
@@ -69,29 +38,23 @@ export class WanT2VModel {
   ) {}
 
   /**
-   * Loads the model in `dir`, constructing only `components` (default: all the directory provides), with the
-   * DiTs' matrix products (linears, attention) in `opts.matmulDtype` (default float32).
+   * Loads the model in `dir` (its `spec`, validated by `parseWanSpec`), constructing only `components` (default: all
+   * the directory provides but the VAE encoder), with the DiTs' matrix products (linears, attention) in
+   * `opts.matmulDtype` (default float32).
    * @throws OmniError OMNIRX_ERR_MODEL_LOAD for a missing/invalid file or a tensor that does not match the config;
    *   SafetensorsError for a malformed weights file.
    */
-  static async load(native: NativeBinding, dir: string, components?: ReadonlySet<string>, opts: ModelLoadOptions = {}): Promise<WanT2VModel> {
-    const spec = await readModelSpec(dir);
+  static async load(native: NativeBinding, dir: string, spec: ModelSpec, components?: ReadonlySet<string>, opts: ModelLoadOptions = {}): Promise<WanT2VModel> {
     const want = (c: WanComponent) => (components === undefined ? (c !== 'transformer_2' || spec.transformer_2 !== undefined) && c !== 'vae_encoder' : components.has(c));
     let tokenizer: WordByteTokenizer | undefined;
     if (want('tokenizer') || want('text_encoder')) {
       const tokFile = path.join(dir, 'tokenizer.json');
-      const tok = TokenizerFileSchema.safeParse(await readJson(tokFile));
+      const tok = TokenizerFileSchema.safeParse(await readJsonFile(tokFile));
       if (!tok.success) throw new OmniError('OMNIRX_ERR_MODEL_LOAD', `${tokFile}: ${tok.error.issues[0].message}`);
       tokenizer = new WordByteTokenizer(tok.data);
       if (tokenizer.vocabSize !== spec.textEncoder.vocabSize) {
         throw new OmniError('OMNIRX_ERR_MODEL_LOAD', `${tokFile}: ${tokenizer.vocabSize} ids, but textEncoder.vocabSize is ${spec.textEncoder.vocabSize}`);
       }
-    }
-    if (spec.transformer.textDim !== spec.textEncoder.dModel) {
-      throw new OmniError('OMNIRX_ERR_MODEL_LOAD', `${dir}/model.json: transformer.textDim ${spec.transformer.textDim} ≠ textEncoder.dModel ${spec.textEncoder.dModel}`);
-    }
-    if (spec.transformer.inChannels !== spec.vae.zDim || spec.transformer.outChannels !== spec.vae.zDim) {
-      throw new OmniError('OMNIRX_ERR_MODEL_LOAD', `${dir}/model.json: transformer in/out channels must equal vae.zDim ${spec.vae.zDim}`);
     }
     const stores: WeightStore[] = [];
     const bytes: Record<string, number> = {};
@@ -135,6 +98,16 @@ export class WanT2VModel {
     }
   }
 
+  /**
+   * Reads and validates `dir/model.json` (`parseWanSpec`), then loads the model as `load` does; for tools and tests
+   * that open a Wan model directory without a catalogue.
+   * @throws OmniError OMNIRX_ERR_MODEL_LOAD as `parseWanSpec` and `load` do.
+   */
+  static async fromDirectory(native: NativeBinding, dir: string, components?: ReadonlySet<string>, opts: ModelLoadOptions = {}): Promise<WanT2VModel> {
+    const file = path.join(dir, 'model.json');
+    return WanT2VModel.load(native, dir, parseWanSpec(await readJsonFile(file), file), components, opts);
+  }
+
   private missing(name: string): never {
     throw new OmniError('OMNIRX_ERR_MODEL_LOAD', `model '${this.spec.id}': component '${name}' is not loaded in this deployment`);
   }
@@ -172,15 +145,9 @@ export class WanT2VModel {
   }
 
   /** Names of the loaded components. */
-  get loadedComponents(): string[] {
+  get loadedComponents(): readonly string[] {
     const p = this.parts;
     return [...(p.tokenizer ? ['tokenizer'] : []), ...(p.textEncoder ? ['text_encoder'] : []), ...p.transformers.keys(), ...(p.vae ? ['vae'] : []), ...(p.vaeEncoder ? ['vae_encoder'] : [])];
-  }
-
-  /** Pixels per latent cell times the DiT's spatial patch: width and height must be multiples of it. */
-  get pixelStride(): number {
-    const [, ph, pw] = this.spec.transformer.patchSize;
-    return 2 ** (this.spec.vae.channels.length - 1) * Math.max(ph, pw);
   }
 
   dispose(): void {

@@ -1,8 +1,5 @@
 import { z } from 'zod';
-import { CFGPolicy } from '../../pipeline/policies/cfg';
-import { ExpertRouting } from '../../pipeline/policies/expert-routing';
-import { FlowShiftPolicy } from '../../pipeline/policies/flow-shift';
-import { SamplerPolicy } from '../../pipeline/policies/sampler-policy';
+import type { PipelinePolicies } from '../../pipeline/policies/policies';
 import type { NodeRun, PipelineSpec } from '../../pipeline/spec';
 import type { LoopStage } from '../../pipeline/stage';
 import type { WanT2VContext } from './context';
@@ -10,18 +7,6 @@ import { createDenoiseLoop } from './denoise-loop';
 import type { WanT2VState } from './state';
 import { createTextEncodeStage } from './text-encode';
 import { decodeImageStage, decodeVideoStage, exportLatentsStage } from './vae-decode';
-
-/** The policies a Wan T2V/T2I deployment binds at build. */
-export interface WanT2VPolicies {
-  cfg: CFGPolicy;
-  expert: ExpertRouting;
-  flowShift: FlowShiftPolicy;
-  sampler: SamplerPolicy;
-}
-
-export function defaultWanT2VPolicies(): WanT2VPolicies {
-  return { cfg: CFGPolicy.classic(), expert: ExpertRouting.single(), flowShift: FlowShiftPolicy.fixed(), sampler: SamplerPolicy.of('euler') };
-}
 
 /** `nodeParams.denoise`: an explicit sigma schedule (strictly decreasing, ending at 0) replaces the sampler's; it runs with Euler. */
 export const DenoiseNodeParamsSchema = z.strictObject({
@@ -43,7 +28,7 @@ function loop<L>(stage: LoopStage<WanT2VContext, WanT2VState, L>): NodeRun<WanT2
  * export_latents fanning out from the same latents when the request asks for them; the request's final event
  * fans the artifacts in.
  */
-export function wanT2VPipelineSpec(policies: WanT2VPolicies = defaultWanT2VPolicies()): PipelineSpec<WanT2VContext, WanT2VState> {
+export function wanT2VPipelineSpec(policies: PipelinePolicies): PipelineSpec<WanT2VContext, WanT2VState> {
   const both = ['T2V', 'T2I'] as const;
   return {
     family: 'wan-t2v',

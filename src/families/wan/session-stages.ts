@@ -1,34 +1,29 @@
 import { lastValueFrom } from 'rxjs';
-import { z } from 'zod';
-import { EtaSchema } from '../../request/eta';
-import { CacheManager } from '../../cache/cache-manager';
 import type { SlabSession } from '../../cache/slab-pool';
-import type { StepScheduler } from '../../executor/scheduler';
 import { toRgb24 } from '../../models/vae/decoder';
 import type { VaeDecodeStream } from '../../models/vae/decode-stream';
-import type { WanT2VModel } from './model';
-import { createTensor, type NativeBinding, type NativeTensor } from '../../native/binding';
-import { actionAdaLNInjector } from '../../pipeline/policies/conditioning-injector';
+import { createTensor, type NativeTensor } from '../../native/binding';
+import { AdmittedSessionSchema, ROLLOUT_NODE, type AdmittedSession, type SessionStageEnv, type SessionStageHandler, type StageProgress } from '../../pipeline/family/session';
 import { RequestState } from '../../pipeline/request-state';
-import { encodePrompt } from './text-encode';
-import { ChunkRollout, type ChunkAttempt } from './chunk-rollout';
+import { float32Elements, float32Tensor, PayloadError, SESSION_PAYLOAD, sessionPayload, type DiffusionStagePayload, type PayloadTensor, type StageRole } from '../../pipeline/stage-payload';
 import { SessionActionSchema, type SessionAction } from '../../request/session-request';
-import { chunkActionsOf, ROLLOUT_NODE } from '../../engine/session';
-import { CacheBudgetsSchema } from '../../cache/budgets';
-import type { StageProgress } from '../../placement/stage-progress';
-import { float32Elements, float32Tensor, PAYLOAD_SCHEMA_VERSION, PayloadError, type DiffusionStagePayload, type PayloadTensor, type StageRole } from '../../pipeline/stage-payload';
+import { ChunkRollout, type ChunkAttempt } from './chunk-rollout';
+import type { WanT2VModel } from './model';
+import { WAN_FAMILY } from './model-spec';
+import { chunkActionsOf, imageChunkLatents, sessionLatentGrid } from './session';
+import { encodePrompt } from './text-encode';
 
 /**
- * World sessions across stages (issue 7 item 5): Encode encodes the prompt once; Denoise alone owns the session's
+ * World sessions across stages (docs/disaggregation.md): Encode encodes the prompt once; Denoise alone owns the session's
  * rollout — block-causal DiT, chunk KV, slab claim and the chunk counter (multi-chunk progress is authoritative
  * there); Decode owns the session's streaming VAE decoder state. Payloads carry `sessionId`; every stage
  * reacquires its local state by it. Per chunk:
  *
- *   front ─wan.session_chunk(action)→ Encode (passes on) → Denoise: steps → wan.latents_chunk → Decode → wan.frames_chunk → front
+ *   front ─omnirx.session_chunk(action)→ Encode (passes on) → Denoise: steps → wan.latents_chunk → Decode → omnirx.session_frames → front
  *                                                            └─ commit of the chunk's K/V, overlapping its decode
  *
  * The action a chunk is generated with is the latest one Denoise has received (on a chunk request or a flush) when the
- * chunk starts. A `wan.session_flush(action)` is handled on arrival, ahead of the session's queued messages: while a
+ * chunk starts. An `omnirx.session_flush(action)` is handled on arrival, ahead of the session's queued messages: while a
  * chunk is in its denoise steps, its attempt is dropped (never decoded, never sent) and the chunk starts again with
  * the flush's action — same noise, so the result equals a run that had the action from the start; otherwise it only
  * updates the latest action. The flush is consumed on Denoise; nothing travels on for it.
@@ -37,54 +32,19 @@ import { float32Elements, float32Tensor, PAYLOAD_SCHEMA_VERSION, PayloadError, t
  * streaming decoder call as `ChunkRollout.decode`, so frames are bit-identical to a monolithic session.
  */
 export const WAN_SESSION_PAYLOAD = {
-  open: 'wan.session_open',
+  /** Encode → Denoise: the session and its prompt embeds (and image latents). */
   context: 'wan.session_context',
+  /** Denoise → Decode: the session, once Denoise holds its rollout. */
   opened: 'wan.session_opened',
-  ready: 'wan.session_ready',
-  chunk: 'wan.session_chunk',
-  flush: 'wan.session_flush',
+  /** Denoise → Decode: one chunk's clean latents. */
   latents: 'wan.latents_chunk',
-  frames: 'wan.frames_chunk',
-  close: 'wan.session_close',
-  closed: 'wan.session_closed',
 } as const;
 
-const SESSION_TYPES = new Set<string>(Object.values(WAN_SESSION_PAYLOAD));
+const WAN_TYPES = new Set<string>(Object.values(WAN_SESSION_PAYLOAD));
+const CONTROL_TYPES = new Set<string>([SESSION_PAYLOAD.chunk, SESSION_PAYLOAD.flush, SESSION_PAYLOAD.close]);
 
-/** A session as every stage needs it (resolved by the front; travels in `metadata.session`). */
-export const WanSessionSpecSchema = z.strictObject({
-  model: z.string().min(1).max(128),
-  prompt: z.string().max(100_000),
-  width: z.number().int().positive(),
-  height: z.number().int().positive(),
-  fps: z.number().positive(),
-  seed: z.number().int().nonnegative(),
-  flowShift: z.number().positive(),
-  eta: EtaSchema,
-  priority: z.number().int(),
-  chunkFrames: z.number().int().min(1),
-  sinkFrames: z.number().int().min(0),
-  localWindowFrames: z.number().int().min(0),
-  steps: z.number().int().min(1),
-  firstChunkSteps: z.number().int().min(1),
-});
-export type WanSessionSpec = z.infer<typeof WanSessionSpecSchema>;
-
-/** A session payload: `requestId` names the message (`<sessionId>:<what>`), `sessionId` the session. */
-export function sessionPayload(
-  sessionId: string,
-  requestId: string,
-  source: StageRole,
-  target: StageRole,
-  payloadType: string,
-  metadata: Record<string, unknown>,
-  tensors: Record<string, PayloadTensor> = {},
-): DiffusionStagePayload {
-  return { schemaVersion: PAYLOAD_SCHEMA_VERSION, requestId, sessionId, sourceStage: source, targetStage: target, payloadType, tensors, metadata };
-}
-
-function specOf(p: DiffusionStagePayload): WanSessionSpec {
-  const r = WanSessionSpecSchema.safeParse(p.metadata.session);
+function specOf(p: DiffusionStagePayload): AdmittedSession {
+  const r = AdmittedSessionSchema.safeParse(p.metadata.session);
   if (!r.success) throw new PayloadError(`${p.payloadType}: metadata.session.${r.error.issues[0].path.join('.')}: ${r.error.issues[0].message}`, { param: 'metadata.session' });
   return r.data;
 }
@@ -93,12 +53,6 @@ function actionOf(p: DiffusionStagePayload): SessionAction {
   const r = SessionActionSchema.safeParse(p.metadata.action);
   if (!r.success) throw new PayloadError(`${p.payloadType}: metadata.action: ${r.error.issues[0].message}`, { param: 'metadata.action' });
   return r.data;
-}
-
-/** Latent grid `[zDim, C, h, w]` of a session on `model`. */
-function latentGrid(model: WanT2VModel, s: WanSessionSpec): [number, number, number, number] {
-  const f = 2 ** (model.spec.vae.channels.length - 1);
-  return [model.spec.vae.zDim, s.chunkFrames, s.height / f, s.width / f];
 }
 
 /**
@@ -112,7 +66,7 @@ function latentsOnlyStream(grid: readonly number[]): VaeDecodeStream {
 
 interface DenoiseSession {
   id: string;
-  spec: WanSessionSpec;
+  spec: AdmittedSession;
   model: WanT2VModel;
   rollout: ChunkRollout;
   context: NativeTensor;
@@ -131,26 +85,11 @@ interface DenoiseSession {
 }
 
 interface DecodeSession {
-  spec: WanSessionSpec;
+  spec: AdmittedSession;
   stream: VaeDecodeStream;
   latents: NativeTensor;
   rgb: NativeTensor;
   chain: Promise<unknown>;
-}
-
-/** World-session state a stage holds, for supervision and tests. */
-export interface SessionStageStats {
-  /** Sessions whose state (Denoise: rollout and KV; Decode: decoder state) lives on this stage. */
-  open: number;
-  /** Chunk-KV slabs claimed by them (Denoise; 0 elsewhere). */
-  chunkKvSlabs: number;
-}
-
-export interface SessionStageEnv {
-  role: StageRole;
-  native: NativeBinding;
-  model(id: string): Promise<WanT2VModel>;
-  steps: StepScheduler;
 }
 
 /**
@@ -158,17 +97,33 @@ export interface SessionStageEnv {
  * puts what it produces through `emit` (awaited: credit flow control applies). Messages of one session run in
  * arrival order; sessions run concurrently.
  */
-export class WanSessionStage {
+export class WanSessionStage implements SessionStageHandler {
   private readonly denoising = new Map<string, DenoiseSession>();
   private readonly decoding = new Map<string, DecodeSession>();
-  private readonly caches: CacheManager | undefined;
 
-  constructor(private readonly env: SessionStageEnv) {
-    if (env.role === 'denoise') this.caches = new CacheManager(CacheBudgetsSchema.parse({}), { features: false, chunkKv: true, tokenKv: false });
+  constructor(private readonly env: SessionStageEnv) {}
+
+  /** The Wan model `id` with this stage's components. */
+  private model(id: string): Promise<WanT2VModel> {
+    return this.env.model(id) as Promise<WanT2VModel>;
   }
 
+  /**
+   * Encode: an open of a Wan session, and every chunk, flush and close (passed on: Encode holds no session state, so a
+   * restarted Encode keeps passing them). Denoise: its own payloads, and a session's control messages (a close of a
+   * session it no longer holds is passed on to free Decode's state). Decode: its own payloads and closes of sessions it holds.
+   */
   claims(p: DiffusionStagePayload): boolean {
-    return SESSION_TYPES.has(p.payloadType);
+    const sid = p.sessionId;
+    if (sid === undefined) return false;
+    switch (this.env.role) {
+      case 'encode':
+        return (p.payloadType === SESSION_PAYLOAD.open && (p.metadata.session as { family?: unknown } | undefined)?.family === WAN_FAMILY) || CONTROL_TYPES.has(p.payloadType);
+      case 'denoise':
+        return WAN_TYPES.has(p.payloadType) || p.payloadType === SESSION_PAYLOAD.close || (CONTROL_TYPES.has(p.payloadType) && this.denoising.has(sid));
+      case 'decode':
+        return WAN_TYPES.has(p.payloadType) || (p.payloadType === SESSION_PAYLOAD.close && this.decoding.has(sid));
+    }
   }
 
   /**
@@ -182,22 +137,20 @@ export class WanSessionStage {
     const { role } = this.env;
     const pass = (source: StageRole, target: StageRole) => emit({ ...p, sourceStage: source, targetStage: target });
     if (role === 'encode') {
-      if (p.payloadType !== WAN_SESSION_PAYLOAD.open) return pass('encode', 'denoise');
+      if (p.payloadType !== SESSION_PAYLOAD.open) return pass('encode', 'denoise');
       const spec = specOf(p);
-      const model = await this.env.model(spec.model);
+      const model = await this.model(spec.model);
       const state = new RequestState();
       try {
-        const embeds = await encodePrompt({ model, native: this.env.native }, state, spec.prompt);
+        const embeds = await encodePrompt({ model, native: this.env.native, featureCache: this.env.caches.features }, state, spec.prompt);
         const ctx: Record<string, PayloadTensor> = { prompt_embeds: float32Tensor(embeds.data.slice(), embeds.shape) };
         const image = p.tensors.image;
         if (image !== undefined) {
           if (image.dtype !== 'uint8' || image.shape.join() !== [spec.height, spec.width, 3].join()) throw new PayloadError(`${p.payloadType}: image must be uint8 [${spec.height}, ${spec.width}, 3]`, { param: 'tensors.image' });
           // Image-to-world: chunk 0 is the encoded image repeated over the chunk's C frames (as `WorldSession` does).
           const frame = await model.vaeEncoder.encodeImage(image.bytes, spec.width, spec.height);
-          const [z, C, h, w] = latentGrid(model, spec);
-          const latents = new Float32Array(z * C * h * w);
-          for (let ch = 0; ch < z; ch++) for (let f = 0; f < C; f++) latents.set(frame.subarray(ch * h * w, (ch + 1) * h * w), (ch * C + f) * h * w);
-          ctx.image_latents = float32Tensor(latents, [z, C, h, w]);
+          const grid = sessionLatentGrid(model.spec, spec);
+          ctx.image_latents = float32Tensor(imageChunkLatents(frame, grid), grid);
         }
         return await emit(sessionPayload(sid, p.requestId, 'encode', 'denoise', WAN_SESSION_PAYLOAD.context, { session: spec }, ctx));
       } finally {
@@ -218,15 +171,15 @@ export class WanSessionStage {
     if (p.payloadType === WAN_SESSION_PAYLOAD.context) {
       if (this.denoising.has(sid)) throw new PayloadError(`session '${sid}' is already open on the denoise stage`, { param: 'sessionId' });
       const spec = specOf(p);
-      const model = await this.env.model(spec.model);
+      const model = await this.model(spec.model);
       const te = model.spec.textEncoder;
       const t = p.tensors.prompt_embeds;
       const shape = [1, te.maxLength, te.dModel];
       if (t === undefined || t.dtype !== 'float32' || t.shape.join() !== shape.join()) throw new PayloadError(`${p.payloadType}: prompt_embeds must be float32 [${shape.join(', ')}]`, { param: 'tensors.prompt_embeds' });
       const context = createTensor(this.env.native, shape, float32Elements(t));
-      const pool = this.caches!.chunkKv(ChunkRollout.slabBytes(model, spec.chunkFrames, spec.width, spec.height));
+      const pool = this.env.caches.chunkKv(ChunkRollout.slabBytes(model.spec, spec.chunkFrames, spec.width, spec.height));
       const slabs = pool.openSession(sid, { sinkChunks: spec.sinkFrames / spec.chunkFrames, windowChunks: spec.localWindowFrames / spec.chunkFrames + 1, layers: model.spec.transformer.numLayers });
-      const grid = latentGrid(model, spec);
+      const grid = sessionLatentGrid(model.spec, spec);
       let rollout: ChunkRollout;
       try {
         const dit = model.causalTransformer({ chunkFrames: spec.chunkFrames, sinkFrames: spec.sinkFrames, localWindowFrames: spec.localWindowFrames, height: grid[2], width: grid[3], textLen: te.maxLength });
@@ -248,15 +201,15 @@ export class WanSessionStage {
     }
     const s = this.denoising.get(sid);
     // A close for a session this stage no longer holds (it restarted) still frees the session's decoder state.
-    if (s === undefined && p.payloadType === WAN_SESSION_PAYLOAD.close) return pass('denoise', 'decode');
+    if (s === undefined && p.payloadType === SESSION_PAYLOAD.close) return pass('denoise', 'decode');
     if (s === undefined) throw new PayloadError(`session '${sid}' is not open on the denoise stage`, { param: 'sessionId' });
-    if (p.payloadType === WAN_SESSION_PAYLOAD.chunk || p.payloadType === WAN_SESSION_PAYLOAD.flush) s.latest = actionOf(p);
-    if (p.payloadType === WAN_SESSION_PAYLOAD.flush) {
+    if (p.payloadType === SESSION_PAYLOAD.chunk || p.payloadType === SESSION_PAYLOAD.flush) s.latest = actionOf(p);
+    if (p.payloadType === SESSION_PAYLOAD.flush) {
       if (s.denoising) s.flushed = true;
       return;
     }
     const run = s.chain.then(async () => {
-      if (p.payloadType === WAN_SESSION_PAYLOAD.close) {
+      if (p.payloadType === SESSION_PAYLOAD.close) {
         this.denoising.delete(sid);
         await s.rollout.settled();
         s.rollout.dispose();
@@ -264,7 +217,7 @@ export class WanSessionStage {
         this.env.steps.forget(sid);
         return pass('denoise', 'decode');
       }
-      if (p.payloadType !== WAN_SESSION_PAYLOAD.chunk) throw new PayloadError(`the denoise stage takes no ${p.payloadType} payload`, { param: 'payloadType' });
+      if (p.payloadType !== SESSION_PAYLOAD.chunk) throw new PayloadError(`the denoise stage takes no ${p.payloadType} payload`, { param: 'payloadType' });
       const shape = s.rollout.latentShape.join('x');
       const grant = <T>(phase: string, fn: () => Promise<T>) =>
         lastValueFrom(this.env.steps.step<T>({ requestId: sid, priority: s.spec.priority, cost: { model: `${s.model.spec.id}/transformer`, phase, shape, guidance: 'single' }, run: fn }));
@@ -327,30 +280,30 @@ export class WanSessionStage {
 
   /** The model's actions for one chunk holding `action` on every frame (see `chunkActionsOf`). */
   private chunkActions(s: DenoiseSession, action: SessionAction) {
-    return chunkActionsOf(actionAdaLNInjector, action, s.spec.chunkFrames, s.model.spec.transformer.action);
+    return chunkActionsOf(this.env.conditioning, action, s.spec.chunkFrames, s.model.spec.transformer.action);
   }
 
   private async decode(sid: string, p: DiffusionStagePayload, emit: (out: DiffusionStagePayload) => Promise<void>): Promise<void> {
     if (p.payloadType === WAN_SESSION_PAYLOAD.opened) {
       if (this.decoding.has(sid)) throw new PayloadError(`session '${sid}' is already open on the decode stage`, { param: 'sessionId' });
       const spec = specOf(p);
-      const model = await this.env.model(spec.model);
-      const grid = latentGrid(model, spec);
+      const model = await this.model(spec.model);
+      const grid = sessionLatentGrid(model.spec, spec);
       const stream = model.vae.createStream({ frames: grid[1], height: grid[2], width: grid[3] });
       const latents = createTensor(this.env.native, [...stream.latentShape]);
       const rgb = createTensor(this.env.native, [...stream.outputShape]);
       this.decoding.set(sid, { spec, stream, latents, rgb, chain: Promise.resolve() });
-      return emit(sessionPayload(sid, p.requestId, 'decode', 'decode', WAN_SESSION_PAYLOAD.ready, { session: spec }));
+      return emit(sessionPayload(sid, p.requestId, 'decode', 'decode', SESSION_PAYLOAD.ready, { session: spec }));
     }
     const s = this.decoding.get(sid);
     if (s === undefined) throw new PayloadError(`session '${sid}' is not open on the decode stage`, { param: 'sessionId' });
     const run = s.chain.then(async () => {
-      if (p.payloadType === WAN_SESSION_PAYLOAD.close) {
+      if (p.payloadType === SESSION_PAYLOAD.close) {
         this.decoding.delete(sid);
         s.stream.dispose();
         s.latents.dispose();
         s.rgb.dispose();
-        return emit(sessionPayload(sid, p.requestId, 'decode', 'decode', WAN_SESSION_PAYLOAD.closed, {}));
+        return emit(sessionPayload(sid, p.requestId, 'decode', 'decode', SESSION_PAYLOAD.closed, {}));
       }
       if (p.payloadType !== WAN_SESSION_PAYLOAD.latents) throw new PayloadError(`the decode stage takes no ${p.payloadType} payload`, { param: 'payloadType' });
       const t = p.tensors.latents;
@@ -361,14 +314,14 @@ export class WanSessionStage {
       await s.stream.decode(s.latents, s.rgb);
       const frames = toRgb24(s.rgb.data);
       const { chunkFrames: C, height: H, width: W } = s.spec;
-      await emit(sessionPayload(sid, p.requestId, 'decode', 'decode', WAN_SESSION_PAYLOAD.frames, { chunk: p.metadata.chunk ?? null, firstFrame: p.metadata.firstFrame ?? null, action: p.metadata.action ?? null }, { frames: { dtype: 'uint8', shape: [C, H, W, 3], bytes: frames } }));
+      await emit(sessionPayload(sid, p.requestId, 'decode', 'decode', SESSION_PAYLOAD.frames, { chunk: p.metadata.chunk ?? null, firstFrame: p.metadata.firstFrame ?? null, action: p.metadata.action ?? null }, { frames: { dtype: 'uint8', shape: [C, H, W, 3], bytes: frames } }));
     });
     s.chain = run.catch(() => undefined);
     return run;
   }
 
-  stats(): SessionStageStats {
-    return { open: this.denoising.size + this.decoding.size, chunkKvSlabs: this.caches?.stats().chunkKv?.used ?? 0 };
+  stats(): { open: number; chunkKvSlabs: number } {
+    return { open: this.denoising.size + this.decoding.size, chunkKvSlabs: this.env.caches.stats().chunkKv?.used ?? 0 };
   }
 
   /** Frees every session's state (stage shutdown). */
@@ -385,6 +338,5 @@ export class WanSessionStage {
       s.rgb.dispose();
     }
     this.decoding.clear();
-    this.caches?.dispose();
   }
 }

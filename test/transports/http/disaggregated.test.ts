@@ -56,7 +56,7 @@ describe('omnirx serve on a disaggregated deployment', () => {
   it('serves the deployment the config names: stages behind the front, the models from their model.json', async () => {
     const models = (await (await fetch(`${disagg.origin}/v1/models`)).json()) as { data: Array<{ id: string }> };
     expect(models.data.map((m) => m.id)).toEqual(['tiny', 'tiny-world']);
-    expect(await (await fetch(`${disagg.origin}/ready`)).json()).toEqual({ status: 'ready', queued: 0, running: 0 });
+    expect(await (await fetch(`${disagg.origin}/ready`)).json()).toEqual({ status: 'ready', queued: 0, running: 0, memoryBytes: 0, sessions: 0 });
   });
 
   it('a video job over HTTP completes with an H.264 MP4 whose frames equal the monolithic server’s', async () => {

@@ -1,6 +1,7 @@
 import type { FastifyInstance } from 'fastify';
 import { createServer, type ServerOptions } from '../../../transports/http/server';
 import { makeModelsDir } from '../../helpers/tiny-model';
+import { builtinFamilies } from '../../../src/families';
 
 /** A listening test server on 127.0.0.1 with a random port, over an engine on the tiny test model. */
 export interface TestServer {
@@ -13,7 +14,7 @@ export interface TestServer {
 /** Starts a server on the tiny model (default model `tiny`) and waits until its engine is up. */
 export async function startServer(options: ServerOptions = {}): Promise<TestServer> {
   const modelsDir = options.modelsDir ?? (await makeModelsDir());
-  const app = await createServer({ modelsDir, defaultModel: 'tiny', ...options });
+  const app = await createServer({ families: builtinFamilies(), modelsDir, defaultModel: 'tiny', ...options });
   await app.omnirx.engineReady;
   await app.listen({ host: '127.0.0.1', port: 0 });
   const addr = app.server.address();

@@ -4,6 +4,7 @@ import { makeModelsDir, poisonWithNaN, tinySpec } from '../../helpers/tiny-model
 import { createServer } from '../../../transports/http/server';
 import { parseServeArgs } from '../../../src/cli/serve';
 import { Engine } from '../../../src/engine/engine';
+import { builtinFamilies } from '../../../src/families';
 
 let modelsDir: string;
 
@@ -175,7 +176,7 @@ describe('drain', () => {
 
 describe('queue full', () => {
   it('answers 429 OMNIRX_ERR_QUEUE_FULL when the engine queue is at its bound, and the job is not listed', async () => {
-    const engine = await Engine.create({ modelsDir, defaultModel: 'tiny', maxRunning: 1, maxQueued: 0 });
+    const engine = await Engine.create({ families: builtinFamilies(), modelsDir, defaultModel: 'tiny', maxRunning: 1, maxQueued: 0 });
     const s = await startServer({ engine });
     try {
       const long = await createJob(s, { prompt: 'a', size: '40x40', num_frames: 40, num_inference_steps: 50, guidance_scale: 1 });

@@ -5,6 +5,7 @@ import { Engine } from '../../../src/engine/engine';
 import { createServer } from '../../../transports/http/server';
 import { rtcPeerConfig } from '../../../transports/webrtc/peer-config';
 import { makeModelsDir, tinyWorldSpec } from '../../helpers/tiny-model';
+import { builtinFamilies } from '../../../src/families';
 
 
 /** A listening server over an engine on the tiny world model (chunks of one frame, two denoise steps). */
@@ -19,7 +20,7 @@ export interface RtcTestServer {
 export async function startRtcServer(opts: { maxSessions?: number } = {}): Promise<RtcTestServer> {
   const maxSessions = opts.maxSessions ?? 4;
   const modelsDir = await makeModelsDir([{ spec: tinyWorldSpec(), seed: 3 }]);
-  const engine = await Engine.create({ modelsDir, defaultModel: 'tiny-world', sessions: { chunkFrames: 1, sinkFrames: 1, localWindowFrames: 2, steps: 2, maxSessions } });
+  const engine = await Engine.create({ families: builtinFamilies(), modelsDir, defaultModel: 'tiny-world', sessions: { chunkFrames: 1, sinkFrames: 1, localWindowFrames: 2, steps: 2, maxSessions } });
   const app = await createServer({ engine });
   await app.omnirx.engineReady;
   await app.listen({ host: '127.0.0.1', port: 0 });

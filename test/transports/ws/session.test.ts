@@ -11,6 +11,7 @@ import { Engine } from '../../../src/engine/engine';
 import { makeModelsDir, tinyWorldSpec } from '../../helpers/tiny-model';
 import { startServer, type TestServer } from '../http/helpers';
 import { StreamClient } from './stream-client';
+import { builtinFamilies } from '../../../src/families';
 
 
 let engine: Engine;
@@ -18,7 +19,7 @@ let server: TestServer;
 
 beforeAll(async () => {
   const modelsDir = await makeModelsDir([{ spec: tinyWorldSpec(), seed: 3 }]);
-  engine = await Engine.create({ modelsDir, defaultModel: 'tiny-world', sessions: { chunkFrames: 1, sinkFrames: 1, localWindowFrames: 2, steps: 2, maxSessions: 2 } });
+  engine = await Engine.create({ families: builtinFamilies(), modelsDir, defaultModel: 'tiny-world', sessions: { chunkFrames: 1, sinkFrames: 1, localWindowFrames: 2, steps: 2, maxSessions: 2 } });
   server = await startServer({ engine, modelsDir });
 });
 

@@ -1,12 +1,19 @@
 import { OmniError } from '../errors';
-import type { WanT2VModel } from '../families/wan/model';
-import type { CFGPolicy } from '../pipeline/policies/cfg';
-import type { FlowShiftPolicy } from '../pipeline/policies/flow-shift';
-import type { SamplerPolicy } from '../pipeline/policies/sampler-policy';
-import type { ResolvedParams } from '../pipeline/params';
-import type { RequestLimits } from '../request/limits';
 import type { OmniRequest } from '../request/omni-request';
 import { randomSeed } from '../util/rng';
+import type { ResolveEnv } from './family/family';
+import type { ModelSpecBase } from './family/model-spec';
+import type { ResolvedParams } from './params';
+
+/** What a diffusion family tells `resolveDiffusionParams` about its model's geometry. */
+export interface DiffusionGeometry {
+  /** Width and height must be multiples of it, pixels (VAE scale × the denoiser's spatial patch). */
+  pixelStride: number;
+  /** What the stride is made of, for the error message (e.g. "VAE scale × DiT patch"). */
+  strideOrigin: string;
+  /** Tokens the denoiser attends over at this size and frame count (checked against `limits.maxTokens`). */
+  latentTokens(p: Pick<ResolvedParams, 'width' | 'height' | 'numFrames'>): number;
+}
 
 /**
  * Applies the model's defaults (and the deployment's flow-shift policy, sampler, η and guidance interval) to a validated
@@ -15,15 +22,16 @@ import { randomSeed } from '../util/rng';
  * @throws OmniError OMNIRX_ERR_UNSUPPORTED_VALUE (width/height not a multiple of the model's stride, an output the
  *   task does not produce) or OMNIRX_ERR_INVALID_REQUEST (a combined ceiling), with `param` naming the field.
  */
-export function resolveParams(req: OmniRequest, model: WanT2VModel, limits: RequestLimits, policies: { cfg: CFGPolicy; flowShift: FlowShiftPolicy; sampler: SamplerPolicy }): ResolvedParams {
-  const d = model.spec.defaults;
+export function resolveDiffusionParams(req: OmniRequest, spec: ModelSpecBase, env: ResolveEnv, geometry: DiffusionGeometry): ResolvedParams {
+  const { limits, policies } = env;
+  const d = spec.defaults;
   const x = req.diffusion;
   const isImage = req.task === 'T2I';
   const width = x.width ?? d.width;
   const height = x.height ?? d.height;
   const p: ResolvedParams = {
     task: req.task,
-    model: model.spec.id,
+    model: spec.id,
     prompt: req.inputs.prompt,
     negativePrompt: req.inputs.negativePrompt,
     width,
@@ -42,10 +50,10 @@ export function resolveParams(req: OmniRequest, model: WanT2VModel, limits: Requ
     ...(req.outputs.previewEvery !== undefined ? { previewEvery: req.outputs.previewEvery } : {}),
     priority: req.priority,
   };
-  const stride = model.pixelStride;
+  const stride = geometry.pixelStride;
   for (const field of ['width', 'height'] as const) {
     if (p[field] % stride !== 0) {
-      throw new OmniError('OMNIRX_ERR_UNSUPPORTED_VALUE', `${field} ${p[field]} is not a multiple of ${stride}, the pixel stride of model '${p.model}' (VAE scale × DiT patch)`, { param: `diffusion.${field}` });
+      throw new OmniError('OMNIRX_ERR_UNSUPPORTED_VALUE', `${field} ${p[field]} is not a multiple of ${stride}, the pixel stride of model '${p.model}' (${geometry.strideOrigin})`, { param: `diffusion.${field}` });
     }
   }
   const wanted = isImage ? 'image' : 'video';
@@ -57,9 +65,7 @@ export function resolveParams(req: OmniRequest, model: WanT2VModel, limits: Requ
   if (p.width * p.height > limits.maxPixels) {
     throw new OmniError('OMNIRX_ERR_INVALID_REQUEST', `width × height = ${p.width * p.height} exceeds the ceiling of ${limits.maxPixels} pixels`, { param: 'diffusion.width' });
   }
-  const [pt, ph, pw] = model.spec.transformer.patchSize;
-  const s = 2 ** (model.spec.vae.channels.length - 1);
-  const tokens = Math.ceil(p.numFrames / pt) * (p.height / s / ph) * (p.width / s / pw);
+  const tokens = geometry.latentTokens(p);
   if (tokens > limits.maxTokens) {
     throw new OmniError('OMNIRX_ERR_INVALID_REQUEST', `${p.width}×${p.height} × ${p.numFrames} frames is ${tokens} latent tokens for model '${p.model}', over the ceiling of ${limits.maxTokens} (attention cost grows with its square); use fewer frames or a smaller size`, { param: 'diffusion.numFrames' });
   }
@@ -68,27 +74,4 @@ export function resolveParams(req: OmniRequest, model: WanT2VModel, limits: Requ
     throw new OmniError('OMNIRX_ERR_INVALID_REQUEST', `width × height × numFrames × numInferenceSteps = ${work} exceeds the ceiling of ${limits.maxWork}`, { param: 'diffusion' });
   }
   return p;
-}
-
-/**
- * Memory a request needs, from its shapes (float32 everywhere):
- * - resident: the latents and the two guidance predictions `[C, F, h, w]` ×3, two text states `[Lt, d_text]`,
- *   and the decoded frames (float `[F, H, W, 3]` plus RGB24 bytes);
- * - peak: activations of one DiT forward over 2 rows (guidance) — tokens × (10·dim + 2·ffnDim) floats per row —
- *   plus the VAE decoder's widest intermediates (F·H·W·(c_last + 27·c_last) floats for im2col).
- * An estimate for admission (conservative, not exact): the arena planner reuses memory below it.
- */
-export function estimateMemory(p: ResolvedParams, model: WanT2VModel): { residentBytes: number; peakBytes: number } {
-  const spec = model.spec;
-  const s = 2 ** (spec.vae.channels.length - 1);
-  const [pt, ph, pw] = spec.transformer.patchSize;
-  const latent = spec.vae.zDim * p.numFrames * (p.height / s) * (p.width / s);
-  const text = spec.textEncoder.maxLength * spec.textEncoder.dModel;
-  const pixels = p.numFrames * p.width * p.height;
-  const residentBytes = 4 * (3 * latent + 2 * text + 3 * pixels) + 3 * pixels;
-  const tokens = (p.numFrames / pt) * (p.height / s / ph) * (p.width / s / pw);
-  const dit = 2 * tokens * (10 * spec.transformer.dim + 2 * spec.transformer.ffnDim);
-  const last = spec.vae.channels[spec.vae.channels.length - 1];
-  const vae = pixels * last * 28;
-  return { residentBytes, peakBytes: 4 * Math.max(dit, vae) };
 }
