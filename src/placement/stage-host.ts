@@ -1,5 +1,5 @@
 import type { CacheBudgets } from '../cache/budgets';
-import { CacheManager } from '../cache/cache-manager';
+import { CacheManager, type CacheManagerStats } from '../cache/cache-manager';
 import { StepScheduler } from '../executor/scheduler';
 import type { NativeBinding } from '../native/binding';
 import { ModelCatalog } from '../pipeline/family/catalog';
@@ -56,6 +56,8 @@ export interface StageMemory {
   encoderBytes: number;
   /** World-session state held here: sessions, and the chunk-KV slabs they claim. */
   sessions: { open: number; chunkKvSlabs: number };
+  /** The stage's cache pools: the deployment's budgets and each pool's occupancy (a pool this stage does not keep is absent). */
+  caches: CacheManagerStats & { budgets: CacheBudgets };
 }
 
 /** The stage phases of `family`. @throws PayloadError when the family cannot run on stages. */
@@ -171,7 +173,7 @@ export class StageHost {
     }
     const encoderBytes = [...encoders].reduce((n, c) => n + (weightBytes[c] ?? 0), 0);
     const sessions = this.sessions.reduce((s, h) => ({ open: s.open + h.stats().open, chunkKvSlabs: h.stats().chunkKvSlabs }), { open: 0, chunkKvSlabs: 0 });
-    return { role: this.o.role, components: [...components].sort(), weightBytes, encoderBytes, sessions };
+    return { role: this.o.role, components: [...components].sort(), weightBytes, encoderBytes, sessions, caches: { budgets: this.caches.budgets, ...this.caches.stats() } };
   }
 
   async close(): Promise<void> {
