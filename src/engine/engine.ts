@@ -331,14 +331,16 @@ export class Engine {
           waiter.status = RequestStatus.Running;
           subscriber.next(this.admittedEvent(requestId, s));
           const admitted: AdmittedRequest = { requestId, family: s.family.name, params: s.params, nodeParams: s.nodeParams };
+          let completedSteps = 0;
           run = this.executor.execute(admitted).subscribe({
             next: (ev) => {
+              if (ev.type === 'step') completedSteps = ev.index + 1;
               if (ev.type === 'output') {
                 waiter.status = RequestStatus.Done;
                 subscriber.next({ type: 'final', requestId, output: { requestId, artifacts: ev.artifacts, seed: s.params.seed, ms: performance.now() - started } });
               } else if (ev.type === 'failed') {
                 waiter.status = RequestStatus.Failed;
-                subscriber.next(errorEventOf(requestId, ev.failure));
+                subscriber.next(errorEventOf(requestId, { ...ev.failure, completedSteps }));
               } else {
                 subscriber.next(ev);
               }

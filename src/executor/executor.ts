@@ -29,8 +29,6 @@ export interface ExecutionFailure {
   param?: string;
   /** The graph node that was running. */
   node?: string;
-  /** Loop steps completed before the failure. */
-  completedSteps?: number;
   /** Artifacts produced before the failure. */
   partial?: Record<string, Artifact>;
 }

@@ -5,7 +5,7 @@ import type { ExecutionFailure } from './executor';
  * Anything thrown while work ran, as plain data: an OmniError keeps its code and `param`; an error whose `code` is a
  * catalogue code (a native error) keeps it; anything else is OMNIRX_ERR_INTERNAL with its message.
  */
-export function toExecutionFailure(err: unknown, extra: Pick<ExecutionFailure, 'node' | 'completedSteps' | 'partial'> = {}): ExecutionFailure {
+export function toExecutionFailure(err: unknown, extra: Pick<ExecutionFailure, 'node' | 'partial'> = {}): ExecutionFailure {
   const e = err instanceof Error ? err : new Error(String(err));
   const raw = (e as Error & { code?: unknown }).code;
   const code: ErrorCode = e instanceof OmniError ? e.code : typeof raw === 'string' && Object.hasOwn(ERROR_CATALOGUE, raw) ? (raw as ErrorCode) : 'OMNIRX_ERR_INTERNAL';

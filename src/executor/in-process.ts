@@ -111,7 +111,7 @@ export class InProcessExecutor implements Executor {
         takeUntil(this.closing$.pipe(map(() => {
           throw new OmniError('OMNIRX_ERR_UNAVAILABLE', 'the engine closed before the request finished');
         }))),
-        catchError((err: unknown) => of<ExecutionEvent>({ type: 'failed', failure: toExecutionFailure(err, { node: current, completedSteps: state.completedSteps, partial: { ...state.artifacts } }) })),
+        catchError((err: unknown) => of<ExecutionEvent>({ type: 'failed', failure: toExecutionFailure(err, { node: current, ...(Object.keys(state.artifacts).length > 0 ? { partial: { ...state.artifacts } } : {}) }) })),
       );
       const sub = run$.subscribe(subscriber);
       return () => {

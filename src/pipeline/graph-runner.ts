@@ -112,7 +112,6 @@ function runLoop<C extends { requestId: string }, S extends RequestState>(stage:
     mergeMap((r) => {
       const out: GraphEvent[] = [];
       if (r.progress !== undefined) {
-        state.completedSteps = r.progress.index + 1;
         out.push({ type: 'step', requestId: ctx.requestId, node: stage.name, ...r.progress, ms: performance.now() - t0 });
       }
       for (const a of r.emit ?? []) out.push({ type: 'chunk', requestId: ctx.requestId, node: stage.name, artifact: a });

@@ -9,8 +9,6 @@ import type { Artifact } from '../request/artifacts';
  */
 export class RequestState {
   readonly artifacts: Record<string, Artifact> = {};
-  /** Loop steps completed so far (reported with errors and cancellations). */
-  completedSteps = 0;
   private readonly owned = new Set<NativeTensor>();
   private readonly releaseCallbacks: Array<() => void> = [];
   private readonly inflight = new Set<Promise<unknown>>();
