@@ -34,11 +34,13 @@ export function forwardStageError(p: DiffusionStagePayload, source: StageRole, t
 }
 
 /**
- * The OmniError an error payload carries (its code and message, prefixed with the stage that failed) and the node.
- * A malformed error payload becomes OMNIRX_ERR_PAYLOAD.
+ * The OmniError an error payload carries and the node that failed. A failure inside a node reads as it does in process
+ * (the node says where it happened); one outside any node (a payload a stage refused) is prefixed with the stage. A
+ * malformed error payload becomes OMNIRX_ERR_PAYLOAD.
  */
 export function stageErrorOf(p: DiffusionStagePayload): { error: OmniError; node?: string } {
   const r = StageErrorMetaSchema.safeParse(p.metadata);
   if (!r.success) return { error: new OmniError('OMNIRX_ERR_PAYLOAD', `a malformed ${RUNTIME_PAYLOAD.error} payload: ${r.error.issues[0].message}`) };
-  return { error: new OmniError(r.data.code as ErrorCode, `${r.data.stage} stage: ${r.data.message}`), node: r.data.node };
+  const { code, message, stage, node } = r.data;
+  return { error: new OmniError(code as ErrorCode, node === undefined ? `${stage} stage: ${message}` : message), node };
 }
