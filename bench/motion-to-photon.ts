@@ -28,8 +28,8 @@ import { Observable, Subject } from 'rxjs';
 import type { OmniEvent } from '../src/request/omni-event';
 import { SessionActionSchema } from '../src/request/session-request';
 import { parseDeployConfig } from '../src/placement/deploy-config';
-import { createServer } from '../transports/http/server';
-import type { ServedEngine } from '../transports/http/served-engine';
+import { createServer } from '../transports/server';
+import type { ServedEngine } from '../transports/shared/served-engine';
 import type { RtcWorld } from '../transports/webrtc/rtc-session';
 import { builtinFamilies } from '../src/families';
 

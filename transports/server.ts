@@ -1,24 +1,21 @@
 import { createHash, timingSafeEqual } from 'node:crypto';
 import multipart from '@fastify/multipart';
 import Fastify, { type FastifyInstance, type FastifyReply } from 'fastify';
-import { OmniError } from '../../src/errors';
-import { resolveFfmpeg } from '../../src/media/ffmpeg';
-import type { ServerContext } from './context';
-import { answerClientError, answerOnSocket } from './client-error';
-import { HttpError, toHttpError } from './errors';
-import { parseJsonBody } from './json-body';
-import { JobTable } from './jobs';
-import { ServerMetrics } from './metrics';
-import { registerHealthRoutes } from './routes/health';
-import { registerImageRoutes } from './routes/images';
-import { registerModelRoutes } from './routes/models';
-import { registerVideoRoutes } from './routes/videos';
-import { registerRtcRoutes } from '../webrtc/routes';
-import type { ServedEngine } from './served-engine';
-import type { DeployConfig } from '../../src/placement/deploy-config';
-import type { ModelFamily } from '../../src/pipeline/family/family';
-import { registerStreamRoutes } from '../ws/stream-routes';
-import { WebSocketRouter } from './websocket-router';
+import { OmniError } from '../src/errors';
+import { resolveFfmpeg } from '../src/media/ffmpeg';
+import type { DeployConfig } from '../src/placement/deploy-config';
+import type { ModelFamily } from '../src/pipeline/family/family';
+import { JobTable } from './http/jobs';
+import { httpTransport } from './http/plugin';
+import { answerClientError, answerOnSocket } from './shared/client-error';
+import type { ServerContext } from './shared/context';
+import { HttpError, toHttpError } from './shared/errors';
+import { parseJsonBody } from './shared/json-body';
+import { ServerMetrics } from './shared/metrics';
+import type { ServedEngine } from './shared/served-engine';
+import { WebSocketRouter } from './shared/websocket-router';
+import { webrtcTransport } from './webrtc/plugin';
+import { wsTransport } from './ws/plugin';
 
 /** Options of {@link createServer}. */
 export interface ServerOptions {
@@ -95,9 +92,15 @@ function sameSecret(given: string, expected: string): boolean {
 const MAX_PATH_PARAM = 256;
 
 /**
- * Builds the OpenAI-compatible HTTP server over an omnirx engine (routes in docs/http.md). Returns the Fastify
- * instance, not yet listening (`await app.listen({ host: '127.0.0.1', port })`); the engine comes up in the
- * background (`app.omnirx.engineReady`). Every error response is `{"error": {type, message, param, code}}`.
+ * Builds the omnirx server over an engine: the Fastify instance with everything app-wide (body limits and parsers,
+ * the bearer-token hook, metrics, the error and not-found answers, the WebSocket upgrade router, drain, the
+ * `omnirx` decoration, the engine's start-up), and the transports registered on it as sibling plugins:
+ * `httpTransport` (OpenAI-compatible routes, SSE, demo pages — docs/http.md), `webrtcTransport` (`/v1/rtc` —
+ * docs/webrtc.md) and `wsTransport` (`/v1/stream` — docs/streaming.md). Returns the instance, not yet listening
+ * (`await app.listen({ host: '127.0.0.1', port })`); the engine comes up in the background
+ * (`app.omnirx.engineReady`, which rejects with `OMNIRX_ERR_CONFIG` when neither `engine` nor `families` is given, and
+ * with `OMNIRX_ERR_UNKNOWN_MODEL` when the default model is not served). Every error response is
+ * `{"error": {type, message, param, code}}`.
  */
 export async function createServer(options: ServerOptions = {}): Promise<FastifyInstance> {
   const bodyLimit = options.bodyLimitBytes ?? 2 ** 20;
@@ -160,21 +163,29 @@ export async function createServer(options: ServerOptions = {}): Promise<Fastify
     metrics,
   });
   const table = jobs;
+  const websockets = new WebSocketRouter({
+    authorize: (req, url) => {
+      if (options.apiKey === undefined || options.apiKey === '') return undefined;
+      const h = req.headers.authorization;
+      const m = typeof h === 'string' ? /^Bearer\s+(.+)$/i.exec(h.trim()) : null;
+      const given = m?.[1] ?? url.searchParams.get('token') ?? undefined;
+      return given !== undefined && sameSecret(given, options.apiKey) ? undefined : 'invalid or missing api key';
+    },
+  });
   const ctx: ServerContext = {
     engine: () => {
       if (engine === undefined) throw HttpError.engine('OMNIRX_ERR_UNAVAILABLE', startError === undefined ? 'the engine is not up yet' : `the engine failed to start: ${startError}`);
       return engine;
     },
-    jobs: table,
     metrics,
     state,
-    admitWaitMs: options.admitWaitMs ?? 2000,
+    websockets,
   };
 
   const engineReady = (async () => {
     const open = async (families: readonly ModelFamily[]): Promise<ServedEngine> => {
-      const { Engine } = await import('../../src/engine/engine');
-      const { parseDeployConfig } = await import('../../src/placement/deploy-config');
+      const { Engine } = await import('../src/engine/engine');
+      const { parseDeployConfig } = await import('../src/placement/deploy-config');
       const overrides = { ...(options.modelsDir === undefined ? {} : { modelsDir: options.modelsDir }), ...(options.defaultModel === undefined ? {} : { defaultModel: options.defaultModel }) };
       return Engine.fromDeployConfig({ ...(options.deploy ?? parseDeployConfig({ schemaVersion: 1 })), ...overrides }, { families });
     };
@@ -211,15 +222,6 @@ export async function createServer(options: ServerOptions = {}): Promise<Fastify
     })();
     return draining;
   };
-  const websockets = new WebSocketRouter({
-    authorize: (req, url) => {
-      if (options.apiKey === undefined || options.apiKey === '') return undefined;
-      const h = req.headers.authorization;
-      const m = typeof h === 'string' ? /^Bearer\s+(.+)$/i.exec(h.trim()) : null;
-      const given = m?.[1] ?? url.searchParams.get('token') ?? undefined;
-      return given !== undefined && sameSecret(given, options.apiKey) ? undefined : 'invalid or missing api key';
-    },
-  });
   app.server.on('upgrade', websockets.onUpgrade);
   // CONNECT (a proxy tunnel request) would otherwise get the socket closed without an answer.
   app.server.on('connect', (_req, socket) => answerOnSocket(socket, HttpError.of('method_not_allowed', 'CONNECT is not served: this is not a proxy')));
@@ -273,11 +275,9 @@ export async function createServer(options: ServerOptions = {}): Promise<Fastify
     return reply.status(404).send(h.body());
   });
 
-  registerHealthRoutes(app, ctx);
-  registerModelRoutes(app, ctx);
-  registerVideoRoutes(app, ctx);
-  registerImageRoutes(app, ctx);
-  registerRtcRoutes(app, ctx);
-  registerStreamRoutes(app, ctx);
+  // Registered last, so that each plugin's context inherits the parsers, hooks and handlers above.
+  await app.register(httpTransport, { ctx, jobs: table, admitWaitMs: options.admitWaitMs ?? 2000 });
+  await app.register(webrtcTransport, { ctx });
+  await app.register(wsTransport, { ctx });
   return app;
 }

@@ -86,7 +86,7 @@ export async function runServe(argv: string[], deps: ServeDeps): Promise<number>
     deps.stderr.write(`error: ${(err as OmniError).code ?? 'OMNIRX_ERR_CONFIG'}: ${(err as Error).message}\n`);
     return EXIT.USAGE;
   }
-  const { createServer } = await import('../../transports/http/server');
+  const { createServer } = await import('../../transports/server');
   const { builtinFamilies } = await import('../index');
   const app = await createServer({ families: builtinFamilies(), ...(args.modelsDir === undefined ? {} : { modelsDir: args.modelsDir }), ...(deploy === undefined ? {} : { deploy }), ...(args.apiKey === undefined ? {} : { apiKey: args.apiKey }) });
   try {

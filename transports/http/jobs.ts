@@ -1,7 +1,7 @@
 import { ReplaySubject, type Observable, type Subscription } from 'rxjs';
 import { encodeMp4 } from '../../src/media/mp4';
 import type { ErrorEvent, OmniEvent } from '../../src/request/omni-event';
-import type { ServerMetrics } from './metrics';
+import type { ServerMetrics } from '../shared/metrics';
 import { Mp4Store, type Mp4StoreLimits } from './mp4-store';
 import { publicEvent, type PublicEvent } from './public-event';
 

@@ -1,7 +1,7 @@
-import { ERROR_CATALOGUE, type ErrorCode } from '../../../src/errors';
-import type { ServerContext } from '../context';
-import { HttpError } from '../errors';
-import type { ServedModel } from '../served-engine';
+import { ERROR_CATALOGUE, type ErrorCode } from '../../src/errors';
+import type { ServerContext } from './context';
+import { HttpError } from './errors';
+import type { ServedModel } from './served-engine';
 
 /** @throws HttpError 503 `OMNIRX_ERR_UNAVAILABLE` unless the server is ready to admit work (not starting or draining). */
 export function admitting(ctx: ServerContext): void {

@@ -5,7 +5,7 @@ import type { ErrorEvent } from '../../src/request/omni-event';
 export type HttpErrorType = 'invalid_request_error' | 'authentication_error' | 'not_found_error' | 'conflict_error' | 'rate_limit_error' | 'server_error' | 'service_unavailable_error';
 
 /**
- * Codes the HTTP transport itself raises (the engine's `OMNIRX_ERR_*` codes pass through unchanged). Lower-case
+ * Codes the transports themselves raise (the engine's `OMNIRX_ERR_*` codes pass through unchanged). Lower-case
  * like OpenAI's own codes so they never collide with the engine catalogue in `src/errors.ts`.
  */
 export const HTTP_ERROR_CODES = {

@@ -1,5 +1,5 @@
 import { z } from 'zod';
-import { PromptSchema } from '../http/video-request';
+import { PromptSchema } from '../shared/video-request';
 import { candidateProblem } from './ice-candidate';
 
 /**

@@ -2,8 +2,8 @@ import type { FastifyInstance } from 'fastify';
 import type { RawData } from 'ws';
 import { OmniError } from '../../src/errors';
 import type { SessionRequestInput } from '../../src/request/session-request';
-import type { ServerContext } from '../http/context';
-import { HttpError } from '../http/errors';
+import type { ServerContext } from '../shared/context';
+import { HttpError } from '../shared/errors';
 import { errorMessage, MAX_SIGNALING_BYTES, parseClientMessage, SignalingMessageSchema, type ServerMessage, type SessionFields } from './messages';
 import { RtcSession, toErrorMessage, type EndReason, type RtcSessionOptions } from './rtc-session';
 
@@ -20,19 +20,32 @@ function sessionInput(f: SessionFields): SessionRequestInput {
   };
 }
 
+/** Options of {@link webrtcTransport}. */
+export interface WebrtcTransportOptions {
+  /** The server's shared context (engine, lifecycle state, WebSocket router). */
+  ctx: ServerContext;
+  /** Options of every session it opens (pacing, keyframes, ICE host addresses, ffmpeg). */
+  session?: RtcSessionOptions;
+}
+
 /**
- * Serves WebRTC world sessions (docs/webrtc.md): signaling over the WebSocket `/v1/rtc` (auth as every WebSocket
- * route of the server). Server-offers negotiation: the client sends `start` with the session's fields, the server
- * opens the world session and answers `offer` (complete SDP, loopback ICE), the client sends `answer`. One session
- * per socket; closing the socket ends it, and so does `close`, answered by `closed` before the socket closes. Bad
- * messages get `{"type":"error",code,message,param,fatal:false,replyTo}` and change nothing.
+ * The WebRTC transport, a Fastify plugin serving world sessions (docs/webrtc.md): signaling over the WebSocket
+ * `/v1/rtc` on the server's WebSocket router (auth as every WebSocket route of the server). Server-offers
+ * negotiation: the client sends `start` with the session's fields, the server opens the world session and answers
+ * `offer` (complete SDP, loopback ICE), the client sends `answer`. One session per socket; closing the socket ends
+ * it, and so does `close`, answered by `closed` before the socket closes. Bad messages get
+ * `{"type":"error",code,message,param,fatal:false,replyTo}` and change nothing. Its `preClose` hook ends the open
+ * sessions (`server_closing`) when the server closes. It registers no HTTP route.
+ * @throws Error when `/v1/rtc` already has a WebSocket handler.
  */
-export function registerRtcRoutes(app: FastifyInstance, ctx: ServerContext, options: RtcSessionOptions = {}): void {
+export async function webrtcTransport(app: FastifyInstance, opts: WebrtcTransportOptions): Promise<void> {
+  const { ctx } = opts;
+  const options = opts.session ?? {};
   const live = new Set<RtcSession>();
   app.addHook('preClose', async () => {
     for (const s of [...live]) s.close('server_closing');
   });
-  app.omnirx.websockets.route(RTC_PATH, (ws) => {
+  ctx.websockets.route(RTC_PATH, (ws) => {
     let session: RtcSession | undefined;
     let starting = false;
     let socketClosed = false;

@@ -1,6 +1,6 @@
 import { z } from 'zod';
 import { ActionSchema } from '../../src/request/action';
-import { PromptSchema, VideoCreateBodySchema } from '../http/video-request';
+import { PromptSchema, VideoCreateBodySchema } from '../shared/video-request';
 
 /** Video formats of a stream: fMP4 (init segment + one moof+mdat per frame) or raw H.264 (Annex-B access units). */
 export const StreamFormatSchema = z.enum(['fmp4', 'h264']);

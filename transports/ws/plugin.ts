@@ -1,12 +1,13 @@
 import type { FastifyInstance } from 'fastify';
 import { resolveFfmpeg } from '../../src/media/ffmpeg';
-import type { ServerContext } from '../http/context';
-import { registerDemoRoutes } from '../http/routes/demos';
-import { admitting } from '../http/routes/shared';
+import { admitting } from '../shared/admission';
+import type { ServerContext } from '../shared/context';
 import { StreamConnection } from './stream-connection';
 
-/** Options of {@link registerStreamRoutes}. */
-export interface StreamRouteOptions {
+/** Options of {@link wsTransport}. */
+export interface WsTransportOptions {
+  /** The server's shared context (engine, lifecycle state, WebSocket router). */
+  ctx: ServerContext;
   /** WebSocket path. Default `/v1/stream`. */
   path?: string;
   /** Most credits a client may hold unspent, frames. Default 64. */
@@ -18,24 +19,24 @@ export interface StreamRouteOptions {
 }
 
 /**
- * Serves fMP4 (or raw H.264) streams of generations and world sessions over WebSocket at `/v1/stream` (protocol in
- * docs/streaming.md), on the server's WebSocket router (so the server's bearer token applies: `Authorization`
- * header or `?token=`), and the demo pages at `/demos/…` (`registerDemoRoutes`).
+ * The WebSocket streaming transport, a Fastify plugin: fMP4 (or raw H.264) streams of generations and world
+ * sessions at `/v1/stream` (protocol in docs/streaming.md), on the server's WebSocket router (so the server's
+ * bearer token applies: `Authorization` header or `?token=`). It registers no HTTP route.
  * @throws Error when the path already has a WebSocket handler.
  */
-export function registerStreamRoutes(app: FastifyInstance, ctx: ServerContext, options: StreamRouteOptions = {}): void {
+export async function wsTransport(_app: FastifyInstance, opts: WsTransportOptions): Promise<void> {
+  const { ctx } = opts;
   let ffmpeg: Promise<string> | undefined;
   const ffmpegPath = () => {
-    ffmpeg ??= options.ffmpegPath !== undefined ? Promise.resolve(options.ffmpegPath) : resolveFfmpeg().then((f) => f.path);
+    ffmpeg ??= opts.ffmpegPath !== undefined ? Promise.resolve(opts.ffmpegPath) : resolveFfmpeg().then((f) => f.path);
     return ffmpeg;
   };
   const deps = {
     engine: ctx.engine,
     admitting: () => admitting(ctx),
     ffmpegPath,
-    maxCredits: options.maxCredits ?? 64,
-    maxBufferedBytes: options.maxBufferedBytes ?? 16 * 2 ** 20,
+    maxCredits: opts.maxCredits ?? 64,
+    maxBufferedBytes: opts.maxBufferedBytes ?? 16 * 2 ** 20,
   };
-  app.omnirx.websockets.route(options.path ?? '/v1/stream', (ws) => new StreamConnection(ws, deps));
-  registerDemoRoutes(app);
+  ctx.websockets.route(opts.path ?? '/v1/stream', (ws) => new StreamConnection(ws, deps));
 }

@@ -1,5 +1,5 @@
 import type { FastifyInstance } from 'fastify';
-import { createServer, type ServerOptions } from '../../../transports/http/server';
+import { createServer, type ServerOptions } from '../../../transports/server';
 import { makeModelsDir } from '../../helpers/tiny-model';
 import { builtinFamilies } from '../../../src/families';
 

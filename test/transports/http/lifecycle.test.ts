@@ -1,7 +1,7 @@
 import { PNG } from 'pngjs';
 import { startServer, readSse, type TestServer } from './helpers';
 import { makeModelsDir, poisonWithNaN, tinySpec } from '../../helpers/tiny-model';
-import { createServer } from '../../../transports/http/server';
+import { createServer } from '../../../transports/server';
 import { parseServeArgs } from '../../../src/cli/serve';
 import { Engine } from '../../../src/engine/engine';
 import { builtinFamilies } from '../../../src/families';

@@ -2,7 +2,7 @@ import type { FastifyInstance } from 'fastify';
 import { RTCPeerConnection, type RTCDataChannel } from 'werift';
 import WebSocket from 'ws';
 import { Engine } from '../../../src/engine/engine';
-import { createServer } from '../../../transports/http/server';
+import { createServer } from '../../../transports/server';
 import { rtcPeerConfig } from '../../../transports/webrtc/peer-config';
 import { makeModelsDir, tinyWorldSpec } from '../../helpers/tiny-model';
 import { builtinFamilies } from '../../../src/families';

@@ -1,7 +1,7 @@
 import { readFile } from 'node:fs/promises';
 import * as path from 'node:path';
 import type { FastifyInstance } from 'fastify';
-import { HttpError } from '../errors';
+import { HttpError } from '../../shared/errors';
 
 /** Default folder of the demo pages: `demos/` at the package root (from transports/ under ts-jest, or dist/transports/). */
 export function defaultDemosDir(): string {

@@ -1,6 +1,6 @@
 import type { FastifyInstance } from 'fastify';
-import type { ServerContext } from '../context';
-import { HttpError } from '../errors';
+import type { ServerContext } from '../../shared/context';
+import { HttpError } from '../../shared/errors';
 
 /**
  * Registers the open operational routes: `/health` (liveness: 200 while the process serves HTTP), `/ready`

@@ -2,11 +2,11 @@ import { randomUUID } from 'node:crypto';
 import type { FastifyInstance } from 'fastify';
 import type { Subscription } from 'rxjs';
 import type { OmniEvent } from '../../../src/request/omni-event';
-import type { ServerContext } from '../context';
-import { fromErrorEvent, HttpError } from '../errors';
+import type { ServerContext } from '../../shared/context';
+import { fromErrorEvent, HttpError } from '../../shared/errors';
 import { encodePng } from '../png';
-import { httpFieldOf, ImageGenerateBodySchema, parseBody, toImageRequest } from '../video-request';
-import { admitting, loadModel } from './shared';
+import { httpFieldOf, ImageGenerateBodySchema, parseBody, toImageRequest } from '../../shared/video-request';
+import { admitting, loadModel } from '../../shared/admission';
 
 /**
  * Registers `POST /v1/images/generations`: runs a T2I request to its end and answers OpenAI's images shape,

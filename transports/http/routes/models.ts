@@ -1,6 +1,6 @@
 import type { FastifyInstance } from 'fastify';
-import type { ServerContext } from '../context';
-import { HttpError } from '../errors';
+import type { ServerContext } from '../../shared/context';
+import { HttpError } from '../../shared/errors';
 
 /**
  * Registers `GET /v1/models` (OpenAI list shape) and `GET /v1/models/{id}` (one model object; 404 `not_found` with

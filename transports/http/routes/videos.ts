@@ -2,12 +2,12 @@ import { randomUUID } from 'node:crypto';
 import { createReadStream } from 'node:fs';
 import type { FastifyInstance, FastifyRequest } from 'fastify';
 import { z } from 'zod';
-import type { ServerContext } from '../context';
-import { fromErrorEvent, HttpError } from '../errors';
-import { VideoJob } from '../jobs';
+import type { ServerContext } from '../../shared/context';
+import { fromErrorEvent, HttpError } from '../../shared/errors';
+import { VideoJob, type JobTable } from '../jobs';
 import { streamSse } from '../sse';
-import { coerceFormFields, httpFieldOf, parseBody, toVideoRequest, VideoCreateBodySchema } from '../video-request';
-import { admitting, loadModel } from './shared';
+import { coerceFormFields, httpFieldOf, parseBody, toVideoRequest, VideoCreateBodySchema } from '../../shared/video-request';
+import { admitting, loadModel } from '../../shared/admission';
 
 const ListQuerySchema = z.strictObject({
   limit: z.coerce.number({ error: 'limit must be an integer from 1 to 100' }).int().min(1).max(100).optional(),
@@ -53,8 +53,16 @@ async function readFormParts(req: FastifyRequest): Promise<Record<string, unknow
   return out;
 }
 
+/** What the video job routes use besides the server's context. */
+export interface VideoRouteContext extends ServerContext {
+  /** The server's video jobs and their stored MP4s. */
+  jobs: JobTable;
+  /** Longest wait of `POST /v1/videos` for the engine to admit (or reject) a job before answering `queued`, ms. */
+  admitWaitMs: number;
+}
+
 /** Registers the video job routes: create, list, retrieve, content, events (SSE) and delete. */
-export function registerVideoRoutes(app: FastifyInstance, ctx: ServerContext): void {
+export function registerVideoRoutes(app: FastifyInstance, ctx: VideoRouteContext): void {
   const jobOr404 = (id: string) => {
     const job = ctx.jobs.get(id);
     if (job === undefined) throw HttpError.of('not_found', `no video job '${id.slice(0, 128)}'`, 'id');
