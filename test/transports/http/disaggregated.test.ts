@@ -2,48 +2,51 @@
  * The HTTP server on a disaggregated deployment (Encode → Denoise → Decode stages, in-process connector): a video
  * job runs to a playable MP4 with the monolithic server's frames, a world session streams over `/v1/stream` with
  * actions and a flush, and an action the model cannot take is refused by name while the session keeps running.
+ * The HTTP requests go through `app.inject()`; the `/v1/stream` sessions need the listening socket.
  */
 import { execFileSync } from 'node:child_process';
 import { mkdtempSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import * as path from 'node:path';
+import type { FastifyInstance } from 'fastify';
 import { parseDeployConfig } from '../../../src/placement/deploy-config';
 import { expectH264Mp4 } from '../../media/helpers';
 import { makeModelsDir, tinyWorldSpec } from '../../helpers/tiny-model';
 import { StreamClient } from '../ws/stream-client';
-import { startServer, type TestServer } from './helpers';
+import { createApp, startServer, type TestServer } from './helpers';
 
 const SESSIONS = { chunkFrames: 1, sinkFrames: 1, localWindowFrames: 2, steps: 2, maxSessions: 2 };
 
 let disagg: TestServer;
-let mono: TestServer;
+/** The monolithic deployment, for its frames: HTTP only, so it does not listen. */
+let mono: FastifyInstance;
 let dir: string;
 
 beforeAll(async () => {
   const modelsDir = await makeModelsDir([{ spec: tinyWorldSpec(), seed: 3 }]);
   const base = { schemaVersion: 1, modelsDir, defaultModel: 'tiny', sessions: SESSIONS };
   disagg = await startServer({ modelsDir, deploy: parseDeployConfig({ ...base, topology: { kind: 'disaggregated', connector: 'in-process' } }) });
-  mono = await startServer({ modelsDir, deploy: parseDeployConfig(base) });
+  mono = await createApp({ modelsDir, deploy: parseDeployConfig(base) });
   dir = mkdtempSync(path.join(tmpdir(), 'omnirx-disagg-http-'));
 });
 
 afterAll(async () => {
   await disagg.app.close();
-  await mono.app.close();
+  await mono.close();
 });
 
 /** Runs a video job to completion; returns the job object and the path of its downloaded MP4. */
-async function videoJob(s: TestServer, name: string, body: Record<string, unknown>): Promise<{ job: Record<string, unknown>; file: string }> {
-  const res = await fetch(`${s.origin}/v1/videos`, { method: 'POST', headers: { 'content-type': 'application/json' }, body: JSON.stringify(body) });
-  expect(res.status).toBe(200);
-  let job = (await res.json()) as Record<string, unknown>;
+async function videoJob(app: FastifyInstance, name: string, body: Record<string, unknown>): Promise<{ job: Record<string, unknown>; file: string }> {
+  const res = await app.inject({ method: 'POST', url: '/v1/videos', headers: { 'content-type': 'application/json' }, payload: JSON.stringify(body) });
+  expect(res.statusCode).toBe(200);
+  let job = res.json() as Record<string, unknown>;
   while (job.status === 'queued' || job.status === 'in_progress') {
     await new Promise((r) => setTimeout(r, 20));
-    job = (await (await fetch(`${s.origin}/v1/videos/${String(job.id)}`)).json()) as Record<string, unknown>;
+    job = (await app.inject({ url: `/v1/videos/${String(job.id)}` })).json() as Record<string, unknown>;
   }
-  const content = await fetch(`${s.origin}/v1/videos/${String(job.id)}/content`);
+  const content = await app.inject({ url: `/v1/videos/${String(job.id)}/content` });
   const file = path.join(dir, `${name}.mp4`);
-  writeFileSync(file, Buffer.from(await content.arrayBuffer()));
+  writeFileSync(file, content.rawPayload);
   return { job, file };
 }
 
@@ -54,14 +57,14 @@ function decodedFrames(file: string): Buffer {
 
 describe('omnirx serve on a disaggregated deployment', () => {
   it('serves the deployment the config names: stages behind the front, the models from their model.json', async () => {
-    const models = (await (await fetch(`${disagg.origin}/v1/models`)).json()) as { data: Array<{ id: string }> };
+    const models = (await disagg.app.inject({ url: '/v1/models' })).json() as { data: Array<{ id: string }> };
     expect(models.data.map((m) => m.id)).toEqual(['tiny', 'tiny-world']);
-    expect(await (await fetch(`${disagg.origin}/ready`)).json()).toEqual({ status: 'ready', queued: 0, running: 0, memoryBytes: 0, sessions: 0 });
+    expect((await disagg.app.inject({ url: '/ready' })).json()).toEqual({ status: 'ready', queued: 0, running: 0, memoryBytes: 0, sessions: 0 });
   });
 
   it('a video job over HTTP completes with an H.264 MP4 whose frames equal the monolithic server’s', async () => {
     const body = { prompt: 'a red ball', seed: 11, num_frames: 3, fps: 6 };
-    const d = await videoJob(disagg, 'disagg', body);
+    const d = await videoJob(disagg.app, 'disagg', body);
     expect(d.job).toMatchObject({ status: 'completed', progress: 100, seed: 11, num_frames: 3, fps: 6, size: '16x16', error: null });
     expectH264Mp4(d.file, { width: 16, height: 16, frames: 3, fps: 6 });
     const m = await videoJob(mono, 'mono', body);

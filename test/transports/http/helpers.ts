@@ -3,6 +3,14 @@ import { createServer, type ServerOptions } from '../../../transports/server';
 import { makeModelsDir } from '../../helpers/tiny-model';
 import { builtinFamilies } from '../../../src/families';
 
+// `app.inject()` loads light-my-request, which requires `cookie`; its v2 is an ES module that Jest cannot require on
+// Node 20. light-my-request needs it only for the `cookies` option of inject(), which no test here passes.
+jest.mock('cookie', () => ({
+  stringifySetCookie: () => {
+    throw new Error('inject() with cookies is not available in these tests (the cookie module is stubbed)');
+  },
+}));
+
 /** A listening test server on 127.0.0.1 with a random port, over an engine on the tiny test model. */
 export interface TestServer {
   app: FastifyInstance;
@@ -11,15 +19,28 @@ export interface TestServer {
   port: number;
 }
 
-/** Starts a server on the tiny model (default model `tiny`) and waits until its engine is up. */
-export async function startServer(options: ServerOptions = {}): Promise<TestServer> {
+/**
+ * Creates a server on the tiny model (default model `tiny`) and waits until its engine is up, without listening:
+ * requests go through `app.inject()`, no socket opened.
+ */
+export async function createApp(options: ServerOptions = {}): Promise<FastifyInstance> {
   const modelsDir = options.modelsDir ?? (await makeModelsDir());
   const app = await createServer({ families: builtinFamilies(), modelsDir, defaultModel: 'tiny', ...options });
   await app.omnirx.engineReady;
+  return app;
+}
+
+/** Starts `app` listening on 127.0.0.1 (random port). */
+export async function listen(app: FastifyInstance): Promise<TestServer> {
   await app.listen({ host: '127.0.0.1', port: 0 });
   const addr = app.server.address();
   if (addr === null || typeof addr === 'string') throw new Error('the server has no TCP address');
   return { app, origin: `http://127.0.0.1:${addr.port}`, port: addr.port };
+}
+
+/** Starts a server on the tiny model (default model `tiny`), waits until its engine is up, and listens. */
+export async function startServer(options: ServerOptions = {}): Promise<TestServer> {
+  return listen(await createApp(options));
 }
 
 /** One parsed Server-Sent Event. */

@@ -1,22 +1,33 @@
+/**
+ * Hostile input against one server. What an HTTP response shows goes through `app.inject()`; what only a socket can
+ * carry (bytes Node's HTTP parser refuses, upgrades, CONNECT, connections dropped half-way) goes over a real one.
+ */
 import { connect } from 'node:net';
-import { startServer, type TestServer } from './helpers';
+import type { FastifyInstance } from 'fastify';
+import { createApp, listen, type TestServer } from './helpers';
 
 const KEY = 'k-hostile';
-let server: TestServer;
+let app: FastifyInstance;
 
 beforeAll(async () => {
-  server = await startServer({ apiKey: KEY, bodyLimitBytes: 4096, maxUploadBytes: 1024 });
+  app = await createApp({ apiKey: KEY, bodyLimitBytes: 4096, maxUploadBytes: 1024 });
 });
 
 afterAll(async () => {
-  await server.app.close();
+  await app.close();
 });
 
 const auth = { authorization: `Bearer ${KEY}` };
 
+async function get(url: string, headers: Record<string, string> = auth): Promise<{ status: number; json: Record<string, any> }> {
+  const res = await app.inject({ method: 'GET', url, headers });
+  return { status: res.statusCode, json: res.json() as Record<string, any> };
+}
+
 async function post(pathname: string, body: string | FormData, headers: Record<string, string> = { 'content-type': 'application/json' }): Promise<{ status: number; json: Record<string, any> }> {
-  const res = await fetch(`${server.origin}${pathname}`, { method: 'POST', body, headers: { ...auth, ...headers } });
-  return { status: res.status, json: (await res.json()) as Record<string, any> };
+  // A string goes as a Buffer so that an empty body is sent as one (Content-Length: 0), as fetch sends it.
+  const res = await app.inject({ method: 'POST', url: pathname, payload: typeof body === 'string' ? Buffer.from(body) : body, headers: { ...auth, ...headers } });
+  return { status: res.statusCode, json: res.json() as Record<string, any> };
 }
 
 const postJson = (body: unknown) => post('/v1/videos', JSON.stringify(body));
@@ -46,58 +57,13 @@ describe('hostile input gets a clear 4xx in the error shape, and the server keep
     expect(deep.json.error.param).toBe(['x', ...Array<string>(1000).fill('0'), '__proto__'].join('.'));
   });
 
-  it('what the HTTP parser refuses (oversized headers, a garbage request line, a bad Content-Length) → the error shape', async () => {
-    const raw = (request: string) =>
-      new Promise<string>((resolve, reject) => {
-        const s = connect(server.port, '127.0.0.1', () => s.write(request));
-        let got = '';
-        s.on('data', (d) => (got += d.toString('latin1')));
-        s.on('close', () => resolve(got));
-        s.on('error', reject);
-      });
-    const parse = (res: string) => ({ status: Number(res.split(' ')[1]), body: JSON.parse(res.slice(res.indexOf('\r\n\r\n') + 4)) });
-    const big = parse(await raw(`GET /health HTTP/1.1\r\nHost: x\r\nX-Big: ${'a'.repeat(20_000)}\r\n\r\n`));
-    expect(big).toEqual({ status: 431, body: { error: { type: 'invalid_request_error', code: 'headers_too_large', message: expect.stringMatching(/limit of \d+ bytes/), param: null } } });
-    for (const request of ['GARBAGE / HTTP/1.1\r\nHost: x\r\n\r\n', 'POST /v1/videos HTTP/1.1\r\nHost: x\r\nContent-Length: abc\r\n\r\n']) {
-      const r = parse(await raw(request));
-      expect({ request, status: r.status, code: r.body.error.code, type: r.body.error.type }).toEqual({ request, status: 400, code: 'malformed_request', type: 'invalid_request_error' });
-      expect(r.body.error.message).toMatch(/^the request is not valid HTTP\/1\.1 \(HPE_/);
-    }
-    expect((await fetch(`${server.origin}/health`)).status).toBe(200);
-  });
-
-  it('upgrades other than a valid WebSocket handshake on a WebSocket path, and CONNECT, get the error shape', async () => {
-    const raw = (request: string) =>
-      new Promise<{ status: number; body: any }>((resolve, reject) => {
-        const s = connect(server.port, '127.0.0.1', () => s.write(request));
-        let got = '';
-        s.on('data', (d) => (got += d.toString('latin1')));
-        s.on('close', () => resolve({ status: Number(got.split(' ')[1]), body: JSON.parse(got.slice(got.indexOf('\r\n\r\n') + 4)) }));
-        s.on('error', reject);
-      });
-    const ws = 'Connection: Upgrade\r\nUpgrade: websocket\r\nSec-WebSocket-Version: 13\r\n';
-    const key = 'Sec-WebSocket-Key: dGhlIHNhbXBsZSBub25jZQ==\r\n';
-    const cases: Array<[string, string, number, string]> = [
-      ['h2c', 'GET /health HTTP/1.1\r\nHost: x\r\nConnection: Upgrade, HTTP2-Settings\r\nUpgrade: h2c\r\n\r\n', 400, 'malformed_request'],
-      ['unknown path', `GET /v1/nothere HTTP/1.1\r\nHost: x\r\n${ws}${key}\r\n`, 404, 'not_found'],
-      ['no key', `GET /v1/rtc?token=${KEY} HTTP/1.1\r\nHost: x\r\n${ws}\r\n`, 400, 'malformed_request'],
-      ['bad token', `GET /v1/rtc?token=nope HTTP/1.1\r\nHost: x\r\n${ws}${key}\r\n`, 401, 'unauthorized'],
-      ['CONNECT', 'CONNECT evil:443 HTTP/1.1\r\nHost: evil:443\r\n\r\n', 405, 'method_not_allowed'],
-    ];
-    for (const [what, request, status, code] of cases) {
-      const r = await raw(request);
-      expect({ what, status: r.status, code: r.body.error.code, message: typeof r.body.error.message }).toEqual({ what, status, code, message: 'string' });
-    }
-    expect((await fetch(`${server.origin}/health`)).status).toBe(200);
-  });
-
   it('a path id over 256 characters → 414 uri_too_long with a short message; up to 256 → 404 naming the field', async () => {
-    const long = await fetch(`${server.origin}/v1/models/${'m'.repeat(10_000)}`, { headers: auth });
-    const body = (await long.json()) as any;
+    const long = await get(`/v1/models/${'m'.repeat(10_000)}`);
+    const body = long.json as any;
     expect([long.status, body.error.code]).toEqual([414, 'uri_too_long']);
     expect(body.error.message.length).toBeLessThan(200);
-    const id = await fetch(`${server.origin}/v1/models/${'m'.repeat(200)}`, { headers: auth });
-    expect([id.status, ((await id.json()) as any).error.param]).toEqual([404, 'model']);
+    const id = await get(`/v1/models/${'m'.repeat(200)}`);
+    expect([id.status, id.json.error.param]).toEqual([404, 'model']);
   });
 
   it('a multipart field named after an Object.prototype property → 400 saying so', async () => {
@@ -117,9 +83,9 @@ describe('hostile input gets a clear 4xx in the error shape, and the server keep
 
   it('a URL that is not valid percent-encoding → 400 in the error shape', async () => {
     for (const p of ['/v1/videos/%ff', '/demos/%ff']) {
-      const res = await fetch(`${server.origin}${p}`, { headers: auth });
+      const res = await get(p);
       expect(res.status).toBe(400);
-      expect(((await res.json()) as { error: { code: string } }).error).toMatchObject({ type: 'invalid_request_error', code: 'invalid_body' });
+      expect((res.json as { error: { code: string } }).error).toMatchObject({ type: 'invalid_request_error', code: 'invalid_body' });
     }
   });
 
@@ -188,8 +154,8 @@ describe('hostile input gets a clear 4xx in the error shape, and the server keep
     // A wrong type says what is taken, not zod's "Invalid input"; so does a list query's bad limit.
     const obj = await postJson({ prompt: 'a', seconds: {} });
     expect(obj.json.error.message).toMatch(/seconds must be a number of seconds or a string of one, e\.g\. 4 or "4"/);
-    const limit = await fetch(`${server.origin}/v1/videos?limit=abc`, { headers: auth });
-    expect([limit.status, ((await limit.json()) as any).error]).toEqual([400, expect.objectContaining({ param: 'limit', message: expect.stringMatching(/limit must be an integer from 1 to 100/) })]);
+    const limit = await get('/v1/videos?limit=abc');
+    expect([limit.status, limit.json.error]).toEqual([400, expect.objectContaining({ param: 'limit', message: expect.stringMatching(/limit must be an integer from 1 to 100/) })]);
     // An engine-side rejection names the HTTP field first in its message, then the request path it maps to.
     const steps = await postJson({ prompt: 'a', num_inference_steps: 1000 });
     expect(steps.json.error.message).toMatch(/^num_inference_steps \(diffusion\.numInferenceSteps\): /);
@@ -240,19 +206,19 @@ describe('hostile input gets a clear 4xx in the error shape, and the server keep
     const r = await postJson({ prompt: 'a', model: 'nope' });
     expect(r.status).toBe(404);
     expect(r.json.error).toMatchObject({ param: 'model', code: 'OMNIRX_ERR_UNKNOWN_MODEL', type: 'not_found_error' });
-    const missing = await fetch(`${server.origin}/v1/videos/video_missing`, { headers: auth });
+    const missing = await get('/v1/videos/video_missing');
     expect(missing.status).toBe(404);
-    expect(((await missing.json()) as any).error.code).toBe('not_found');
-    const noRoute = await fetch(`${server.origin}/v2/whatever`, { headers: auth });
+    expect(missing.json.error.code).toBe('not_found');
+    const noRoute = await get('/v2/whatever');
     expect(noRoute.status).toBe(404);
     // A long job: its content is not there yet (409) until it completes; then it is cancelled.
     const job = await postJson({ prompt: 'a', size: '40x40', num_frames: 40, num_inference_steps: 50, guidance_scale: 1 });
     expect(job.status).toBe(200);
-    const content = await fetch(`${server.origin}/v1/videos/${job.json.id}/content`, { headers: auth });
+    const content = await get(`/v1/videos/${job.json.id}/content`);
     expect(content.status).toBe(409);
-    expect(((await content.json()) as any).error).toMatchObject({ code: 'not_ready', type: 'conflict_error' });
-    const del = await fetch(`${server.origin}/v1/videos/${job.json.id}`, { method: 'DELETE', headers: auth });
-    expect(del.status).toBe(200);
+    expect(content.json.error).toMatchObject({ code: 'not_ready', type: 'conflict_error' });
+    const del = await app.inject({ method: 'DELETE', url: `/v1/videos/${job.json.id}`, headers: auth });
+    expect(del.statusCode).toBe(200);
   });
 
   it('images: n other than 1, a url response_format and an empty or blank prompt → 400 naming the field', async () => {
@@ -270,11 +236,63 @@ describe('hostile input gets a clear 4xx in the error shape, and the server keep
 
   it('auth: a missing or wrong bearer token → 401 on /v1; health, ready and metrics stay open', async () => {
     for (const headers of [{}, { authorization: 'Bearer wrong' }, { authorization: KEY }] as Array<Record<string, string>>) {
-      const r = await fetch(`${server.origin}/v1/models`, { headers });
+      const r = await get('/v1/models', headers);
       expect(r.status).toBe(401);
-      expect(((await r.json()) as any).error).toMatchObject({ type: 'authentication_error', code: 'unauthorized' });
+      expect(r.json.error).toMatchObject({ type: 'authentication_error', code: 'unauthorized' });
     }
-    for (const p of ['/health', '/ready', '/metrics']) expect((await fetch(`${server.origin}${p}`)).status).toBe(200);
+    for (const p of ['/health', '/ready', '/metrics']) expect((await app.inject({ url: p })).statusCode).toBe(200);
+  });
+});
+
+describe('on a real socket: what the HTTP parser refuses, stray upgrades, CONNECT and dropped connections; the server keeps serving', () => {
+  let server: TestServer;
+  beforeAll(async () => {
+    server = await listen(app);
+  });
+
+  it('what the HTTP parser refuses (oversized headers, a garbage request line, a bad Content-Length) → the error shape', async () => {
+    const raw = (request: string) =>
+      new Promise<string>((resolve, reject) => {
+        const s = connect(server.port, '127.0.0.1', () => s.write(request));
+        let got = '';
+        s.on('data', (d) => (got += d.toString('latin1')));
+        s.on('close', () => resolve(got));
+        s.on('error', reject);
+      });
+    const parse = (res: string) => ({ status: Number(res.split(' ')[1]), body: JSON.parse(res.slice(res.indexOf('\r\n\r\n') + 4)) });
+    const big = parse(await raw(`GET /health HTTP/1.1\r\nHost: x\r\nX-Big: ${'a'.repeat(20_000)}\r\n\r\n`));
+    expect(big).toEqual({ status: 431, body: { error: { type: 'invalid_request_error', code: 'headers_too_large', message: expect.stringMatching(/limit of \d+ bytes/), param: null } } });
+    for (const request of ['GARBAGE / HTTP/1.1\r\nHost: x\r\n\r\n', 'POST /v1/videos HTTP/1.1\r\nHost: x\r\nContent-Length: abc\r\n\r\n']) {
+      const r = parse(await raw(request));
+      expect({ request, status: r.status, code: r.body.error.code, type: r.body.error.type }).toEqual({ request, status: 400, code: 'malformed_request', type: 'invalid_request_error' });
+      expect(r.body.error.message).toMatch(/^the request is not valid HTTP\/1\.1 \(HPE_/);
+    }
+    expect((await fetch(`${server.origin}/health`)).status).toBe(200);
+  });
+
+  it('upgrades other than a valid WebSocket handshake on a WebSocket path, and CONNECT, get the error shape', async () => {
+    const raw = (request: string) =>
+      new Promise<{ status: number; body: any }>((resolve, reject) => {
+        const s = connect(server.port, '127.0.0.1', () => s.write(request));
+        let got = '';
+        s.on('data', (d) => (got += d.toString('latin1')));
+        s.on('close', () => resolve({ status: Number(got.split(' ')[1]), body: JSON.parse(got.slice(got.indexOf('\r\n\r\n') + 4)) }));
+        s.on('error', reject);
+      });
+    const ws = 'Connection: Upgrade\r\nUpgrade: websocket\r\nSec-WebSocket-Version: 13\r\n';
+    const key = 'Sec-WebSocket-Key: dGhlIHNhbXBsZSBub25jZQ==\r\n';
+    const cases: Array<[string, string, number, string]> = [
+      ['h2c', 'GET /health HTTP/1.1\r\nHost: x\r\nConnection: Upgrade, HTTP2-Settings\r\nUpgrade: h2c\r\n\r\n', 400, 'malformed_request'],
+      ['unknown path', `GET /v1/nothere HTTP/1.1\r\nHost: x\r\n${ws}${key}\r\n`, 404, 'not_found'],
+      ['no key', `GET /v1/rtc?token=${KEY} HTTP/1.1\r\nHost: x\r\n${ws}\r\n`, 400, 'malformed_request'],
+      ['bad token', `GET /v1/rtc?token=nope HTTP/1.1\r\nHost: x\r\n${ws}${key}\r\n`, 401, 'unauthorized'],
+      ['CONNECT', 'CONNECT evil:443 HTTP/1.1\r\nHost: evil:443\r\n\r\n', 405, 'method_not_allowed'],
+    ];
+    for (const [what, request, status, code] of cases) {
+      const r = await raw(request);
+      expect({ what, status: r.status, code: r.body.error.code, message: typeof r.body.error.message }).toEqual({ what, status, code, message: 'string' });
+    }
+    expect((await fetch(`${server.origin}/health`)).status).toBe(200);
   });
 
   it('100 rapid connects and disconnects (some with half a request or garbage), then a normal request succeeds', async () => {

@@ -1,5 +1,10 @@
+/**
+ * A server's life: job events over SSE, metrics, drain and close, the queue's bound. SSE streams and what closing the
+ * listener does go over a real socket; what a response alone shows goes through `app.inject()`.
+ */
+import type { FastifyInstance } from 'fastify';
 import { PNG } from 'pngjs';
-import { startServer, readSse, type TestServer } from './helpers';
+import { createApp, startServer, readSse, type TestServer } from './helpers';
 import { makeModelsDir, poisonWithNaN, tinySpec } from '../../helpers/tiny-model';
 import { createServer } from '../../../transports/server';
 import { parseServeArgs } from '../../../src/cli/serve';
@@ -16,6 +21,13 @@ async function createJob(s: TestServer, body: Record<string, unknown>): Promise<
   const res = await fetch(`${s.origin}/v1/videos`, { method: 'POST', headers: { 'content-type': 'application/json' }, body: JSON.stringify(body) });
   expect(res.status).toBe(200);
   return (await res.json()) as Record<string, any>;
+}
+
+/** Creates a video job through `app.inject()`; expects 200 and returns the job object. */
+async function injectJob(app: FastifyInstance, body: Record<string, unknown>): Promise<Record<string, any>> {
+  const res = await app.inject({ method: 'POST', url: '/v1/videos', headers: { 'content-type': 'application/json' }, payload: JSON.stringify(body) });
+  expect(res.statusCode).toBe(200);
+  return res.json() as Record<string, any>;
 }
 
 /** The value of a metric line `name{labels} value` in Prometheus text, or undefined. */
@@ -90,16 +102,17 @@ describe('SSE job events', () => {
 
 describe('metrics', () => {
   it('queue, step-time, latency and failure metrics change after a job and a rejected request', async () => {
-    const s = await startServer({ modelsDir });
+    const app = await createApp({ modelsDir });
     try {
-      const before = await (await fetch(`${s.origin}/metrics`)).text();
+      const before = (await app.inject({ url: '/metrics' })).body;
       expect(metric(before, 'omnirx_step_duration_seconds_count')).toBe(0);
       expect(before).toContain('# TYPE omnirx_queue_depth gauge');
       expect(metric(before, 'omnirx_running')).toBe(0);
-      const job = await createJob(s, { prompt: 'a', size: '8x8', num_frames: 2, num_inference_steps: 3 });
-      await readSse(`${s.origin}/v1/videos/${job.id}/events`);
-      await fetch(`${s.origin}/v1/videos`, { method: 'POST', headers: { 'content-type': 'application/json' }, body: '{' });
-      const after = await (await fetch(`${s.origin}/metrics`)).text();
+      const job = await injectJob(app, { prompt: 'a', size: '8x8', num_frames: 2, num_inference_steps: 3 });
+      // The job's event stream ends with the job: inject() answers once it has.
+      await app.inject({ url: `/v1/videos/${job.id}/events` });
+      await app.inject({ method: 'POST', url: '/v1/videos', headers: { 'content-type': 'application/json' }, payload: '{' });
+      const after = (await app.inject({ url: '/metrics' })).body;
       expect(metric(after, 'omnirx_step_duration_seconds_count')).toBe(3);
       expect(metric(after, 'omnirx_jobs_total{status="completed"}')).toBe(1);
       expect(metric(after, 'omnirx_failures_total{code="invalid_json"}')).toBe(1);
@@ -111,7 +124,7 @@ describe('metrics', () => {
       expect(metric(await other.omnirx.metrics.registry.metrics(), 'omnirx_jobs_total{status="completed"}')).toBeUndefined();
       await other.close();
     } finally {
-      await s.app.close();
+      await app.close();
     }
   });
 });
@@ -135,11 +148,11 @@ describe('drain', () => {
   });
 
   it('fails the jobs still running when the wait runs out', async () => {
-    const s = await startServer({ modelsDir });
-    const job = await createJob(s, { prompt: 'a', size: '40x40', num_frames: 40, num_inference_steps: 50, guidance_scale: 1 });
-    const jobs = s.app.omnirx.jobs;
+    const app = await createApp({ modelsDir });
+    const job = await injectJob(app, { prompt: 'a', size: '40x40', num_frames: 40, num_inference_steps: 50, guidance_scale: 1 });
+    const jobs = app.omnirx.jobs;
     const record = jobs.get(job.id)!;
-    expect(await s.app.omnirx.drain(0)).toEqual({ finished: 0, failed: 1 });
+    expect(await app.omnirx.drain(0)).toEqual({ finished: 0, failed: 1 });
     expect(record.status).toBe('failed');
     expect(record.error).toEqual({ code: 'OMNIRX_ERR_UNAVAILABLE', message: 'the server shut down before the job finished' });
   });
@@ -160,16 +173,15 @@ describe('drain', () => {
   it('answers 503 on /ready and new work while the engine is not up', async () => {
     let up!: (e: never) => void;
     const app = await createServer({ engine: new Promise((resolve) => (up = resolve as never)) });
-    const origin = await app.listen({ host: '127.0.0.1', port: 0 });
-    const ready = await fetch(`${origin}/ready`);
-    expect(ready.status).toBe(503);
-    const create = await fetch(`${origin}/v1/videos`, { method: 'POST', headers: { 'content-type': 'application/json' }, body: JSON.stringify({ prompt: 'a' }) });
-    expect(create.status).toBe(503);
-    expect(((await create.json()) as any).error.code).toBe('OMNIRX_ERR_UNAVAILABLE');
-    expect((await fetch(`${origin}/health`)).status).toBe(200);
+    const ready = await app.inject({ url: '/ready' });
+    expect(ready.statusCode).toBe(503);
+    const create = await app.inject({ method: 'POST', url: '/v1/videos', headers: { 'content-type': 'application/json' }, payload: JSON.stringify({ prompt: 'a' }) });
+    expect(create.statusCode).toBe(503);
+    expect((create.json() as any).error.code).toBe('OMNIRX_ERR_UNAVAILABLE');
+    expect((await app.inject({ url: '/health' })).statusCode).toBe(200);
     up({ generate: () => { throw new Error('unused'); }, listModels: () => ['m'], stats: () => ({ queued: 0, running: 0 }), models: { get: () => Promise.reject(new Error('unused')) }, close: async () => undefined } as never);
     await app.omnirx.engineReady;
-    expect((await fetch(`${origin}/ready`)).status).toBe(200);
+    expect((await app.inject({ url: '/ready' })).statusCode).toBe(200);
     await app.close();
   });
 });
@@ -177,17 +189,17 @@ describe('drain', () => {
 describe('queue full', () => {
   it('answers 429 OMNIRX_ERR_QUEUE_FULL when the engine queue is at its bound, and the job is not listed', async () => {
     const engine = await Engine.create({ families: builtinFamilies(), modelsDir, defaultModel: 'tiny', maxRunning: 1, maxQueued: 0 });
-    const s = await startServer({ engine });
+    const app = await createApp({ engine });
     try {
-      const long = await createJob(s, { prompt: 'a', size: '40x40', num_frames: 40, num_inference_steps: 50, guidance_scale: 1 });
+      const long = await injectJob(app, { prompt: 'a', size: '40x40', num_frames: 40, num_inference_steps: 50, guidance_scale: 1 });
       expect(long.status).toBe('in_progress');
-      const res = await fetch(`${s.origin}/v1/videos`, { method: 'POST', headers: { 'content-type': 'application/json' }, body: JSON.stringify({ prompt: 'b' }) });
-      expect(res.status).toBe(429);
-      expect(((await res.json()) as any).error).toMatchObject({ type: 'rate_limit_error', code: 'OMNIRX_ERR_QUEUE_FULL' });
-      const list = (await (await fetch(`${s.origin}/v1/videos`)).json()) as { data: Array<{ id: string }> };
+      const res = await app.inject({ method: 'POST', url: '/v1/videos', headers: { 'content-type': 'application/json' }, payload: JSON.stringify({ prompt: 'b' }) });
+      expect(res.statusCode).toBe(429);
+      expect((res.json() as any).error).toMatchObject({ type: 'rate_limit_error', code: 'OMNIRX_ERR_QUEUE_FULL' });
+      const list = (await app.inject({ url: '/v1/videos' })).json() as { data: Array<{ id: string }> };
       expect(list.data.map((v) => v.id)).toEqual([long.id]);
     } finally {
-      await s.app.close();
+      await app.close();
     }
   });
 });
