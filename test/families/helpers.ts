@@ -1,7 +1,7 @@
 import { mkdirSync, mkdtempSync, readdirSync, readFileSync, rmSync, symlinkSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import * as path from 'node:path';
-import type { OmniEvent, OmniOutput } from 'omnirx';
+import type { OmniEvent, OmniOutput, OmniRequestInput } from 'omnirx';
 import * as ts from 'typescript';
 import { makeModelsDir } from '../helpers/tiny-model';
 import { toySpec, writeToyModel } from './toy-image';
@@ -59,3 +59,10 @@ export function compileToyFamily(): { index: string; cleanup: () => void } {
     throw e;
   }
 }
+
+/** Toy-image requests that exercise each path of the family: guided, unguided (no negative embedding) and re-noised. */
+export const TOY_REQUESTS: OmniRequestInput[] = [
+  { model: 'toy', task: 'T2I', inputs: { prompt: 'a red fox in the snow' }, diffusion: { width: 24, height: 16, seed: 7 } },
+  { model: 'toy', task: 'T2I', inputs: { prompt: 'a blue whale at dusk', negativePrompt: 'blurry' }, diffusion: { seed: 8, guidanceScale: 1, numInferenceSteps: 3 } },
+  { model: 'toy', task: 'T2I', inputs: { prompt: 'green hills' }, diffusion: { width: 16, height: 32, seed: 9, eta: 0.5, guidanceInterval: [0, 0.5] } },
+];
