@@ -407,7 +407,7 @@ describe('a short training run', () => {
     // the checkpoint names the code that wrote it: the digests of the files the run loaded, the spec it parsed among them
     const meta = spawnSync(PYTHON, ['-c', "import sys, torch; print(torch.load(sys.argv[1], weights_only=True)['meta'])", path.join(stopped, 'checkpoint.pt')], { encoding: 'utf8' });
     const code = JSON.parse(meta.stdout).code as Record<string, string>;
-    for (const file of ['tools/train/train.py', 'tools/train/procedural_world.py', 'tools/reference/omnirx_reference.py', 'src/models/default-spec.ts']) {
+    for (const file of ['tools/train/train.py', 'tools/train/procedural_world.py', 'tools/reference/omnirx_reference.py', 'src/families/wan/default-spec.ts']) {
       expect(code[file]).toBe(createHash('sha256').update(readFileSync(path.join(ROOT, file))).digest('hex'));
     }
     const log = () => readFileSync(path.join(stopped, 'train_log.jsonl'));

@@ -1,5 +1,5 @@
 """
-The embedded default's architecture (src/models/default-spec.ts ``defaultModelSpec``) and tokenizer words
+The embedded default's architecture (src/families/wan/default-spec.ts ``defaultModelSpec``) and tokenizer words
 (``DEFAULT_WORDS``), as the training recipe needs them.
 
 The words are read from the TypeScript source so the two cannot drift; the spec is mirrored here (the trained
@@ -15,11 +15,11 @@ import re
 from typing import List
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
-DEFAULT_SPEC_TS = os.path.join(ROOT, "src", "models", "default-spec.ts")
+DEFAULT_SPEC_TS = os.path.join(ROOT, "src", "families", "wan", "default-spec.ts")
 
 
 def default_words() -> List[str]:
-    """``DEFAULT_WORDS`` of src/models/default-spec.ts, in order (the tokenizer's word ids are 259 + index)."""
+    """``DEFAULT_WORDS`` of src/families/wan/default-spec.ts, in order (the tokenizer's word ids are 259 + index)."""
     with open(DEFAULT_SPEC_TS, encoding="utf-8") as f:
         src = f.read()
     body = re.search(r"DEFAULT_WORDS: readonly string\[\] = \[(.*?)\];", src, re.S)

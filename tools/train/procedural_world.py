@@ -7,7 +7,7 @@ square) and up to three static obstacles (blocks) of one colour. Each frame f th
 ``ACTION_KEYS``); a move that would enter a wall or an obstacle is not made (the agent stops). Frame f shows the
 position after action a_f, so a_f is the displacement from frame f−1 to frame f (frame 0 from the start position).
 
-Scenes and prompts come from a grammar using only words of ``DEFAULT_WORDS`` (src/models/default-spec.ts), e.g.
+Scenes and prompts come from a grammar using only words of ``DEFAULT_WORDS`` (src/families/wan/default-spec.ts), e.g.
 "a red ball in a dark blue room with two yellow blocks". Everything is a pure function of the seed (numpy
 ``default_rng``), so clips are reproducible.
 
