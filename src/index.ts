@@ -17,6 +17,11 @@ export type { Artifact, VideoArtifact, ImageArtifact, LatentsArtifact } from './
 export { DEFAULT_LIMITS, type RequestLimits } from './request/limits';
 export { OmniError, ERROR_CATALOGUE, type ErrorCode } from './errors';
 export { loadDeployConfig, parseDeployConfig, DeployConfigSchema, type DeployConfig, type DeployConfigInput, type DeployTask } from './placement/deploy-config';
+export { TopologySchema, type Topology, type TopologyInput } from './placement/topology';
+export { StageExecutor } from './placement/stage-executor';
+export type { StageHosting, StageSink } from './placement/stage-hosting';
+export type { StageMemory } from './placement/stage-host';
+export type { StageProcesses, StageProcessMemory } from './placement/stage-processes';
 export { CFGPolicy } from './pipeline/policies/cfg';
 export { ExpertRouting } from './pipeline/policies/expert-routing';
 export { FlowShiftPolicy } from './pipeline/policies/flow-shift';

@@ -19,7 +19,7 @@ import { SessionConfigSchema, type SessionConfig } from '../pipeline/session-con
 import { buildPipeline, type BuiltPipeline } from '../pipeline/spec';
 import type { DeployConfig, DeployTask } from '../placement/deploy-config';
 import { StageExecutor } from '../placement/stage-executor';
-import type { Topology } from '../placement/topology';
+import { TopologySchema, type Topology, type TopologyInput } from '../placement/topology';
 import { DEFAULT_LIMITS, type RequestLimits } from '../request/limits';
 import type { OmniEvent } from '../request/omni-event';
 import { createOmniRequestSchema, type OmniRequest, type OmniRequestInput, type Task } from '../request/omni-request';
@@ -71,8 +71,11 @@ export interface EngineOptions {
   caches?: Partial<CacheBudgets>;
   /** World-session settings (deploy config `sessions`). */
   sessions?: Partial<SessionConfig>;
-  /** Where admitted work runs (deploy config `topology`): in this process when absent or monolithic, else on Encode / Denoise / Decode stages. */
-  topology?: Topology;
+  /**
+   * Where admitted work runs (deploy config `topology`): in this process when absent or monolithic, else on Encode /
+   * Denoise / Decode stages; validated here (stage settings take their defaults).
+   */
+  topology?: TopologyInput;
   /** The compiled stage entry point of stage processes (tests). Default: `stage-main.js` beside the placement code. */
   stageEntry?: string;
 }
@@ -120,6 +123,17 @@ export function requestAdmittedEvent(requestId: string, p: ResolvedParams, estim
     params: { task, width, height, numFrames, fps, numInferenceSteps, guidanceScale, guidanceIntervalStart: guidanceInterval[0], guidanceIntervalEnd: guidanceInterval[1], flowShift, sampler, eta, seed, priority, ...(p.previewEvery !== undefined ? { previewEvery: p.previewEvery } : {}) },
     estimate,
   };
+}
+
+/**
+ * Validates a topology as a caller wrote it.
+ * @throws OmniError OMNIRX_ERR_CONFIG naming the field (`topology.<path>`).
+ */
+function parseTopology(input: TopologyInput): Topology {
+  const r = TopologySchema.safeParse(input);
+  if (r.success) return r.data;
+  const field = ['topology', ...r.error.issues[0].path.map(String)].join('.');
+  throw new OmniError('OMNIRX_ERR_CONFIG', `${field}: ${r.error.issues[0].message}`, { param: field });
 }
 
 /** Engine options that the deploy config carries, from a validated config (`loadDeployConfig`). */
@@ -196,7 +210,7 @@ export class Engine {
     const world = deployTasks.includes('WORLD');
     const budgets = CacheBudgetsSchema.parse({ ...options.caches, ...(options.featureCacheBytes !== undefined ? { featureCacheBytes: options.featureCacheBytes } : {}) });
     const load = options.matmulDtype === undefined ? {} : { matmulDtype: options.matmulDtype };
-    const t = options.topology;
+    const t = options.topology === undefined ? undefined : parseTopology(options.topology);
     const executor: Executor =
       t === undefined || t.kind === 'monolithic'
         ? new InProcessExecutor({ native, catalog, tasks, world, policies, budgets, load, scheduler: options.scheduler, batchWindowMs: options.batchWindowMs, costSeed: options.costSeed, steps: options.steps })
@@ -404,6 +418,9 @@ export class Engine {
   /** Reads the model's spec, resolves the request with its family and has the executor load the model, while it waits. */
   private async prepare(req: OmniRequest): Promise<Prepared> {
     const { spec, family } = await this.models.get(req.model);
+    if (!family.tasks.includes(req.task)) {
+      throw new OmniError('OMNIRX_ERR_UNSUPPORTED_VALUE', `model '${spec.id}' (family '${family.name}') serves ${family.tasks.join(', ')}, not ${req.task}`, { param: 'task' });
+    }
     const params = family.resolve(req, spec, { limits: this.limits, policies: this.policies });
     const pipeline = this.pipeline(family);
     pipeline.activeNodes(params);

@@ -11,6 +11,7 @@ export { FamilyRegistry } from '../pipeline/family/registry';
 export { ModelCatalog, defaultModelsDir, type CatalogEntry } from '../pipeline/family/catalog';
 export { loadFamilyModule } from '../pipeline/family/module';
 export type { LoadedModel, ModelLoadOptions } from '../pipeline/family/model';
+export type { NativeBinding, NativeTensor } from '../native/binding';
 export { DiffusionDefaultsSchema, ModelSpecBaseSchema, type DiffusionDefaults, type ModelSpecBase } from '../pipeline/family/model-spec';
 export {
   AdmittedSessionSchema,

@@ -34,6 +34,8 @@ export const TopologySchema = z.discriminatedUnion('kind', [
   }),
 ]);
 export type Topology = z.infer<typeof TopologySchema>;
+/** A topology as a caller writes it (defaults not yet applied). */
+export type TopologyInput = z.input<typeof TopologySchema>;
 export type DisaggregatedTopology = Extract<Topology, { kind: 'disaggregated' }>;
 
 /** Requests a stage works on at once when its settings do not say. */
