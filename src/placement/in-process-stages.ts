@@ -1,5 +1,5 @@
 import { createInProcessConnector } from './connectors/in-process';
-import type { StageExecutorOptions, StageHosting, StageSink } from './stage-executor';
+import type { StageExecutorOptions, StageHosting, StageSink } from './stage-hosting';
 import { StageHost } from './stage-host';
 
 /**

@@ -6,7 +6,7 @@ import type { StageRole } from '../pipeline/stage-payload';
 import { connectShm, connectTcp, defaultShmDir, listenShm, listenTcp } from './connectors';
 import type { SocketStageReceiver } from './connectors/socket-receiver';
 import type { SocketStageSender } from './connectors/socket-sender';
-import type { StageExecutorOptions, StageHosting, StageSink } from './stage-executor';
+import type { StageExecutorOptions, StageHosting, StageSink } from './stage-hosting';
 import type { StageMemory } from './stage-host';
 import type { LinkAddress, ParentToStage, StageProcessConfig, StageToParent } from './stage-ipc';
 
