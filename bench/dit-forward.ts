@@ -144,7 +144,7 @@ function parseArgs(argv: readonly string[]): { configs: BenchConfig[]; rounds?: 
 // ---- weights and inputs ---------------------------------------------------------------------------------------
 
 /**
- * Seeded weights in the style of src/models/seeded-model.ts `materialise`, except that the parameters it would
+ * Seeded weights in the style of src/families/wan/seeded-model.ts `materialise`, except that the parameters it would
  * set to exactly 0 or 1 (biases, norm gains) are perturbed, so the numerical check also catches a bias or gain
  * that one engine applied differently.
  */

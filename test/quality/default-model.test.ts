@@ -1,7 +1,7 @@
 /**
  * The shipped default model (models/omnirx-default, trained by tools/train/recipe.py; issue 8): its directory is the
  * default architecture and within the size limit, and its generations follow the prompt on short fixed-seed
- * rollouts, scored by the colour-segmentation detector (src/eval), not by eye. `npm run eval:world` runs the full
+ * rollouts, scored by the colour-segmentation detector (bench/eval), not by eye. `npm run eval:world` runs the full
  * evaluation (≥ 200 frames); its figures are in docs/model-card.md.
  */
 import { spawnSync } from 'node:child_process';

@@ -3,7 +3,7 @@ Procedural top-down world for training and checking the embedded default model (
 
 A 64×64 RGB room seen from above: a floor of the room colour inside a wall border, a coloured agent (a disc or a
 square) and up to three static obstacles (blocks) of one colour. Each frame f the agent moves one step of
-``STEP`` pixels by its action a_f ∈ {0 none, 1 up, 2 down, 3 left, 4 right} (the ids of src/models/wan/actions.ts
+``STEP`` pixels by its action a_f ∈ {0 none, 1 up, 2 down, 3 left, 4 right} (the ids of src/request/action.ts
 ``ACTION_KEYS``); a move that would enter a wall or an obstacle is not made (the agent stops). Frame f shows the
 position after action a_f, so a_f is the displacement from frame f−1 to frame f (frame 0 from the start position).
 
@@ -44,7 +44,7 @@ the first action (``simulate``: one STEP in its direction, or none), one of five
 ``sample_scene`` keeps obstacles off it."""
 
 ACTIONS = ("none", "up", "down", "left", "right")
-"""Action key names in id order (src/models/wan/actions.ts ACTION_KEYS)."""
+"""Action key names in id order (src/request/action.ts ACTION_KEYS)."""
 DIRECTIONS = {0: (0, 0), 1: (0, -1), 2: (0, 1), 3: (-1, 0), 4: (1, 0)}
 """Action id → unit displacement (dx, dy) in image coordinates (y down)."""
 

@@ -19,7 +19,7 @@ export const DEFAULT_TOKENIZER: TokenizerFile = Object.freeze({ type: 'word-byte
 /**
  * Architecture and defaults of the embedded default model (`omnirx-default`): a 64×64 Wan-style text-to-video
  * model small enough to run on a 2-core CPU, with a per-frame action module (`ACTION_KEYS` none, up, down, left,
- * right and a 2-vector; see src/models/wan/actions.ts) so world-model sessions can drive it. This is the architecture
+ * right and a 2-vector; see src/request/action.ts) so world-model sessions can drive it. This is the architecture
  * before training (`weights: 'seeded'`, unit VAE statistics): tools/train/recipe.py (three tools/train/train.py runs and a weighted average)
  * trains it and writes the shipped `models/omnirx-default/model.json` (`weights: 'trained'`, measured VAE latent
  * mean/std), and
