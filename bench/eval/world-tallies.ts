@@ -95,7 +95,7 @@ export function parseWorldTallies(text: string, source: string): WorldTalliesFil
   try {
     json = JSON.parse(text);
   } catch (e) {
-    throw new Error(`${source}: not JSON (${(e as Error).message})`);
+    throw new Error(`${source}: not JSON (${(e as Error).message})`, { cause: e });
   }
   const old = json !== null && typeof json === 'object' && (json as { format?: unknown }).format === 'omnirx-world-tallies' ? (json as { version?: unknown }).version : undefined;
   if (old === 1 || old === 2) {

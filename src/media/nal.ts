@@ -109,9 +109,9 @@ export function parseAvcDecoderConfig(record: Uint8Array): AvcDecoderConfig {
   };
   const sps: Uint8Array[] = [];
   const pps: Uint8Array[] = [];
-  let off = readSets(6, record[5]! & 0x1f, sps);
+  const off = readSets(6, record[5]! & 0x1f, sps);
   need(off, 1);
-  off = readSets(off + 1, record[off]!, pps);
+  readSets(off + 1, record[off]!, pps);
   return { lengthSize, sps, pps };
 }
 

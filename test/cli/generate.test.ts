@@ -152,6 +152,7 @@ describe('omnirx generate: success', () => {
     expect(lines).toContain('final seed=42 200.0 ms');
     expect(lines.filter((l) => l.startsWith('step '))).toHaveLength(4);
     expect(lines.at(-1)).toBe(`wrote ${out} (16 frames, 64x64, 8 fps)`);
+    // eslint-disable-next-line no-control-regex -- the terminal escape (ESC [) is what must be absent
     expect(r.stdout.text).not.toMatch(/\x1b\[/); // no escape codes when not a TTY
     expectH264Mp4(out, { width: 64, height: 64, frames: 16, fps: 8 });
   });
