@@ -11,7 +11,7 @@ export interface ConcatMapWithLatestOptions {
 }
 
 /**
- * Latest-value sampling at unit boundaries (DESIGN.md §5): like `concatMap`, but `project` also receives the latest
+ * Latest-value sampling at unit boundaries (docs/design.md §5): like `concatMap`, but `project` also receives the latest
  * value of `latest$` AT THE MOMENT THE INNER STARTS — not when the source value arrived. For a chunked rollout,
  * the source is the chunk permits, `latest$` the user's actions, and each chunk is generated with the action that
  * was current when the chunk began: an action arriving mid-chunk applies from the next chunk.

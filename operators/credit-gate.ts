@@ -1,7 +1,7 @@
 import { Observable, type OperatorFunction } from 'rxjs';
 
 /**
- * Credit gating (DESIGN.md §5): turns a stream of credit grants from a consumer into permits for a producer. The
+ * Credit gating (docs/design.md §5): turns a stream of credit grants from a consumer into permits for a producer. The
  * consumer grants credits (one per item it is ready to take — e.g. one per video frame it can send); every time
  * `cost` credits have accumulated, one permit is emitted and `cost` credits are spent. Permits are numbered 0, 1, 2…
  * A producer that starts a unit of work only per permit (`permits$.pipe(concatMap(work))`) never runs ahead of its

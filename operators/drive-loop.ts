@@ -28,7 +28,7 @@ function isPromiseLike(x: unknown): x is PromiseLike<unknown> {
 }
 
 /**
- * Drives a loop stage one step at a time: the runtime, not the stage, owns iteration (DESIGN.md §3). Each step
+ * Drives a loop stage one step at a time: the runtime, not the stage, owns iteration (docs/design.md §3). Each step
  * starts only when the previous one has produced its outcome; each outcome is emitted; the outcome with
  * `done: true` is emitted, then `finalize` runs, then the stream completes.
  *

@@ -1,7 +1,7 @@
 import { Observable, Subscription, type MonoTypeOperatorFunction } from 'rxjs';
 
 /**
- * Flush (DESIGN.md §5): mirrors the source, and every value of `signal$` drops the current subscription to the
+ * Flush (docs/design.md §5): mirrors the source, and every value of `signal$` drops the current subscription to the
  * source and subscribes to it again. What the dropped subscription emitted stays emitted; what it would have emitted
  * later never appears. Use it on a cold, deferred unit of work (one chunk of a rollout) so that a flush discards the
  * stale work in flight and redoes it from its start — with whatever fresh inputs the deferred factory reads.

@@ -4,7 +4,7 @@ const MiB = 2 ** 20;
 const bytes = (max: number) => z.number().int().nonnegative().max(max);
 
 /**
- * Budgets of the cache classes (DESIGN.md §8), in bytes. A pool is created only when a deployed pipeline needs
+ * Budgets of the cache classes (docs/design.md §8), in bytes. A pool is created only when a deployed pipeline needs
  * it (see `CacheManager`); a budget of 0 disables the class.
  */
 export const CacheBudgetsSchema = z.strictObject({

@@ -22,7 +22,7 @@ export interface CacheManagerStats {
 }
 
 /**
- * The cache plane of one engine (DESIGN.md §8): one budgeted pool per cache class, created only when a deployed
+ * The cache plane of one engine (docs/design.md §8): one budgeted pool per cache class, created only when a deployed
  * pipeline needs that class, with budgets from the deploy config (`caches`). Every pool hands out `KVHandle`s or
  * feature handles owned by one request or session; an allocation failure (`PoolExhaustedError`,
  * OMNIRX_ERR_CACHE_EXHAUSTED) fails only that owner.

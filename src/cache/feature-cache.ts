@@ -2,7 +2,7 @@ import { createHash } from 'node:crypto';
 import type { NativeTensor } from '../native/binding';
 
 /**
- * Identity of a cached feature (DESIGN.md §8): the key is partitioned, never flushed by a patch, so two requests
+ * Identity of a cached feature (docs/design.md §8): the key is partitioned, never flushed by a patch, so two requests
  * share an entry only when all four parts agree.
  */
 export interface FeatureKey {

@@ -1,7 +1,7 @@
 import { OmniError } from '../errors';
 
 /**
- * The common face of the KV cache classes (DESIGN.md §8): each class (paged text KV, slab chunk KV) is a separate
+ * The common face of the KV cache classes (docs/design.md §8): each class (paged text KV, slab chunk KV) is a separate
  * pool with a static budget, and whatever it hands out is a `KVHandle`. The pools here are *logical* allocators:
  * they hand out slab/block indices and never touch memory; the physical buffers belong to the runtime.
  */

@@ -26,7 +26,7 @@ function badBytes(v: number): boolean {
 }
 
 /**
- * Memory admission for one pool (DESIGN.md §4, "memory is the second budget axis"): the admitted requests'
+ * Memory admission for one pool (docs/design.md §4, "memory is the second budget axis"): the admitted requests'
  * Σ resident bytes + the largest peak must stay ≤ `budgetBytes`. Only one step runs at a time on a pool
  * (`concurrency: 1`), so only one request's activation peak is live at once — hence the max, not the sum.
  *

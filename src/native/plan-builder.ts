@@ -108,7 +108,7 @@ export class CompiledPlan {
 }
 
 /**
- * Records a model's forward pass as a plan of native ops (DESIGN.md §6). Model code calls the op methods once per
+ * Records a model's forward pass as a plan of native ops (docs/design.md §6). Model code calls the op methods once per
  * shape bucket; `compile` lays intermediates out in one arena (values whose lifetimes do not overlap share
  * memory) and hands a plain spec to the addon, which validates every op once. Shapes are checked here first so a
  * mistake names the op in TypeScript terms.

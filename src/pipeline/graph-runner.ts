@@ -18,7 +18,7 @@ export interface StepRouting {
 }
 
 /**
- * Runs one request's active graph nodes (DESIGN.md §3–§4): a node starts when every edge it consumes has been
+ * Runs one request's active graph nodes (docs/design.md §3–§4): a node starts when every edge it consumes has been
  * produced, so independent nodes run concurrently (fan-out) and the stream completes when all have finished
  * (fan-in). One-shot stages are one async call; loop stages are driven step by step by `driveLoop`, each step
  * granted by the step scheduler. Emits node_start / step / chunk / node_end events; the first failure errors the

@@ -2,7 +2,7 @@ import type { NativeTensor } from '../native/binding';
 import type { Artifact } from '../request/artifacts';
 
 /**
- * Per-request mutable state owned by the runtime (DESIGN.md §3): named artifacts, the native tensors the request
+ * Per-request mutable state owned by the runtime (docs/design.md §3): named artifacts, the native tensors the request
  * owns, and the native work it has in flight. `release()` frees every owned tensor once no tracked work is in
  * flight, so a cancelled request gives its memory back as soon as its last native call returns. Families extend
  * it with typed slots for their edges.

@@ -33,7 +33,7 @@ export interface NodeSpec<C, S> {
   policies?: readonly Policy[];
 }
 
-/** A frozen, declarative pipeline graph for one model family (DESIGN.md §3). */
+/** A frozen, declarative pipeline graph for one model family (docs/design.md §3). */
 export interface PipelineSpec<C, S> {
   family: string;
   components: Readonly<Record<string, ComponentSpec>>;

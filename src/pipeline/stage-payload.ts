@@ -19,7 +19,7 @@ export const PAYLOAD_LIMITS = {
   maxMetadataDepth: 16,
 } as const;
 
-/** The roles of a disaggregated pipeline (DESIGN.md §9). */
+/** The roles of a disaggregated pipeline (docs/design.md §9). */
 export const StageRoleSchema = z.enum(['encode', 'denoise', 'decode']);
 export type StageRole = z.infer<typeof StageRoleSchema>;
 
@@ -83,7 +83,7 @@ export function tensorByteLength(dtype: PayloadDtype, shape: readonly number[]):
 }
 
 /**
- * What crosses a stage boundary (DESIGN.md §9): plain data only — tensors as bytes and JSON metadata, never live
+ * What crosses a stage boundary (docs/design.md §9): plain data only — tensors as bytes and JSON metadata, never live
  * objects. The runner and the transition processor treat `tensors` and `metadata` as opaque; only the model
  * family that wrote a `payloadType` reads it.
  */

@@ -9,7 +9,7 @@ export interface StageContext<M, P> {
   readonly params: P;
 }
 
-/** A one-shot node: encoders, VAE decode, packers (DESIGN.md §3). */
+/** A one-shot node: encoders, VAE decode, packers (docs/design.md §3). */
 export interface Stage<C, S> {
   readonly name: string;
   forward(ctx: C, state: S): Promise<void>;

@@ -1,7 +1,7 @@
 import type { Observable, ObservableInput } from 'rxjs';
 
 /**
- * What one step costs is keyed by what determines its work (DESIGN.md §4): the model, the phase of the pipeline
+ * What one step costs is keyed by what determines its work (docs/design.md §4): the model, the phase of the pipeline
  * (`denoise`, `decode`, `prefill`, …), the shape bucket (e.g. `480x832x21`) and the guidance mode (`cfg`,
  * `cfg-batched`, `none`, …). A denoise step's cost is flat across the steps of a request, so one number per key
  * is enough.
@@ -34,7 +34,7 @@ export interface BatchRunner {
 }
 
 /**
- * Grants loop steps one at a time (DESIGN.md §4, level 2): a loop asks for its next step by subscribing to `step(...)`,
+ * Grants loop steps one at a time (docs/design.md §4, level 2): a loop asks for its next step by subscribing to `step(...)`,
  * and the step runs when the pool's scheduler grants it (`StepScheduler`, src/executor/scheduler). The graph runner and
  * families' session rollouts are written against this interface, so the pipeline plane never names the scheduler.
  */

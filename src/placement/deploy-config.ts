@@ -16,7 +16,7 @@ export const DeployTaskSchema = z.union([TaskSchema, z.literal('WORLD')]);
 export type DeployTask = z.infer<typeof DeployTaskSchema>;
 
 /**
- * A deployment (DESIGN.md §9): which tasks this process serves, its cache budgets and its session settings.
+ * A deployment (docs/design.md §9): which tasks this process serves, its cache budgets and its session settings.
  * Versioned so a file written for a later omnirx is refused rather than half-read.
  */
 export const DeployConfigSchema = z.strictObject({

@@ -69,7 +69,7 @@ export interface StageWorkerOptions {
 const NEXT: Readonly<Record<StageRole, StageRole>> = { encode: 'denoise', denoise: 'decode', decode: 'decode' };
 
 /**
- * Runs one stage of a disaggregated pipeline (DESIGN.md §9): takes payloads from its input, runs the family's phase
+ * Runs one stage of a disaggregated pipeline (docs/design.md §9): takes payloads from its input, runs the family's phase
  * nodes for each through the graph runner (loop nodes through the stage's StepScheduler, so the Denoise stage
  * interleaves the steps of up to `maxInFlight` requests), and puts the packed result on its output. A request
  * that fails here (bad payload, model error) becomes an `omnirx.stage_error` payload that travels on to the front;

@@ -14,7 +14,7 @@ export type StageSettings = z.infer<typeof StageSettingsSchema>;
 const defaults = () => StageSettingsSchema.parse({});
 
 /**
- * Where computation runs (DESIGN.md §9, docs/disaggregation.md). `monolithic`: one process runs the whole graph
+ * Where computation runs (docs/design.md §9, docs/disaggregation.md). `monolithic`: one process runs the whole graph
  * (the default). `disaggregated`: Encode → Denoise → Decode stages, each loading only its components; with the
  * `in-process` connector they share this process (tests), with `shm` (same host) or `tcp` each stage is its own
  * OS process, restarted when it dies.

@@ -1,5 +1,5 @@
 /**
- * Resource ceilings applied while a request is validated (DESIGN.md §2: ceilings are part of validation, so bad
+ * Resource ceilings applied while a request is validated (docs/design.md §2: ceilings are part of validation, so bad
  * input never reaches a loop). A deployment may lower them; raising them past what the machine can hold is the
  * operator's responsibility.
  */

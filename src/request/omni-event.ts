@@ -82,7 +82,7 @@ export const ErrorEventSchema = z.strictObject({
 /** The subscriber's cancel took effect; emitted only to observers that are still listening (e.g. transports). */
 export const CancelledEventSchema = z.strictObject({ type: z.literal('cancelled'), ...base, completedSteps: z.number().int().nonnegative() });
 
-/** Everything a request's stream can carry, discriminated by `type` (DESIGN.md §2). */
+/** Everything a request's stream can carry, discriminated by `type` (docs/design.md §2). */
 export const OmniEventSchema = z.discriminatedUnion('type', [
   QueuedEventSchema,
   AdmittedEventSchema,

@@ -3,7 +3,7 @@ import { EtaSchema } from './eta';
 import { GuidanceIntervalSchema } from './guidance-interval';
 import { DEFAULT_LIMITS, type RequestLimits } from './limits';
 
-/** Declared task; never inferred from the inputs (DESIGN.md §2). */
+/** Declared task; never inferred from the inputs (docs/design.md §2). */
 export const TaskSchema = z.enum(['T2V', 'T2I']);
 export type Task = z.infer<typeof TaskSchema>;
 

@@ -5,7 +5,7 @@ import { invalidInput } from './invalid-input';
 import { DEFAULT_LIMITS, type RequestLimits } from './limits';
 
 /**
- * Builds the schema of `Engine.session(...)`'s input (an interactive world session, DESIGN.md §8). Units: pixels,
+ * Builds the schema of `Engine.session(...)`'s input (an interactive world session, docs/design.md §8). Units: pixels,
  * frames per second (the PTS rate of the emitted frames), ms. The rollout shape (chunk frames, sink, window, steps per
  * chunk) comes from the deployment's `sessions` config, not from the caller.
  */

@@ -53,7 +53,7 @@ function maxBatchOf(batch: { runner: BatchRunner }): number {
 }
 
 /**
- * The per-pool step scheduler (DESIGN.md §4, level 2). The runtime owns every loop; each loop asks for
+ * The per-pool step scheduler (docs/design.md §4, level 2). The runtime owns every loop; each loop asks for
  * permission to run its next step by subscribing to `step(...)`. The scheduler keeps the set of ready steps of
  * all running requests and, whenever a slot is free (a step boundary), grants the best one; `concurrency: 1`
  * because native compute is serial on the machine. A running step is never interrupted: preemption happens only

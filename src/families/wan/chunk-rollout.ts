@@ -80,7 +80,7 @@ export function chunkSeed(seed: number, chunk: number): number {
 }
 
 /**
- * The state of one world session's chunked causal rollout (DESIGN.md §3 `ChunkRollout`): a block-causal DiT with its
+ * The state of one world session's chunked causal rollout (docs/design.md §3 `ChunkRollout`): a block-causal DiT with its
  * own chunk KV cache, a streaming VAE decoder that carries its temporal state across chunks, and the session's
  * claim on the chunk-KV slab pool. The session drives it one scheduler step at a time:
  *

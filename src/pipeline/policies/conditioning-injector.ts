@@ -5,7 +5,7 @@ import type { Policy } from './policy';
 
 /**
  * How user-facing per-frame conditioning (actions of a world-model session or request) reaches the model: a policy
- * (DESIGN.md §3: a plain object bound at build, stateless per request) that turns the actions of one chunk of C
+ * (docs/design.md §3: a plain object bound at build, stateless per request) that turns the actions of one chunk of C
  * latent frames into the model's `ChunkActions`, which the model injects into its per-frame conditioning.
  */
 export interface ConditioningInjector extends Policy {

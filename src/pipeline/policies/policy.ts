@@ -1,5 +1,5 @@
 /**
- * A policy is a plain object bound to a loop node when the pipeline is built (DESIGN.md §3, seed §6.2.3). It owns
+ * A policy is a plain object bound to a loop node when the pipeline is built (docs/design.md §3, seed §6.2.3). It owns
  * one named slot of the denoise step; per-request state lives in the loop state created at `init`, never in the
  * policy instance, so two interleaved requests cannot share anything through it. `build()` rejects two policies
  * claiming the same slot on one node.

@@ -1,4 +1,4 @@
-/** Stage connectors (DESIGN.md §9, docs/disaggregation.md): one interface, three transports. */
+/** Stage connectors (docs/design.md §9, docs/disaggregation.md): one interface, three transports. */
 export { type ConnectorState, type StageReceiver, type StageSender } from './stage-connector';
 export { createInProcessConnector, type InProcessConnectorOptions } from './in-process';
 export { connectTcp, listenTcp, type TcpConnectOptions, type TcpListenOptions } from './tcp';
