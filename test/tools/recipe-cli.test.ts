@@ -5,7 +5,9 @@
  * every stage) it checks what the recipe promises: the runtime loads its output, the runs carry the options
  * docs/model-card.md names and the later phases draw the first's data, the model is that average, a stopped recipe
  * resumed gives the bytes of one never stopped, and bad flags or a failing stage stop it by name. The full recipe is
- * measured in docs/model-card.md, not here.
+ * measured in docs/model-card.md, not here. The runs train in float32 (`--precision float32`, passed on to every run):
+ * on a CPU without AVX512_BF16 torch emulates the default bf16 autocast 10–20× slower, which took these tests past
+ * their timeouts (test/tools/train-cli.test.ts checks bf16 itself).
  */
 import { spawn, spawnSync } from 'node:child_process';
 import { existsSync, mkdirSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
@@ -15,7 +17,9 @@ import { CHECK_MODEL_DIR, PYTHON, readModelFile as weights, ROOT, runTrainScript
 
 const RECIPE = path.join(ROOT, 'tools', 'train', 'recipe.py');
 const CHECK = CHECK_MODEL_DIR;
-const recipe = (args: string[]) => runTrainScript('recipe.py', args);
+const FLOAT32 = ['--precision', 'float32'];
+/** recipe.py in float32 (given first, so a test's own --precision counts). */
+const recipe = (args: string[]) => runTrainScript('recipe.py', [...FLOAT32, ...args]);
 const scratch = () => scratchDir('recipe');
 
 function json(file: string): Record<string, unknown> {
@@ -54,13 +58,13 @@ describe('recipe.py --short', () => {
     const s1 = json(path.join(first, 'train_summary.json'));
     expect(s1).toMatchObject({ block_weight: 10, start: 'spawn', text: { steps: 3, aux_weight: 0.1 } });
     for (const f of SAFETENSORS) {
-      expect(metadata(first, f)).toMatchObject({ seed: '3', text_steps: '3', text_encoder: 'joint', text_aux_weight: '0.1', block_weight: '10.0', teacher_forcing_steps: '2', start: 'spawn' });
+      expect(metadata(first, f)).toMatchObject({ seed: '3', text_steps: '3', text_encoder: 'joint', text_aux_weight: '0.1', block_weight: '10.0', teacher_forcing_steps: '2', start: 'spawn', precision: 'float32' });
     }
     for (const [name, steps] of [['stage2', 2], ['stage2-long', 4]] as const) {
       const dir = path.join(out, name);
       for (const f of SAFETENSORS) {
         const second = metadata(dir, f);
-        expect(second).toMatchObject({ seed: '5', dit_steps: '0', finetune_steps: '0', teacher_forcing_steps: String(steps), text_encoder: 'joint' });
+        expect(second).toMatchObject({ seed: '5', dit_steps: '0', finetune_steps: '0', teacher_forcing_steps: String(steps), text_encoder: 'joint', precision: 'float32' });
         expect(second).not.toHaveProperty('block_weight');
         expect(second).not.toHaveProperty('text_aux_weight');
       }
@@ -120,6 +124,10 @@ describe('recipe.py --short', () => {
     const full = recipe(['--out', out, '--seed', '3', '--resume']);
     expect(full.status).toBe(2);
     expect(full.stderr).toMatch(/the finished run has --text-steps 3, this recipe 500/);
+    // without --precision the recipe's runs are bfloat16, not the float32 ones it finished
+    const bf16 = runTrainScript('recipe.py', ['--out', out, '--short', '--seed', '3', '--resume']);
+    expect(bf16.status).toBe(2);
+    expect(bf16.stderr).toMatch(/the finished run has --precision float32, this recipe bfloat16/);
     expect(readFileSync(path.join(out, 'transformer.safetensors')).equals(before)).toBe(true);
   });
 
@@ -127,7 +135,7 @@ describe('recipe.py --short', () => {
     const stopped = path.join(scratch(), 'model');
     await new Promise<void>((resolve, reject) => {
       // its own process group, so the kill reaches the train.py it runs as well
-      const child = spawn(PYTHON, [RECIPE, '--out', stopped, '--short', '--seed', '3'], { cwd: ROOT, stdio: 'ignore', detached: true });
+      const child = spawn(PYTHON, [RECIPE, ...FLOAT32, '--out', stopped, '--short', '--seed', '3'], { cwd: ROOT, stdio: 'ignore', detached: true });
       const log = path.join(stopped, 'stage1', 'train_log.jsonl');
       const poll = setInterval(() => {
         if (existsSync(log) && /"stage": "dit"/.test(readFileSync(log, 'utf8'))) process.kill(-child.pid!, 'SIGKILL');
@@ -173,6 +181,7 @@ describe('recipe.py refuses bad input by name (exit 2), and stops at a stage tha
       ['an --out that cannot be created', ['--out', '/proc/omnirx-recipe/model'], /--out \/proc\/omnirx-recipe\/model: cannot create the directory \(No such file or directory\)/],
       ['a seed that is not an integer', ['--seed', '1.5'], /argument --seed: invalid int value: '1\.5'/],
       ['a flag of train.py it does not pass on', ['--block-weight', '3'], /unrecognized arguments: --block-weight 3/],
+      ['an unknown precision', ['--precision', 'float16'], /--precision: invalid choice: 'float16'/],
     ],
     ['--short'],
   );

@@ -23,6 +23,8 @@ OUT then holds the model directory the runtime loads (its model.json names the r
 summary are in its own directory. Each run is a train.py command with the flags below, so any can be repeated or
 resumed on its own; ``--resume`` continues whichever run was stopped (a finished run is kept when its ``repeat``
 line has every option the recipe gives it; a run without a checkpoint starts from its beginning) and averages again.
+``--precision`` goes to every run: bfloat16 by default, as the shipped weights were trained; float32 on a CPU without
+AVX512_BF16, where torch emulates bf16 many times slower (other weights; ``--resume`` keeps only runs of the same one).
 Wall time: 122.9 minutes as one command on 2 cores (2026-12-07), with tests run beside its VAE stage (20.0 minutes
 against 8.3 alone); about 111 with nothing else running (stage 1 85.0 − 11.7, stage 2 12.8, stage 2-long 25.0, the
 average seconds). It wrote the shipped files byte for byte (docs/model-card.md, "Command").
@@ -62,18 +64,18 @@ SHORT1 = ["--vae-steps", "2", "--text-steps", "3", "--dit-steps", "2", "--finetu
 SHORT2_TEACHER_STEPS, SHORT2_LONG_TEACHER_STEPS = 2, 4
 
 
-def stage_commands(out: str, seed: int, threads: int, short: bool) -> List[Tuple[str, List[str]]]:
+def stage_commands(out: str, seed: int, threads: int, short: bool, precision: str = "bfloat16") -> List[Tuple[str, List[str]]]:
     """The recipe's runs writing under ``out``: per run, its output directory and train.py argument list (the
     script's path first, without the interpreter): stage 1, stage 2 and stage 2-long."""
     first = os.path.join(out, "stage1")
     # argparse keeps the last of a repeated flag: the short run's --text-steps 3 overrides the recipe's 500
     flags1 = STAGE1 + (SHORT1 if short else [])
-    stage1 = [TRAIN, "--out", first, "--seed", str(seed), "--threads", str(threads), *flags1]
+    stage1 = [TRAIN, "--out", first, "--seed", str(seed), "--threads", str(threads), "--precision", precision, *flags1]
 
     def second(name: str, steps: int) -> Tuple[str, List[str]]:
         d = os.path.join(out, name)
         return d, [TRAIN, "--out", d, "--init", first, "--seed", str(seed + FINETUNE_PHASES), "--threads", str(threads),
-                   "--dit-steps", "0", "--finetune-steps", "0", "--teacher-forcing-steps", str(steps)]
+                   "--precision", precision, "--dit-steps", "0", "--finetune-steps", "0", "--teacher-forcing-steps", str(steps)]
 
     return [(first, stage1),
             second("stage2", SHORT2_TEACHER_STEPS if short else STAGE2_TEACHER_STEPS),
@@ -111,6 +113,9 @@ def main(argv: Optional[List[str]] = None) -> None:
     ap.add_argument("--threads", type=int, default=2)
     ap.add_argument("--resume", action="store_true", help="continue a stopped recipe in --out: a finished stage 1 is kept, a stopped run resumed from its checkpoint.pt")
     ap.add_argument("--short", action="store_true", help="a few steps of every stage (checks the pipeline; the weights are not trained)")
+    ap.add_argument("--precision", choices=("bfloat16", "float32"), default="bfloat16",
+                    help="train.py --precision of every run: bfloat16 (the recipe's, which made the shipped weights) or float32 "
+                         "(a CPU without AVX512_BF16 emulates bf16 many times slower; the tests' --short runs use it)")
     a = ap.parse_args(argv)
     # numpy seeds are in [0, 2**32); stage 2 runs at S + 2 and its phase's data at S + 3
     if not 0 <= a.seed <= SEED_MAX:
@@ -126,7 +131,7 @@ def main(argv: Optional[List[str]] = None) -> None:
     except OSError as e:
         ap.error(f"--out {a.out}: cannot create the directory ({e.strerror})")
     t0 = time.time()
-    runs = stage_commands(a.out, a.seed, a.threads, a.short)
+    runs = stage_commands(a.out, a.seed, a.threads, a.short, a.precision)
     for out, cmd in runs:
         name = os.path.basename(out)
         summary = os.path.join(out, "train_summary.json")
