@@ -4,7 +4,10 @@
  * line of train_summary.json reproduces that run byte for byte, and `--init` continues from a directory it wrote while
  * refusing one it did not, the teacher-forcing phase run on a written model gives the weights of one command that ends
  * with it, and a run killed inside a phase and continued with `--resume` gives the weights of the run never stopped. Runs are a few steps of the default architecture (about 20 s each); the recipe itself is
- * measured in docs/model-card.md, not here.
+ * measured in docs/model-card.md, not here. They train in float32 (`--precision float32`), except the short runs that
+ * check the default precision, bfloat16 autocast: on a CPU without AVX512_BF16 torch emulates bf16 and a DiT step
+ * takes 10–20× as long (about 42 s against 2 s on an AVX2-only AMD EPYC, 2 cores), which took the suite past an hour
+ * and its runs past their timeouts.
  */
 import { spawn, spawnSync } from 'node:child_process';
 import { createHash } from 'node:crypto';
@@ -17,7 +20,9 @@ import { CHECK_MODEL_DIR, PYTHON, ROOT, runTrainScript, SAFETENSORS, scratchDir 
 
 const TRAIN = path.join(ROOT, 'tools', 'train', 'train.py');
 const CHECK = CHECK_MODEL_DIR;
-const train = (args: string[]) => runTrainScript('train.py', args);
+/** Every run but those of the default precision trains in float32 (given first, so a test's own --precision counts). */
+const FLOAT32 = ['--precision', 'float32'];
+const train = (args: string[]) => runTrainScript('train.py', [...FLOAT32, ...args]);
 const scratch = () => scratchDir('train');
 
 /** The tensors of a safetensors file (names, dtypes, shapes and data bytes), without its `__metadata__`, which
@@ -95,6 +100,40 @@ describe('train.py refuses bad flags by name, before training (exit 2, nothing w
   });
 });
 
+describe('the default precision, bfloat16 autocast', () => {
+  // one VAE and one DiT step per run: where torch emulates bf16 (no AVX512_BF16) the DiT step alone takes about a
+  // minute on 2 cores, so the test allows each run train.py's 300 s and itself 15 minutes
+  const run = ['--seed', '3', '--vae-steps', '1', '--text-steps', '0', '--dit-steps', '1', '--finetune-steps', '0', '--teacher-forcing-steps', '0'];
+  const bf16 = (out: string, args: string[]) => runTrainScript('train.py', ['--out', out, ...args]);
+
+  it('trains the DiT and text encoder under it (other weights than float32, the same VAE), records it in the metadata, summary and repeat line, writes a model the runtime loads, and the repeat line gives the same bytes', () => {
+    const dir = path.join(scratch(), 'bf16');
+    const r = bf16(dir, run);
+    if (r.status !== 0) throw new Error(`train.py failed (${r.status}): ${r.stderr}`);
+    expect(summary(dir)).toMatchObject({ precision: 'bfloat16', dit: { steps: 1 } });
+    expect(String(summary(dir).repeat)).toMatch(/ --precision bfloat16 /);
+    for (const f of SAFETENSORS) expect(parseSafetensors(readFileSync(path.join(dir, f)), f).metadata).toMatchObject({ precision: 'bfloat16' });
+    const log = readFileSync(path.join(dir, 'train_log.jsonl'), 'utf8').trim().split('\n').map((l) => JSON.parse(l) as { stage: string; loss: number });
+    expect(log.map((l) => l.stage)).toEqual(['vae', 'dit']);
+    for (const l of log) expect(Number.isFinite(l.loss)).toBe(true);
+    const check = spawnSync(process.execPath, [CHECK, dir], { encoding: 'utf8' });
+    expect(check.stdout).toMatch(/OK \(trained, default architecture, every component loads\)/);
+
+    const f32 = path.join(scratch(), 'f32');
+    expect(train(['--out', f32, ...run]).status).toBe(0);
+    // the tensors' bytes (the metadata names the precision, so the files differ anyway)
+    const same = (f: string) => {
+      const [a, b] = [tensors(path.join(dir, f)), tensors(path.join(f32, f))];
+      return a.length === b.length && a.every(([name, , , data], i) => name === b[i][0] && data.equals(b[i][3]));
+    };
+    expect([same('vae.safetensors'), same('transformer.safetensors'), same('text_encoder.safetensors')]).toEqual([true, false, false]);
+
+    const again = path.join(scratch(), 'again');
+    expect(bf16(again, String(summary(dir).repeat).split(' ')).status).toBe(0);
+    for (const f of SAFETENSORS) expect(readFileSync(path.join(again, f)).equals(readFileSync(path.join(dir, f)))).toBe(true);
+  }, 900_000);
+});
+
 describe('a short training run', () => {
   // --reuse 2, a frozen text encoder after a text stage and another DiT learning rate (not the recipe's defaults), so the
   // second DiT step takes the shared batch's second use and the repeat line carries those options; a teacher-forcing
@@ -129,7 +168,7 @@ describe('a short training run', () => {
     // every DiT phase warms up to its peak (--dit-lr; the teacher phase's --teacher-forcing-lr) over 50 steps: step k runs at lr·(k + 1)/50
     expect(dit.map((r) => r.lr)).toEqual([0.0005 / 50, (0.0005 * 2) / 50, 0.0005 / 50, 0.0005 / 50, 0.0002 / 50, (0.0002 * 2) / 50].map((x) => expect.closeTo(x, 12)));
     const s = summary(first);
-    expect(s).toMatchObject({ seed: 3, image_share: 0.5, reuse: 2, precision: 'bfloat16', dit_lr: 0.0005, text_lr: null, vae: { steps: 2 }, text: { steps: 3, during_dit: 'frozen' }, dit: { steps: 2 } });
+    expect(s).toMatchObject({ seed: 3, image_share: 0.5, reuse: 2, precision: 'float32', dit_lr: 0.0005, text_lr: null, vae: { steps: 2 }, text: { steps: 3, during_dit: 'frozen' }, dit: { steps: 2 } });
     const acc = (s.text as { held_out_acc: Record<string, number> }).held_out_acc;
     expect(Object.keys(acc)).toEqual(['room', 'agent_color', 'agent_shape', 'blocks', 'block_color']);
     for (const v of Object.values(acc)) expect(v >= 0 && v <= 1).toBe(true);
@@ -143,7 +182,7 @@ describe('a short training run', () => {
       expect(parseSafetensors(readFileSync(path.join(first, f)), f).metadata).toEqual({
         format: 'pt', generator: 'omnirx tools/train/train.py', seed: '3', vae_steps: '2', dit_steps: '2', finetune_steps: '1,1',
         teacher_forcing_steps: '2', teacher_forcing_share: '0.9', teacher_forcing_lr: '0.0002', teacher_forcing_start: 'spawn', dit_lr: '0.0005', agent_weight: '10.0',
-        base_agent_weight: '0.0', reuse: '2', precision: 'bfloat16', image_share: '0.5', text_steps: '3', text_encoder: 'frozen',
+        base_agent_weight: '0.0', reuse: '2', precision: 'float32', image_share: '0.5', text_steps: '3', text_encoder: 'frozen',
       });
     }
   });
@@ -371,7 +410,7 @@ describe('a short training run', () => {
    * Rejects if the run ends on its own first (the test would then not have stopped it). */
   function killWhenLogged(out: string, args: string[], marker: RegExp): Promise<void> {
     return new Promise((resolve, reject) => {
-      const child = spawn(PYTHON, [TRAIN, '--out', out, ...args], { cwd: ROOT, stdio: 'ignore' });
+      const child = spawn(PYTHON, [TRAIN, ...FLOAT32, '--out', out, ...args], { cwd: ROOT, stdio: 'ignore' });
       const log = path.join(out, 'train_log.jsonl');
       const poll = setInterval(() => {
         if (existsSync(log) && marker.test(readFileSync(log, 'utf8'))) child.kill('SIGKILL');
