@@ -15,6 +15,10 @@ const SLOW = [
   'test/placement/stage-processes.test.ts',
   'test/placement/stage-session.test.ts',
   'test/placement/topology-deployment.test.ts',
+  'test/contract/executors-processes.test.ts',
+  'test/families/toy-image-stage-processes.test.ts',
+  // every README and docs snippet, compiled strict as a user project and run (the openai client job, the server)
+  'test/docs/',
   // the shipped model's quality
   'test/quality/',
   'test/eval/eval-world-cli.test.ts',
@@ -26,7 +30,8 @@ const escape = (s) => s.replace(/[.*+?^${}()|[\]\\]/g, '\\$&');
 /** @type {import('jest').Config} */
 module.exports = {
   testEnvironment: 'node',
-  roots: ['<rootDir>/test'],
+  // examples/ holds a marble test of its own, shown to users as how to test an operator
+  roots: ['<rootDir>/test', '<rootDir>/examples'],
   testMatch: ['**/*.test.ts'],
   testPathIgnorePatterns: ['/node_modules/', ...(all ? [] : SLOW.map((p) => `<rootDir>/${escape(p)}`))],
   transform: { '^.+\\.ts$': ['ts-jest', { tsconfig: 'tsconfig.json' }] },

@@ -14,7 +14,8 @@ let copy: string;
 
 /** Runs `args` with node's npm/npx in the copy; exit status and all output. */
 function run(cmd: string, args: string[]): { status: number | null; out: string } {
-  const r = spawnSync(cmd, args, { cwd: copy, encoding: 'utf8', timeout: 110_000 });
+  // no colour codes in the output the tests match (prettier colours its `[warn]` where the terminal allows)
+  const r = spawnSync(cmd, args, { cwd: copy, encoding: 'utf8', timeout: 110_000, env: { ...process.env, FORCE_COLOR: '0', NO_COLOR: '1' } });
   return { status: r.status, out: `${r.stdout}${r.stderr}` };
 }
 
@@ -27,8 +28,10 @@ beforeAll(() => {
 });
 
 describe('lint on planted violations', () => {
-  it('the untouched copy passes the dependency rules', () => {
+  it('the untouched copy passes the dependency rules, and the file the last test plants in passes eslint and prettier', () => {
     expect(run('npm', ['run', '-s', 'lint:deps'])).toMatchObject({ status: 0 });
+    expect(run('npx', ['eslint', 'operators/credit-gate.ts'])).toMatchObject({ status: 0 });
+    expect(run('npx', ['prettier', '--check', 'operators/credit-gate.ts'])).toMatchObject({ status: 0 });
   }, 120_000);
 
   it('npm run lint fails on an import up the planes, a cycle and a transport importing a sibling, naming each rule and file', () => {
