@@ -40,7 +40,10 @@ function quantile(xs: number[], q: number): number {
 const PROMPTS = ['a red ball in a dark blue room', 'a blue ball near a wall', 'a green box in a room', 'a yellow ball on the floor'];
 
 /** Runs every request at once through `generate`; returns per-request latency (ms), the total wall time and the frames. */
-async function stream(generate: (r: OmniRequestInput) => ReturnType<Engine['generate']>, reqs: OmniRequestInput[]): Promise<{ latencies: number[]; wallMs: number; frames: Buffer[] }> {
+async function stream(
+  generate: (r: OmniRequestInput) => ReturnType<Engine['generate']>,
+  reqs: OmniRequestInput[],
+): Promise<{ latencies: number[]; wallMs: number; frames: Buffer[] }> {
   const t0 = performance.now();
   const latencies: number[] = [];
   const frames = await Promise.all(
@@ -63,7 +66,11 @@ async function main(): Promise<void> {
   const modelsDir = defaultModelsDir();
   // Guidance on every step (`guidanceInterval: [0, 1]`) and deterministic Euler steps (`eta: 0`), the workload
   // docs/benchmarks.md's figures were measured on.
-  const reqs: OmniRequestInput[] = Array.from({ length: n }, (_, i) => ({ task: 'T2V', inputs: { prompt: PROMPTS[i % PROMPTS.length] }, diffusion: { seed: 100 + i, guidanceInterval: [0, 1], eta: 0 } }));
+  const reqs: OmniRequestInput[] = Array.from({ length: n }, (_, i) => ({
+    task: 'T2V',
+    inputs: { prompt: PROMPTS[i % PROMPTS.length] },
+    diffusion: { seed: 100 + i, guidanceInterval: [0, 1], eta: 0 },
+  }));
 
   const engine = await Engine.create({ families: builtinFamilies(), native, modelsDir, tasks: ['T2V'] });
   await stream((r) => engine.generate(r), reqs.slice(0, 1)); // load and warm up

@@ -70,7 +70,19 @@ interface BenchConfig {
 }
 
 function ditConfig(dim: number, ffnDim: number, numHeads: number, numLayers: number): WanDiTConfig {
-  return WanDiTConfigSchema.parse({ patchSize: [1, 2, 2], inChannels: 16, outChannels: 16, dim, ffnDim, numHeads, numLayers, textDim: dim, freqDim: 256, eps: 1e-6, ropeTheta: 10000 });
+  return WanDiTConfigSchema.parse({
+    patchSize: [1, 2, 2],
+    inChannels: 16,
+    outChannels: 16,
+    dim,
+    ffnDim,
+    numHeads,
+    numLayers,
+    textDim: dim,
+    freqDim: 256,
+    eps: 1e-6,
+    ropeTheta: 10000,
+  });
 }
 
 const CONFIGS: BenchConfig[] = [
@@ -180,23 +192,42 @@ async function prepare(c: BenchConfig): Promise<Prepared> {
   mkdirSync(dir, { recursive: true });
   const weights = path.join(dir, 'weights.safetensors');
   const inputs = path.join(dir, 'inputs.safetensors');
-  const exporter = readFileSync(path.join(HELPERS, 'torch_driver.py'), 'utf8') + readFileSync(path.join(ROOT, 'tools', 'reference', 'omnirx_reference.py'), 'utf8');
+  const exporter =
+    readFileSync(path.join(HELPERS, 'torch_driver.py'), 'utf8') + readFileSync(path.join(ROOT, 'tools', 'reference', 'omnirx_reference.py'), 'utf8');
   const onnx = path.join(dir, `model-${hash(exporter)}.onnx`);
   const latentShape = [1, c.dit.inChannels, c.frames, c.height, c.width];
   const contextShape = [1, c.textLen, c.dit.textDim];
   if (!existsSync(weights)) {
     log(`${c.name}: writing seeded weights to ${weights}`);
-    await writeSafetensors(weights, seededWeights(wanDiTParams(c.dit), new Rng(SEED)), { format: 'pt', generator: 'omnirx bench/dit-forward', seed: String(SEED) });
+    await writeSafetensors(weights, seededWeights(wanDiTParams(c.dit), new Rng(SEED)), {
+      format: 'pt',
+      generator: 'omnirx bench/dit-forward',
+      seed: String(SEED),
+    });
   }
   if (!existsSync(inputs)) {
     const rng = new Rng(SEED + 1);
     const lat = rng.fillNormal(new Float32Array(latentShape.reduce((a, b) => a * b, 1)));
     const ctx = rng.fillNormal(new Float32Array(contextShape.reduce((a, b) => a * b, 1)));
     const ts = timestepEmbedding(T, c.dit.freqDim);
-    await writeSafetensors(inputs, { latents: { shape: latentShape, data: lat }, timestep: { shape: [1, c.dit.freqDim], data: ts }, context: { shape: contextShape, data: ctx } }, { t: String(T) });
+    await writeSafetensors(
+      inputs,
+      { latents: { shape: latentShape, data: lat }, timestep: { shape: [1, c.dit.freqDim], data: ts }, context: { shape: contextShape, data: ctx } },
+      { t: String(T) },
+    );
   }
   const f = await readSafetensors(inputs);
-  return { dir, weights, inputs, onnx, latents: f.float32('latents'), timestep: f.float32('timestep'), context: f.float32('context'), latentShape, contextShape };
+  return {
+    dir,
+    weights,
+    inputs,
+    onnx,
+    latents: f.float32('latents'),
+    timestep: f.float32('timestep'),
+    context: f.float32('context'),
+    latentShape,
+    contextShape,
+  };
 }
 
 // ---- PyTorch worker -------------------------------------------------------------------------------------------
@@ -234,7 +265,10 @@ class TorchWorker {
   /** Starts the driver; resolves with its ready line, or rejects with its error line or exit status. */
   static async start(args: string[]): Promise<{ worker: TorchWorker; ready: Json }> {
     if (!existsSync(PYTHON)) throw new Error(`${PYTHON} not found (Debian python3-torch; set OMNIRX_BENCH_PYTHON)`);
-    const child = spawn('sh', [path.join(HELPERS, 'torch-env.sh'), PYTHON, path.join(HELPERS, 'torch_driver.py'), ...args], { cwd: ROOT, stdio: ['pipe', 'pipe', 'pipe'] });
+    const child = spawn('sh', [path.join(HELPERS, 'torch-env.sh'), PYTHON, path.join(HELPERS, 'torch_driver.py'), ...args], {
+      cwd: ROOT,
+      stdio: ['pipe', 'pipe', 'pipe'],
+    });
     const worker = new TorchWorker(child);
     const ready = await worker.next();
     if (ready.ready !== true) {
@@ -293,13 +327,23 @@ function loadOrt(): { ort: OrtModule; version: string } {
     log(`installing onnxruntime-node@${ORT_VERSION} into ${ORT_DIR} (outside the repository; ONNXRUNTIME_NODE_INSTALL=skip)`);
     mkdirSync(ORT_DIR, { recursive: true });
     const manifest = path.join(ORT_DIR, 'package.json');
-    if (!existsSync(manifest)) writeFileSync(manifest, JSON.stringify({ name: 'omnirx-bench-ort', private: true, description: 'onnxruntime-node for omnirx bench/dit-forward' }, null, 2));
+    if (!existsSync(manifest))
+      writeFileSync(
+        manifest,
+        JSON.stringify({ name: 'omnirx-bench-ort', private: true, description: 'onnxruntime-node for omnirx bench/dit-forward' }, null, 2),
+      );
     // Drop npm_* variables inherited from `npm run` so the nested npm cannot resolve this repository as its project.
     const env: NodeJS.ProcessEnv = {};
     for (const [k, v] of Object.entries(process.env)) if (!k.toLowerCase().startsWith('npm_')) env[k] = v;
     env.ONNXRUNTIME_NODE_INSTALL = 'skip';
-    const r = spawnSync('npm', ['install', `onnxruntime-node@${ORT_VERSION}`, '--prefix', ORT_DIR, '--no-audit', '--no-fund'], { cwd: ORT_DIR, env, stdio: ['ignore', 2, 2], timeout: 600_000 });
-    if (r.error !== undefined || r.status !== 0) throw new Error(`npm install onnxruntime-node@${ORT_VERSION} into ${ORT_DIR} failed (${r.error?.message ?? `exit ${r.status}`})`);
+    const r = spawnSync('npm', ['install', `onnxruntime-node@${ORT_VERSION}`, '--prefix', ORT_DIR, '--no-audit', '--no-fund'], {
+      cwd: ORT_DIR,
+      env,
+      stdio: ['ignore', 2, 2],
+      timeout: 600_000,
+    });
+    if (r.error !== undefined || r.status !== 0)
+      throw new Error(`npm install onnxruntime-node@${ORT_VERSION} into ${ORT_DIR} failed (${r.error?.message ?? `exit ${r.status}`})`);
   }
   const version = (JSON.parse(readFileSync(path.join(pkgDir, 'package.json'), 'utf8')) as { version: string }).version;
   if (!version.startsWith(`${ORT_VERSION}.`)) log(`note: ${pkgDir} holds onnxruntime-node ${version}, not ${ORT_VERSION}.x`);
@@ -359,7 +403,8 @@ function captureCompiledPlans(): void {
   PlanBuilder.prototype.compile = function (this: PlanBuilder, native: NativeBinding): CompiledPlan {
     const plan = original.call(this, native);
     const inner = this as unknown as { ops?: PlanOpSpec[]; values?: Array<{ shape: number[] }> };
-    if (Array.isArray(inner.ops) && Array.isArray(inner.values)) capturedPlans.set(plan, { ops: inner.ops.map((o) => ({ ...o })), shapes: inner.values.map((v) => [...v.shape]) });
+    if (Array.isArray(inner.ops) && Array.isArray(inner.values))
+      capturedPlans.set(plan, { ops: inner.ops.map((o) => ({ ...o })), shapes: inner.values.map((v) => [...v.shape]) });
     return plan;
   };
 }
@@ -410,7 +455,8 @@ async function profileConfig(c: BenchConfig, side: OmnirxSide): Promise<Json> {
   const plan = side.dit.planFor(side.shape);
   const captured = capturedPlans.get(plan);
   const inner = (plan as unknown as { plan?: NativePlan }).plan;
-  if (captured === undefined || inner === undefined) throw new Error('profile: cannot see the plan internals (PlanBuilder.ops/values or CompiledPlan.plan moved)');
+  if (captured === undefined || inner === undefined)
+    throw new Error('profile: cannot see the plan internals (PlanBuilder.ops/values or CompiledPlan.plan moved)');
   const named: Record<string, NativeTensor> = { latents: side.io.latents, timestep: side.io.timestep, context: side.io.context, velocity: side.io.out };
   const ordered = plan.slots.map((s) => named[s.name]);
   const nOps = captured.ops.length;
@@ -475,7 +521,15 @@ async function profileConfig(c: BenchConfig, side: OmnirxSide): Promise<Json> {
     categories,
     kinds: [...groups]
       .sort((a, b) => b[1].ms - a[1].ms)
-      .map(([kind, g]) => ({ kind, category: g.category, count: g.count, ms_total: round(g.ms, 3), ms_each: round(g.ms / g.count, 4), pct_of_ops: round((100 * g.ms) / sumOps, 1), ...rate(g) })),
+      .map(([kind, g]) => ({
+        kind,
+        category: g.category,
+        count: g.count,
+        ms_total: round(g.ms, 3),
+        ms_each: round(g.ms / g.count, 4),
+        pct_of_ops: round((100 * g.ms) / sumOps, 1),
+        ...rate(g),
+      })),
   };
 }
 
@@ -490,7 +544,11 @@ async function parallelSpeedup(): Promise<number> {
   const code = `const { parentPort } = require('node:worker_threads');
     parentPort.on('message', (n) => { const t = performance.now(); let s = 0; for (let i = 0; i < n; i++) s += Math.sqrt(i); parentPort.postMessage([performance.now() - t, s]); });`;
   const workers = [new Worker(code, { eval: true }), new Worker(code, { eval: true })];
-  const job = (w: Worker, n: number): Promise<number> => new Promise((resolve) => { w.once('message', (m: [number, number]) => resolve(m[0])); w.postMessage(n); });
+  const job = (w: Worker, n: number): Promise<number> =>
+    new Promise((resolve) => {
+      w.once('message', (m: [number, number]) => resolve(m[0]));
+      w.postMessage(n);
+    });
   try {
     const n = 2e7;
     await Promise.all(workers.map((w) => job(w, n / 10)));
@@ -515,7 +573,11 @@ function cpuDescription(): string {
     const model = Number(field('model'));
     const vendor = field('vendor_id');
     let arch = '';
-    if (vendor === 'AuthenticAMD' && family === 25) arch = (model >= 0x10 && model <= 0x1f) || (model >= 0x60 && model <= 0x7f) || model >= 0xa0 ? 'Zen 4: AVX-512 on 256-bit units, 32 fp32 FLOP/cycle/core' : 'Zen 3';
+    if (vendor === 'AuthenticAMD' && family === 25)
+      arch =
+        (model >= 0x10 && model <= 0x1f) || (model >= 0x60 && model <= 0x7f) || model >= 0xa0
+          ? 'Zen 4: AVX-512 on 256-bit units, 32 fp32 FLOP/cycle/core'
+          : 'Zen 3';
     else if (vendor === 'AuthenticAMD' && family === 26) arch = 'Zen 5: 512-bit units, 64 fp32 FLOP/cycle/core';
     return `${field('model name')} (family ${family}, model ${model}${arch ? `: ${arch}` : ''})`;
   } catch {
@@ -548,7 +610,11 @@ async function matmulGflops(native: NativeBinding, matmulDtype: MatmulDtype = 'f
 
 // ---- one config -----------------------------------------------------------------------------------------------
 
-async function benchConfig(native: NativeBinding, c: BenchConfig, opts: { rounds?: number; profile: boolean; torch: boolean; ort: boolean }): Promise<{ line: Json; profile?: Json }> {
+async function benchConfig(
+  native: NativeBinding,
+  c: BenchConfig,
+  opts: { rounds?: number; profile: boolean; torch: boolean; ort: boolean },
+): Promise<{ line: Json; profile?: Json }> {
   const p = await prepare(c);
   const L = (c.frames / c.dit.patchSize[0]) * (c.height / c.dit.patchSize[1]) * (c.width / c.dit.patchSize[2]);
 
@@ -572,7 +638,18 @@ async function benchConfig(native: NativeBinding, c: BenchConfig, opts: { rounds
         const outputs = path.join(p.dir, `outputs-${process.pid}.safetensors`);
         log(`${c.name}: PyTorch: loading the reference, checking it, exporting ONNX if needed (${path.basename(p.onnx)})`);
         const started = await TorchWorker.start([
-          '--config', JSON.stringify(c.dit), '--weights', p.weights, '--inputs', p.inputs, '--outputs', outputs, '--onnx', opts.ort ? p.onnx : '', '--threads', String(THREADS),
+          '--config',
+          JSON.stringify(c.dit),
+          '--weights',
+          p.weights,
+          '--inputs',
+          p.inputs,
+          '--outputs',
+          outputs,
+          '--onnx',
+          opts.ort ? p.onnx : '',
+          '--threads',
+          String(THREADS),
         ]);
         torch = started.worker;
         log(`${c.name}: PyTorch ready: ${JSON.stringify(started.ready)}`);
@@ -593,7 +670,10 @@ async function benchConfig(native: NativeBinding, c: BenchConfig, opts: { rounds
     let ortOut: Float32Array | undefined;
     if (opts.ort) {
       try {
-        if (!existsSync(p.onnx)) throw new Error(`no ONNX export at ${p.onnx} (it is written by the PyTorch driver${opts.torch ? ', which failed' : '; run without --no-torch once'})`);
+        if (!existsSync(p.onnx))
+          throw new Error(
+            `no ONNX export at ${p.onnx} (it is written by the PyTorch driver${opts.torch ? ', which failed' : '; run without --no-torch once'})`,
+          );
         const loaded = loadOrt();
         ort = loaded.ort;
         feeds = {
@@ -606,7 +686,10 @@ async function benchConfig(native: NativeBinding, c: BenchConfig, opts: { rounds
         // faster of the two in a short trial.
         const trial = async (spin: '0' | '1'): Promise<{ s: OrtSession; ms: number }> => {
           const s = await ort!.InferenceSession.create(p.onnx, {
-            intraOpNumThreads: THREADS, interOpNumThreads: 1, executionMode: 'sequential', graphOptimizationLevel: 'all',
+            intraOpNumThreads: THREADS,
+            interOpNumThreads: 1,
+            executionMode: 'sequential',
+            graphOptimizationLevel: 'all',
             extra: { session: { intra_op: { allow_spinning: spin } } },
           });
           await s.run(feeds!);
@@ -617,7 +700,9 @@ async function benchConfig(native: NativeBinding, c: BenchConfig, opts: { rounds
         const [keep, drop] = spin.ms <= still.ms ? [spin, still] : [still, spin];
         await drop.s.release?.();
         session = keep.s;
-        log(`${c.name}: onnxruntime-node ${loaded.version} ready (${ORT_DIR}); intra-op spinning on ${round(spin.ms)} ms, off ${round(still.ms)} ms → ${keep === spin ? 'on' : 'off'}`);
+        log(
+          `${c.name}: onnxruntime-node ${loaded.version} ready (${ORT_DIR}); intra-op spinning on ${round(spin.ms)} ms, off ${round(still.ms)} ms → ${keep === spin ? 'on' : 'off'}`,
+        );
         ortOut = (await session.run(feeds)).velocity.data as Float32Array;
       } catch (e) {
         log(`${c.name}: onnxruntime unavailable, ort_ms will be null: ${errorText(e)}`);
@@ -628,7 +713,11 @@ async function benchConfig(native: NativeBinding, c: BenchConfig, opts: { rounds
 
     // Numerical agreement before timing. Ground truth: the reference as written (complex128 RoPE).
     const truth = refOut ?? ortOut;
-    const check: Json = { check: c.name, tolerance: TOL, ground_truth: refOut ? 'torch reference as written' : ortOut ? 'onnxruntime (torch unavailable)' : 'none' };
+    const check: Json = {
+      check: c.name,
+      tolerance: TOL,
+      ground_truth: refOut ? 'torch reference as written' : ortOut ? 'onnxruntime (torch unavailable)' : 'none',
+    };
     if (truth !== undefined) {
       const eOm = relErr(omOut, truth);
       check.omnirx_rel_err = eOm;
@@ -639,7 +728,8 @@ async function benchConfig(native: NativeBinding, c: BenchConfig, opts: { rounds
       check.bf16_tolerance = BF16_TOL;
       process.stderr.write(`${JSON.stringify(check)}\n`);
       if (!(eOm <= TOL)) throw new Error(`${c.name}: omnirx differs from the reference by ${eOm} > ${TOL}; not timing different maths`);
-      if (!((check.omnirx_bf16_rel_err as number) <= BF16_TOL)) throw new Error(`${c.name}: omnirx bf16 differs from the reference by ${check.omnirx_bf16_rel_err} > ${BF16_TOL}`);
+      if (!((check.omnirx_bf16_rel_err as number) <= BF16_TOL))
+        throw new Error(`${c.name}: omnirx bf16 differs from the reference by ${check.omnirx_bf16_rel_err} > ${BF16_TOL}`);
       if (torchOut && !(relErr(torchOut, truth) <= TOL)) {
         log(`${c.name}: PyTorch output differs from the reference beyond ${TOL}; dropping it`);
         torch?.close();
@@ -681,7 +771,9 @@ async function benchConfig(native: NativeBinding, c: BenchConfig, opts: { rounds
         }
       }
       if (ortForward && session) times.ort.push(...(await timeRuns(c.reps, ortForward)));
-      log(`${c.name}: round ${r + 1}/${rounds}: omnirx ${round(median(times.omnirx.slice(-c.reps)))} ms (bf16 ${round(median(times.omnirxBf16.slice(-c.reps)))} ms), torch ${times.torch.length ? round(median(times.torch.slice(-c.reps))) : '-'} ms, ort ${times.ort.length ? round(median(times.ort.slice(-c.reps))) : '-'} ms`);
+      log(
+        `${c.name}: round ${r + 1}/${rounds}: omnirx ${round(median(times.omnirx.slice(-c.reps)))} ms (bf16 ${round(median(times.omnirxBf16.slice(-c.reps)))} ms), torch ${times.torch.length ? round(median(times.torch.slice(-c.reps))) : '-'} ms, ort ${times.ort.length ? round(median(times.ort.slice(-c.reps))) : '-'} ms`,
+      );
     }
     const omMs = median(times.omnirx);
     const omBfMs = median(times.omnirxBf16);
@@ -697,7 +789,11 @@ async function benchConfig(native: NativeBinding, c: BenchConfig, opts: { rounds
       speedup_vs_best: best.length ? round(Math.min(...best) / omMs, 3) : null,
       omnirx_bf16_ms: round(omBfMs),
       speedup_bf16_vs_best: best.length ? round(Math.min(...best) / omBfMs, 3) : null,
-      min_ms: { omnirx: round(Math.min(...times.omnirx)), torch: times.torch.length ? round(Math.min(...times.torch)) : null, ort: ortMs === null ? null : round(Math.min(...times.ort)) },
+      min_ms: {
+        omnirx: round(Math.min(...times.omnirx)),
+        torch: times.torch.length ? round(Math.min(...times.torch)) : null,
+        ort: ortMs === null ? null : round(Math.min(...times.ort)),
+      },
       rounds,
       forwards_per_round: c.reps,
       parallel_speedup_2threads: round(await parallelSpeedup()),
@@ -721,8 +817,11 @@ async function main(): Promise<void> {
   if (opts.profile) captureCompiledPlans();
   const native = loadNative();
   const threads = native.stats().threads;
-  log(`omnirx native pool: ${threads} threads (OMNIRX_THREADS=${process.env.OMNIRX_THREADS ?? 'unset'}); ${os.cpus().length} CPUs (${os.cpus()[0]?.model ?? '?'})`);
-  if (threads !== THREADS) log(`warning: omnirx runs ${threads} threads, the baselines ${THREADS}; set OMNIRX_THREADS=${THREADS} for a like-for-like comparison`);
+  log(
+    `omnirx native pool: ${threads} threads (OMNIRX_THREADS=${process.env.OMNIRX_THREADS ?? 'unset'}); ${os.cpus().length} CPUs (${os.cpus()[0]?.model ?? '?'})`,
+  );
+  if (threads !== THREADS)
+    log(`warning: omnirx runs ${threads} threads, the baselines ${THREADS}; set OMNIRX_THREADS=${THREADS} for a like-for-like comparison`);
   const parallelStart = await parallelSpeedup();
   log(`parallel speedup of 2 busy JS threads over 1: ${round(parallelStart)} (2 = both vCPUs fully available)`);
   let failed = false;
@@ -741,7 +840,11 @@ async function main(): Promise<void> {
   let torchGemm: number | null = null;
   if (opts.torch) {
     try {
-      const r = spawnSync('sh', [path.join(HELPERS, 'torch-env.sh'), PYTHON, path.join(HELPERS, 'torch_driver.py'), '--gemm', '1024', '--threads', String(THREADS)], { cwd: ROOT, encoding: 'utf8', timeout: 120_000 });
+      const r = spawnSync(
+        'sh',
+        [path.join(HELPERS, 'torch-env.sh'), PYTHON, path.join(HELPERS, 'torch_driver.py'), '--gemm', '1024', '--threads', String(THREADS)],
+        { cwd: ROOT, encoding: 'utf8', timeout: 120_000 },
+      );
       const line = (r.stdout ?? '').trim().split('\n').pop() ?? '';
       const j = JSON.parse(line || '{}') as { gemm_gflops?: number; error?: string };
       if (typeof j.gemm_gflops !== 'number') throw new Error(j.error ?? (r.error?.message || (r.stderr ?? '').slice(-300) || `exit ${r.status}`));
@@ -765,7 +868,8 @@ async function main(): Promise<void> {
       bf16_native: native.stats().bf16Native,
       parallel_speedup_2threads: [round(parallelStart), round(parallelEnd)],
       cpu: cpuDescription(),
-      peak_source: 'measured earlier on Zen 5: fp32 FMA peak ~200-220 GFLOP/s per core with AVX-512, ~390-400 on both cores; not measurable from Node without native code. On Zen 4 the peak per cycle is half; torch_mm_gflops (OpenBLAS, same moment) is the practical reference',
+      peak_source:
+        'measured earlier on Zen 5: fp32 FMA peak ~200-220 GFLOP/s per core with AVX-512, ~390-400 on both cores; not measurable from Node without native code. On Zen 4 the peak per cycle is half; torch_mm_gflops (OpenBLAS, same moment) is the practical reference',
     }),
   );
   if (failed) process.exitCode = 1;

@@ -83,7 +83,20 @@ import { Engine } from '../src/engine/engine';
 import { frameStripPng } from './eval/frame-strip';
 import { tallyWorldClip, worldFigures, type WorldEvalClip } from './eval/world-eval';
 import { clipUnits, pairedClipUnits, worldDifference, worldIntervals } from './eval/world-intervals';
-import { SettingsMismatchError, baselineRecord, checkSameClips, figuresByPrompt, pairWithBaseline, readWorldTallies, settingDifference, splitByBlocks, unitsByMode, worldTalliesFile, type WorldTalliesFile, type WorldTallyRecord } from './eval/world-tallies';
+import {
+  SettingsMismatchError,
+  baselineRecord,
+  checkSameClips,
+  figuresByPrompt,
+  pairWithBaseline,
+  readWorldTallies,
+  settingDifference,
+  splitByBlocks,
+  unitsByMode,
+  worldTalliesFile,
+  type WorldTalliesFile,
+  type WorldTallyRecord,
+} from './eval/world-tallies';
 import { ACTION_KEYS } from '../src/request/action';
 import { evalSession, T2V_EVAL_PROMPTS, T2V_EVAL_SEED, t2vClip, worldClip, worldClipFromFrame, WORLD_EVAL_SESSIONS } from './eval/world-clips';
 import { parseWorldPrompt } from './eval/world-palette';
@@ -140,24 +153,29 @@ interface EvalOptions {
 }
 
 /** A numeric flag's parser with the request schema's range (`parseNumericFlag`), for commander. */
-const numeric = (spec: Parameters<typeof parseNumericFlag>[0]) => (raw: string): number => {
-  try {
-    return parseNumericFlag(spec, raw);
-  } catch (e) {
-    throw new InvalidArgumentError((e as Error).message);
-  }
-};
+const numeric =
+  (spec: Parameters<typeof parseNumericFlag>[0]) =>
+  (raw: string): number => {
+    try {
+      return parseNumericFlag(spec, raw);
+    } catch (e) {
+      throw new InvalidArgumentError((e as Error).message);
+    }
+  };
 
 /** A text option's parser that refuses a value that looks like a flag (`--strips --seeds 4`, `--strips -h`: the value is missing). */
-const text = (flag: string) => (raw: string): string => {
-  if (raw.startsWith('-')) throw new InvalidArgumentError(`${flag} is missing its value ("${raw}" looks like a flag)`);
-  return raw;
-};
+const text =
+  (flag: string) =>
+  (raw: string): string => {
+    if (raw.startsWith('-')) throw new InvalidArgumentError(`${flag} is missing its value ("${raw}" looks like a flag)`);
+    return raw;
+  };
 
 /** `--guidance-interval`'s parser: "start,end", two decimal fractions of the steps with start ≤ end. */
 const guidanceIntervalArg = (raw: string): GuidanceInterval => {
   const pair = parseGuidanceIntervalText(raw);
-  if (pair === undefined || !isGuidanceInterval(pair)) throw new InvalidArgumentError(`--guidance-interval must be "start,end", two numbers in [0, 1] with start ≤ end (e.g. 0,0.25); got ${JSON.stringify(raw)}`);
+  if (pair === undefined || !isGuidanceInterval(pair))
+    throw new InvalidArgumentError(`--guidance-interval must be "start,end", two numbers in [0, 1] with start ≤ end (e.g. 0,0.25); got ${JSON.stringify(raw)}`);
   return pair;
 };
 
@@ -166,39 +184,93 @@ function parseOptions(argv: readonly string[]): EvalOptions {
     .description('quality figures of the world model on fixed-seed T2V clips and world sessions (docs/model-card.md)')
     .addOption(new Option('--models-dir <dir>', "directory of model checkpoints (default: the engine's)").argParser(text('--models-dir')))
     .addOption(new Option('--model <id>', "registered model id (default: the engine's default model)").argParser(text('--model')))
-    .addOption(new Option('--seeds <k>', 'run every prompt and session at k seeds (1–100)').default(1).argParser(numeric({ flag: '--seeds', integer: true, min: 1, max: 100 })))
-    .addOption(new Option('--guidance-scale <g>', "T2V clips' classifier-free guidance scale (default: the model's; world sessions run none)").argParser(numeric(NUMERIC_FLAGS.find((f) => f.flag === '--guidance-scale')!)))
-    .addOption(new Option('--guidance-interval <start,end>', "T2V clips' guidance interval: the fractions [start, end) of the denoise steps guided (default: the model's)").argParser(guidanceIntervalArg))
-    .addOption(new Option('--eta <e>', "η of the T2V clips and world sessions: the share of fresh noise re-noising each Euler step, 0–1 (default: the model's)").argParser(numeric(NUMERIC_FLAGS.find((f) => f.flag === '--eta')!)))
+    .addOption(
+      new Option('--seeds <k>', 'run every prompt and session at k seeds (1–100)')
+        .default(1)
+        .argParser(numeric({ flag: '--seeds', integer: true, min: 1, max: 100 })),
+    )
+    .addOption(
+      new Option('--guidance-scale <g>', "T2V clips' classifier-free guidance scale (default: the model's; world sessions run none)").argParser(
+        numeric(NUMERIC_FLAGS.find((f) => f.flag === '--guidance-scale')!),
+      ),
+    )
+    .addOption(
+      new Option(
+        '--guidance-interval <start,end>',
+        "T2V clips' guidance interval: the fractions [start, end) of the denoise steps guided (default: the model's)",
+      ).argParser(guidanceIntervalArg),
+    )
+    .addOption(
+      new Option(
+        '--eta <e>',
+        "η of the T2V clips and world sessions: the share of fresh noise re-noising each Euler step, 0–1 (default: the model's)",
+      ).argParser(numeric(NUMERIC_FLAGS.find((f) => f.flag === '--eta')!)),
+    )
     .addOption(new Option('--tallies-out <file>', "write every clip's counts as JSON, a baseline for later runs").argParser(text('--tallies-out')))
-    .addOption(new Option('--baseline <file>', "compare with the tallies of another run with at least as many --seeds (paired 95 % intervals)").argParser((raw: string) => {
-      try {
-        return readWorldTallies(text('--baseline')(raw));
-      } catch (e) {
-        throw new InvalidArgumentError((e as Error).message);
-      }
-    }))
-    .addOption(new Option('--allow-other-settings', 'pair with a --baseline of other sampler settings, to compare two settings of the same weights (the differences are printed)'))
+    .addOption(
+      new Option('--baseline <file>', 'compare with the tallies of another run with at least as many --seeds (paired 95 % intervals)').argParser(
+        (raw: string) => {
+          try {
+            return readWorldTallies(text('--baseline')(raw));
+          } catch (e) {
+            throw new InvalidArgumentError((e as Error).message);
+          }
+        },
+      ),
+    )
+    .addOption(
+      new Option(
+        '--allow-other-settings',
+        'pair with a --baseline of other sampler settings, to compare two settings of the same weights (the differences are printed)',
+      ),
+    )
     .addOption(new Option('--strips <dir>', 'also write the clips of the first seed as PNG frame strips, with strips.json').argParser(text('--strips')))
     .addOption(new Option('--matmul-dtype <dtype>', "dtype of the DiT's matrix products").choices(MATMUL_DTYPES))
-    .addOption(new Option('--steps-per-chunk <n>', "world sessions' denoise steps per chunk after the first (1–50; default: the engine's)").argParser(numeric({ flag: '--steps-per-chunk', integer: true, min: 1, max: 50 })))
-    .addOption(new Option('--prompt-set <set>', 'eval, the default prompt set; held-out, other prompts of the same grammar and shape (bench/eval/world-held-out.ts); or color-pairs, one prompt per ordered pair of agent and block colours, 42 (bench/eval/world-color-pairs.ts)').choices(Object.keys(PROMPT_SETS)).default('eval'))
     .addOption(
-      new Option('--prompt <text>', 'evaluate one prompt of the world grammar instead of a set: a T2V clip and a world session per --seeds repeat (seeds 900, 950)')
+      new Option('--steps-per-chunk <n>', "world sessions' denoise steps per chunk after the first (1–50; default: the engine's)").argParser(
+        numeric({ flag: '--steps-per-chunk', integer: true, min: 1, max: 50 }),
+      ),
+    )
+    .addOption(
+      new Option(
+        '--prompt-set <set>',
+        'eval, the default prompt set; held-out, other prompts of the same grammar and shape (bench/eval/world-held-out.ts); or color-pairs, one prompt per ordered pair of agent and block colours, 42 (bench/eval/world-color-pairs.ts)',
+      )
+        .choices(Object.keys(PROMPT_SETS))
+        .default('eval'),
+    )
+    .addOption(
+      new Option(
+        '--prompt <text>',
+        'evaluate one prompt of the world grammar instead of a set: a T2V clip and a world session per --seeds repeat (seeds 900, 950)',
+      )
         .conflicts('promptSet')
         .argParser((given: string) => {
           // one spelling per prompt, so that runs of it pair: trimmed and lower-case, as the grammar reads it
           const raw = text('--prompt')(given).trim().toLowerCase();
-          if (parseWorldPrompt(raw) === undefined) throw new InvalidArgumentError(`the prompt is outside the world grammar: "a|an <colour> <noun> in a <room colour> room[ with a|an|two|three <colour> block(s)]", with the colours and nouns of bench/eval/world-palette.ts (e.g. "a white ball in a dark blue room with two yellow blocks")`);
+          if (parseWorldPrompt(raw) === undefined)
+            throw new InvalidArgumentError(
+              `the prompt is outside the world grammar: "a|an <colour> <noun> in a <room colour> room[ with a|an|two|three <colour> block(s)]", with the colours and nouns of bench/eval/world-palette.ts (e.g. "a white ball in a dark blue room with two yellow blocks")`,
+            );
           return raw;
         }),
     )
-    .addOption(new Option('--per-prompt', "also print each prompt's figures over its seeds (\"per_prompt\")"))
-    .addOption(new Option('--first-frame <start>', 'world sessions start from the prompt, or from a frame of the world with the agent at the spawn point or at least 12 px from it (not scored)').choices(['prompt', 'spawn', 'off-centre']).default('prompt'))
+    .addOption(new Option('--per-prompt', 'also print each prompt\'s figures over its seeds ("per_prompt")'))
+    .addOption(
+      new Option(
+        '--first-frame <start>',
+        'world sessions start from the prompt, or from a frame of the world with the agent at the spawn point or at least 12 px from it (not scored)',
+      )
+        .choices(['prompt', 'spawn', 'off-centre'])
+        .default('prompt'),
+    )
     .exitOverride((e) => process.exit(e.exitCode === 0 ? 0 : 2));
   const o = cmd.parse(argv, { from: 'user' }).opts<EvalOptions>();
   if (o.allowOtherSettings && !o.baseline) cmd.error('error: --allow-other-settings needs --baseline (it says which baseline settings may differ)');
-  if (o.prompt !== undefined && o.seeds < 10) console.error(`note: --prompt at --seeds ${o.seeds}: its intervals resample ${o.seeds} clip${o.seeds === 1 ? ' (zero width)' : 's'} per mode; run --seeds 20 or more for a usable one`);
+  if (o.prompt !== undefined && o.seeds < 10)
+    console.error(
+      `note: --prompt at --seeds ${o.seeds}: its intervals resample ${o.seeds} clip${o.seeds === 1 ? ' (zero width)' : 's'} per mode; run --seeds 20 or more for a usable one`,
+    );
   return o;
 }
 
@@ -222,17 +294,37 @@ interface PlannedClip extends Pick<WorldTallyRecord, 'mode' | 'unit' | 'seed' | 
 }
 
 /** The set (or `--prompt`'s one prompt): every T2V prompt and world session at `seeds` seeds, in generation order. */
-function plan({ seeds, model, guidanceScale, guidanceInterval, eta, firstFrame, promptSet, prompt }: Pick<EvalOptions, 'seeds' | 'model' | 'guidanceScale' | 'guidanceInterval' | 'eta' | 'firstFrame' | 'promptSet' | 'prompt'>): PlannedClip[] {
-  const set: PromptSet = prompt === undefined ? PROMPT_SETS[promptSet] : { t2v: [prompt], t2vSeed: ONE_PROMPT_SEEDS.t2v, world: [evalSession(ONE_PROMPT_SEEDS.world)(prompt, 0)] };
+function plan({
+  seeds,
+  model,
+  guidanceScale,
+  guidanceInterval,
+  eta,
+  firstFrame,
+  promptSet,
+  prompt,
+}: Pick<EvalOptions, 'seeds' | 'model' | 'guidanceScale' | 'guidanceInterval' | 'eta' | 'firstFrame' | 'promptSet' | 'prompt'>): PlannedClip[] {
+  const set: PromptSet =
+    prompt === undefined ? PROMPT_SETS[promptSet] : { t2v: [prompt], t2vSeed: ONE_PROMPT_SEEDS.t2v, world: [evalSession(ONE_PROMPT_SEEDS.world)(prompt, 0)] };
   const clips: PlannedClip[] = [];
   for (let k = 0; k < seeds; k++) {
     for (const [i, prompt] of set.t2v.entries()) {
       const seed = set.t2vSeed + i + SEED_STRIDE * k;
-      clips.push({ mode: 't2v', unit: i, seed, prompt, repeat: k, generate: (e) => t2vClip(e, { model, prompt, seed, frames: T2V_FRAMES, guidanceScale, guidanceInterval, eta }) });
+      clips.push({
+        mode: 't2v',
+        unit: i,
+        seed,
+        prompt,
+        repeat: k,
+        generate: (e) => t2vClip(e, { model, prompt, seed, frames: T2V_FRAMES, guidanceScale, guidanceInterval, eta }),
+      });
     }
     for (const [i, s] of set.world.entries()) {
       const seed = s.seed + SEED_STRIDE * k;
-      const generate = firstFrame === 'prompt' ? (e: Engine) => worldClip(e, { model, ...s, seed, eta }) : (e: Engine) => worldClipFromFrame(e, { model, ...s, seed, eta }, firstFrame);
+      const generate =
+        firstFrame === 'prompt'
+          ? (e: Engine) => worldClip(e, { model, ...s, seed, eta })
+          : (e: Engine) => worldClipFromFrame(e, { model, ...s, seed, eta }, firstFrame);
       clips.push({ mode: 'world', unit: i, seed, prompt: s.prompt, repeat: k, generate });
     }
   }
@@ -265,7 +357,9 @@ function startsPair(firstFrame: EvalOptions['firstFrame'], baseline: readonly Wo
   const theirs = world === undefined ? firstFrame : String(world.settings.firstFrame ?? 'prompt');
   if ((theirs === 'prompt') === (firstFrame === 'prompt')) return true;
   const says = (start: string) => (start === 'prompt' ? 'from the prompt' : `from a given frame (--first-frame ${start})`);
-  console.error(`error: --baseline: its world sessions started ${says(theirs)}, this run's ${says(firstFrame)}: they score 24 and 23 frames and do not pair; compare runs of the same kind of start`);
+  console.error(
+    `error: --baseline: its world sessions started ${says(theirs)}, this run's ${says(firstFrame)}: they score 24 and 23 frames and do not pair; compare runs of the same kind of start`,
+  );
   process.exitCode = 2;
   return false;
 }
@@ -275,7 +369,8 @@ async function main(): Promise<void> {
   const planned = plan(o);
   const sameSettings = !o.allowOtherSettings;
   if (o.baseline && !(startsPair(o.firstFrame, o.baseline.clips) && baselineHolds(planned, o.baseline.clips, sameSettings))) return; // before any clip is generated
-  const engine = await Engine.create({ families: builtinFamilies(),
+  const engine = await Engine.create({
+    families: builtinFamilies(),
     ...(o.modelsDir ? { modelsDir: o.modelsDir } : {}),
     ...(o.matmulDtype ? { matmulDtype: o.matmulDtype } : {}),
     ...(o.stepsPerChunk ? { sessions: { steps: o.stepsPerChunk } } : {}),
@@ -287,7 +382,14 @@ async function main(): Promise<void> {
     const settingsChecked = new Set<'t2v' | 'world'>(); // a mode's clips share their settings; pairWithBaseline checks all
     for (const p of planned) {
       const clip = await p.generate(engine);
-      const record = { mode: p.mode, unit: p.unit, seed: p.seed, prompt: p.prompt, ...tallyWorldClip(clip), settings: { ...clip.settings, matmulDtype: o.matmulDtype ?? 'float32' } };
+      const record = {
+        mode: p.mode,
+        unit: p.unit,
+        seed: p.seed,
+        prompt: p.prompt,
+        ...tallyWorldClip(clip),
+        settings: { ...clip.settings, matmulDtype: o.matmulDtype ?? 'float32' },
+      };
       if (o.baseline && !settingsChecked.has(p.mode)) {
         if (!baselineHolds([record], o.baseline.clips, sameSettings)) return; // other sampler settings show at a mode's first clip
         const differs = settingDifference(record.settings, baselineRecord(record, o.baseline.clips)!.settings);
@@ -311,8 +413,22 @@ async function main(): Promise<void> {
       };
     };
     const { withoutBlocks, withBlocks } = splitByBlocks(records);
-    const section = (modes: ReadonlyArray<'t2v' | 'world'>) => ({ ...report(records, modes), prompts_without_blocks: report(withoutBlocks, modes), prompts_with_blocks: report(withBlocks, modes) });
-    console.log(JSON.stringify({ ...section(['t2v', 'world']), t2v: section(['t2v']), world: section(['world']), ...(o.firstFrame !== 'prompt' ? { first_frame: o.firstFrame } : {}), ...(o.promptSet !== 'eval' ? { prompt_set: o.promptSet } : {}), ...(o.prompt !== undefined ? { prompt: o.prompt } : {}), ...(o.perPrompt ? { per_prompt: figuresByPrompt(records) } : {}) }));
+    const section = (modes: ReadonlyArray<'t2v' | 'world'>) => ({
+      ...report(records, modes),
+      prompts_without_blocks: report(withoutBlocks, modes),
+      prompts_with_blocks: report(withBlocks, modes),
+    });
+    console.log(
+      JSON.stringify({
+        ...section(['t2v', 'world']),
+        t2v: section(['t2v']),
+        world: section(['world']),
+        ...(o.firstFrame !== 'prompt' ? { first_frame: o.firstFrame } : {}),
+        ...(o.promptSet !== 'eval' ? { prompt_set: o.promptSet } : {}),
+        ...(o.prompt !== undefined ? { prompt: o.prompt } : {}),
+        ...(o.perPrompt ? { per_prompt: figuresByPrompt(records) } : {}),
+      }),
+    );
     if (o.talliesOut !== undefined) writeFileSync(o.talliesOut, JSON.stringify(worldTalliesFile(records)));
     if (o.strips !== undefined) writeStrips(o.strips, stripClips);
   } finally {

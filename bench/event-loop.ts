@@ -16,7 +16,11 @@ async function main(): Promise<void> {
   const engine = await Engine.create({ families: builtinFamilies() });
   // Guidance on every step (`guidanceInterval: [0, 1]`) and deterministic Euler steps (`eta: 0`), the workload
   // docs/benchmarks.md's figures were measured on.
-  const request = { task: 'T2V' as const, inputs: { prompt: 'a red ball in a dark blue room' }, diffusion: { seed: 1, numInferenceSteps: 10, guidanceInterval: [0, 1] as [number, number], eta: 0 } };
+  const request = {
+    task: 'T2V' as const,
+    inputs: { prompt: 'a red ball in a dark blue room' },
+    diffusion: { seed: 1, numInferenceSteps: 10, guidanceInterval: [0, 1] as [number, number], eta: 0 },
+  };
   await lastValueFrom(engine.generate({ ...request, diffusion: { seed: 1, numInferenceSteps: 1 } }));
 
   const idle = monitorEventLoopDelay({ resolution: 1 });

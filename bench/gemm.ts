@@ -22,7 +22,12 @@ function plainLinear(x: Float32Array, w: Float32Array, y: Float32Array, M: numbe
 
 async function main(): Promise<void> {
   const native = loadNative();
-  for (const [M, N, K] of [[256, 256, 256], [1024, 256, 256], [1024, 1024, 256], [1024, 1024, 1024]]) {
+  for (const [M, N, K] of [
+    [256, 256, 256],
+    [1024, 256, 256],
+    [1024, 1024, 256],
+    [1024, 1024, 1024],
+  ]) {
     const xs = Float32Array.from({ length: M * K }, (_, i) => Math.sin(i));
     const ws = Float32Array.from({ length: N * K }, (_, i) => Math.cos(i));
     const g = new PlanBuilder();
@@ -47,7 +52,16 @@ async function main(): Promise<void> {
     const flops = 2 * M * N * K;
     const o = median(ours);
     const b = median(base);
-    console.log(JSON.stringify({ shape: `${M}x${N}x${K}`, omnirx_ms: +o.toFixed(3), baseline_ms: +b.toFixed(1), omnirx_gflops: +(flops / o / 1e6).toFixed(1), baseline_gflops: +(flops / b / 1e6).toFixed(2), speedup: +(b / o).toFixed(1) }));
+    console.log(
+      JSON.stringify({
+        shape: `${M}x${N}x${K}`,
+        omnirx_ms: +o.toFixed(3),
+        baseline_ms: +b.toFixed(1),
+        omnirx_gflops: +(flops / o / 1e6).toFixed(1),
+        baseline_gflops: +(flops / b / 1e6).toFixed(2),
+        speedup: +(b / o).toFixed(1),
+      }),
+    );
     plan.dispose();
     for (const t of [w, x, y]) t.dispose();
   }

@@ -38,9 +38,17 @@ const WARMUP_FRAMES = 20;
 
 /** Headless flags plus the loopback-peer flags of ../shared/FACTS.md. */
 const CHROMIUM_ARGS = [
-  '--headless', '--no-sandbox', '--disable-gpu', '--disable-quic', '--no-first-run', '--disable-background-networking',
-  '--disable-component-update', '--disable-sync', '--autoplay-policy=no-user-gesture-required',
-  '--allow-loopback-in-peer-connection', '--disable-features=WebRtcHideLocalIpsWithMdns',
+  '--headless',
+  '--no-sandbox',
+  '--disable-gpu',
+  '--disable-quic',
+  '--no-first-run',
+  '--disable-background-networking',
+  '--disable-component-update',
+  '--disable-sync',
+  '--autoplay-policy=no-user-gesture-required',
+  '--allow-loopback-in-peer-connection',
+  '--disable-features=WebRtcHideLocalIpsWithMdns',
 ];
 
 /** The first of `candidates` that holds `rel`. @throws Error when none does. */
@@ -64,35 +72,71 @@ const round1 = (x: number | null) => (x === null ? null : Math.round(x * 10) / 1
  * flat colour per action key, tagged with the latest action (as a chunk samples it at its start).
  */
 function trivialWorld(id: string, width: number, height: number, fps: number): RtcWorld {
-  const colours: Record<string, [number, number, number]> = { none: [40, 40, 40], up: [200, 40, 40], down: [40, 200, 40], left: [40, 40, 200], right: [200, 200, 40] };
+  const colours: Record<string, [number, number, number]> = {
+    none: [40, 40, 40],
+    up: [200, 40, 40],
+    down: [40, 200, 40],
+    left: [40, 40, 200],
+    right: [200, 200, 40],
+  };
   const credits = new Subject<number>();
   let latest: { key: string; id?: string } = { key: 'none' };
   let frame = 0;
   let closed = false;
   const done = new Subject<void>();
   const events$ = new Observable<OmniEvent>((sub) => {
-    sub.next({ type: 'admitted', requestId: id, model: 'trivial', params: { task: 'WORLD', width, height, fps, chunkFrames: 1 }, estimate: { steps: 0, forwards: 0 } });
+    sub.next({
+      type: 'admitted',
+      requestId: id,
+      model: 'trivial',
+      params: { task: 'WORLD', width, height, fps, chunkFrames: 1 },
+      estimate: { steps: 0, forwards: 0 },
+    });
     const c = credits.subscribe((n) => {
       for (let i = 0; i < n; i++) {
         const rgb = new Uint8Array(width * height * 3);
         const [r, g, b] = colours[latest.key] ?? colours.none!;
-        for (let p = 0; p < rgb.length; p += 3) { rgb[p] = r; rgb[p + 1] = g; rgb[p + 2] = b; }
+        for (let p = 0; p < rgb.length; p += 3) {
+          rgb[p] = r;
+          rgb[p + 1] = g;
+          rgb[p + 2] = b;
+        }
         const action = { key: latest.key, ...(latest.id !== undefined ? { id: latest.id } : {}) };
-        sub.next({ type: 'chunk', requestId: id, node: 'trivial', artifact: { kind: 'video', width, height, numFrames: 1, fps, frames: rgb }, rollout: { chunk: frame, firstFrame: frame, ptsMs: (frame * 1000) / fps, action } });
+        sub.next({
+          type: 'chunk',
+          requestId: id,
+          node: 'trivial',
+          artifact: { kind: 'video', width, height, numFrames: 1, fps, frames: rgb },
+          rollout: { chunk: frame, firstFrame: frame, ptsMs: (frame * 1000) / fps, action },
+        });
         frame++;
       }
     });
     const d = done.subscribe(() => sub.complete());
-    return () => { c.unsubscribe(); d.unsubscribe(); };
+    return () => {
+      c.unsubscribe();
+      d.unsubscribe();
+    };
   });
   return {
     id,
     params: { sessionId: id, prompt: '', width, height, fps, seed: 0, flowShift: 1, eta: 0, initialAction: { key: 'none' }, priority: 1 },
     events$,
-    actions: { next: (a: unknown) => { latest = SessionActionSchema.parse(a); }, error: () => undefined, complete: () => undefined },
+    actions: {
+      next: (a: unknown) => {
+        latest = SessionActionSchema.parse(a);
+      },
+      error: () => undefined,
+      complete: () => undefined,
+    },
     credits: { next: (n: number) => credits.next(n), error: () => undefined, complete: () => undefined },
     flush: () => undefined,
-    close: () => { if (!closed) { closed = true; done.next(); } },
+    close: () => {
+      if (!closed) {
+        closed = true;
+        done.next();
+      }
+    },
     stats: () => ({ chunks: frame, creditBalance: 0, nativeBytes: 0, slabBytes: 0, closed }),
   };
 }
@@ -100,7 +144,9 @@ function trivialWorld(id: string, width: number, height: number, fps: number): R
 /** An engine port serving only trivial world sessions (64×64 at `fps`, like the default model). */
 function trivialEngine(fps: number): ServedEngine {
   let n = 0;
-  const unsupported = () => { throw new Error('the trivial engine serves world sessions only'); };
+  const unsupported = () => {
+    throw new Error('the trivial engine serves world sessions only');
+  };
   return {
     generate: unsupported,
     listModels: () => ['trivial'],
@@ -133,7 +179,9 @@ async function drive(browser: Browser, origin: string, fps: number, presses: num
   try {
     await page.goto(`${origin}/demos/world?fps=${fps}`);
     await page.click('#start-button');
-    await page.waitForFunction(`window.omnirxWorld?.state === "running" && window.omnirxWorld.framesShown >= ${WARMUP_FRAMES}`, undefined, { timeout: 120_000 });
+    await page.waitForFunction(`window.omnirxWorld?.state === "running" && window.omnirxWorld.framesShown >= ${WARMUP_FRAMES}`, undefined, {
+      timeout: 120_000,
+    });
     await page.evaluate('document.activeElement.blur()');
     const before = (await page.evaluate('({ n: window.omnirxWorld.framesShown, t: window.omnirxWorld.lastShownAt })')) as { n: number; t: number };
     for (let i = 0; i < presses; i++) {
@@ -141,7 +189,9 @@ async function drive(browser: Browser, origin: string, fps: number, presses: num
       await new Promise((r) => setTimeout(r, PRESS_SPACING_MS));
     }
     await new Promise((r) => setTimeout(r, 1000));
-    const after = (await page.evaluate('({ n: window.omnirxWorld.framesShown, t: window.omnirxWorld.lastShownAt, l: window.omnirxWorld.latencies.map((x) => x.ms) })')) as { n: number; t: number; l: number[] };
+    const after = (await page.evaluate(
+      '({ n: window.omnirxWorld.framesShown, t: window.omnirxWorld.lastShownAt, l: window.omnirxWorld.latencies.map((x) => x.ms) })',
+    )) as { n: number; t: number; l: number[] };
     await page.evaluate('window.omnirxWorld.stop()');
     return {
       motion_to_photon_ms_p50: round1(percentile(after.l, 50)),
@@ -188,7 +238,12 @@ async function main(): Promise<void> {
   const modelsDir = process.env.OMNIRX_MODELS_DIR ?? path.join(findDir(path.join('models', 'omnirx-default', 'model.json'), ROOTS), 'models');
   const browser = await chromium.launch({ executablePath: process.env.OMNIRX_CHROMIUM ?? '/usr/bin/chromium', args: CHROMIUM_ARGS });
   try {
-    const app = await createServer({ families: builtinFamilies(), modelsDir, defaultModel: 'omnirx-default', deploy: parseDeployConfig({ schemaVersion: 1, matmulDtype: dtype }) });
+    const app = await createServer({
+      families: builtinFamilies(),
+      modelsDir,
+      defaultModel: 'omnirx-default',
+      deploy: parseDeployConfig({ schemaVersion: 1, matmulDtype: dtype }),
+    });
     let model: RunResult;
     try {
       const origin = await listen(app);
@@ -214,7 +269,10 @@ async function main(): Promise<void> {
 }
 
 // Exit explicitly: the native executor's threads and werift's sockets may outlive the closed servers by minutes.
-main().then(() => process.exit(0), (err: unknown) => {
-  process.stderr.write(`motion-to-photon: ${err instanceof Error ? err.stack : String(err)}\n`);
-  process.exit(1);
-});
+main().then(
+  () => process.exit(0),
+  (err: unknown) => {
+    process.stderr.write(`motion-to-photon: ${err instanceof Error ? err.stack : String(err)}\n`);
+    process.exit(1);
+  },
+);

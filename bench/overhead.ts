@@ -28,7 +28,21 @@ function median(xs: number[]): number {
 
 async function main(): Promise<void> {
   const engine = await Engine.create({ families: builtinFamilies() });
-  const request = { task: 'T2V' as const, inputs: { prompt: 'a red ball in a dark blue room' }, diffusion: { seed: 3, numInferenceSteps: STEPS, numFrames: 4, width: 64, height: 64, guidanceScale: 5, guidanceInterval: [0, 1] as [number, number], eta: 0, flowShift: 3 } };
+  const request = {
+    task: 'T2V' as const,
+    inputs: { prompt: 'a red ball in a dark blue room' },
+    diffusion: {
+      seed: 3,
+      numInferenceSteps: STEPS,
+      numFrames: 4,
+      width: 64,
+      height: 64,
+      guidanceScale: 5,
+      guidanceInterval: [0, 1] as [number, number],
+      eta: 0,
+      flowShift: 3,
+    },
+  };
   const model = (await (engine.executor as InProcessExecutor).models.get(undefined)) as WanT2VModel;
   const dit = model.transformer();
   const te = model.textEncoder;
@@ -77,7 +91,15 @@ async function main(): Promise<void> {
   }
   const pm = median(p);
   const rm = median(r);
-  console.log(JSON.stringify({ overhead_pct: +((100 * (rm - pm)) / pm).toFixed(2), runtime_step_ms: +(rm / STEPS).toFixed(3), plain_step_ms: +(pm / STEPS).toFixed(3), steps: STEPS, rounds: ROUNDS }));
+  console.log(
+    JSON.stringify({
+      overhead_pct: +((100 * (rm - pm)) / pm).toFixed(2),
+      runtime_step_ms: +(rm / STEPS).toFixed(3),
+      plain_step_ms: +(pm / STEPS).toFixed(3),
+      steps: STEPS,
+      rounds: ROUNDS,
+    }),
+  );
   cond.dispose();
   uncond.dispose();
   await engine.close();

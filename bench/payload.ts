@@ -10,7 +10,16 @@
 import { mkdtempSync, rmSync } from 'node:fs';
 import * as os from 'node:os';
 import * as path from 'node:path';
-import { connectShm, connectTcp, createInProcessConnector, defaultShmDir, listenShm, listenTcp, type StageReceiver, type StageSender } from '../src/placement/connectors';
+import {
+  connectShm,
+  connectTcp,
+  createInProcessConnector,
+  defaultShmDir,
+  listenShm,
+  listenTcp,
+  type StageReceiver,
+  type StageSender,
+} from '../src/placement/connectors';
 import { decodePayload, encodePayload } from '../src/placement/payload-framing';
 import { float32Elements, float32Tensor, type DiffusionStagePayload } from '../src/pipeline/stage-payload';
 

@@ -37,11 +37,17 @@ async function scenario(maxRunning: number, o: { shorts: number; gapMs: number; 
   await timed(engine, { task: 'T2I', inputs: { prompt: 'warm' }, diffusion: { seed: 1, numInferenceSteps: 1 } });
   // Guidance on every step (`guidanceInterval: [0, 1]`) and deterministic Euler steps (`eta: 0`), the workload
   // docs/benchmarks.md's figures were measured on.
-  const long = timed(engine, { task: 'T2V', inputs: { prompt: 'a red ball in a dark blue room' }, diffusion: { seed: 2, numInferenceSteps: o.longSteps, numFrames: o.frames, guidanceInterval: [0, 1], eta: 0 } });
+  const long = timed(engine, {
+    task: 'T2V',
+    inputs: { prompt: 'a red ball in a dark blue room' },
+    diffusion: { seed: 2, numInferenceSteps: o.longSteps, numFrames: o.frames, guidanceInterval: [0, 1], eta: 0 },
+  });
   const shorts: Array<Promise<number>> = [];
   for (let i = 0; i < o.shorts; i++) {
     await new Promise((r) => setTimeout(r, o.gapMs));
-    shorts.push(timed(engine, { task: 'T2I', inputs: { prompt: 'a yellow block' }, diffusion: { seed: 10 + i, numInferenceSteps: 4, guidanceInterval: [0, 1], eta: 0 } }));
+    shorts.push(
+      timed(engine, { task: 'T2I', inputs: { prompt: 'a yellow block' }, diffusion: { seed: 10 + i, numInferenceSteps: 4, guidanceInterval: [0, 1], eta: 0 } }),
+    );
   }
   const [longMs, ...shortMs] = await Promise.all([long, ...shorts]);
   await engine.close();

@@ -58,14 +58,17 @@ async function sessionRun(engine: Engine, chunks: number): Promise<{ chunkMs: nu
   let timer: NodeJS.Timeout | undefined;
   let n = 0;
   const nextAction = () => {
-    timer = setTimeout(() => {
-      const id = `a${n}`;
-      sent.set(id, performance.now());
-      session.actions.next({ key: KEYS[n % KEYS.length], id });
-      if (FLUSH) session.flush(); // every action here is a direction change
-      n++;
-      nextAction();
-    }, 120 + rng.uniform() * 160);
+    timer = setTimeout(
+      () => {
+        const id = `a${n}`;
+        sent.set(id, performance.now());
+        session.actions.next({ key: KEYS[n % KEYS.length], id });
+        if (FLUSH) session.flush(); // every action here is a direction change
+        n++;
+        nextAction();
+      },
+      120 + rng.uniform() * 160,
+    );
   };
   await new Promise<void>((resolve, reject) => {
     session.events$.subscribe({
@@ -103,9 +106,25 @@ async function plainRun(engine: Engine, chunks: number): Promise<number[]> {
   const model = (await (engine.executor as InProcessExecutor).models.get(undefined)) as WanT2VModel;
   const state = new RequestState();
   const context = await encodePrompt({ model, native: loadNative() }, state, 'a red ball in a dark blue room');
-  const cfg = { chunkFrames: 1, sinkFrames: 1, localWindowFrames: 6, steps: 2, flowShift: model.spec.defaults.flowShift, eta: model.spec.defaults.world?.eta ?? 0, width: 64, height: 64, seed: 5 };
+  const cfg = {
+    chunkFrames: 1,
+    sinkFrames: 1,
+    localWindowFrames: 6,
+    steps: 2,
+    flowShift: model.spec.defaults.flowShift,
+    eta: model.spec.defaults.world?.eta ?? 0,
+    width: 64,
+    height: 64,
+    seed: 5,
+  };
   const pool = new SlabPool({ slabBytes: ChunkRollout.slabBytes(model.spec, 1, 64, 64), slabs: 1024 });
-  const rollout = ChunkRollout.create(loadNative(), model, cfg, context, pool.openSession('plain', { sinkChunks: 1, windowChunks: 7, layers: model.spec.transformer.numLayers }));
+  const rollout = ChunkRollout.create(
+    loadNative(),
+    model,
+    cfg,
+    context,
+    pool.openSession('plain', { sinkChunks: 1, windowChunks: 7, layers: model.spec.transformer.numLayers }),
+  );
   const times: number[] = [];
   try {
     let last = performance.now();

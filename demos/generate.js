@@ -70,62 +70,66 @@ function play(request) {
   window.omnirxDemo = stats;
 
   return new Promise((resolve) => {
-    mediaSource.addEventListener('sourceopen', () => {
-      const ws = new WebSocket(streamUrl());
-      ws.binaryType = 'arraybuffer';
-      let queue = null;
-      let pendingInit = false;
-      const finish = () => {
-        if (stats.ended && queue !== null && queue.idle && mediaSource.readyState === 'open') mediaSource.endOfStream();
-      };
+    mediaSource.addEventListener(
+      'sourceopen',
+      () => {
+        const ws = new WebSocket(streamUrl());
+        ws.binaryType = 'arraybuffer';
+        let queue = null;
+        let pendingInit = false;
+        const finish = () => {
+          if (stats.ended && queue !== null && queue.idle && mediaSource.readyState === 'open') mediaSource.endOfStream();
+        };
 
-      ws.addEventListener('open', () => {
-        ws.send(JSON.stringify({ type: 'generate', format: 'fmp4', request }));
-        ws.send(JSON.stringify({ type: 'credit', frames: INITIAL_CREDITS }));
-        status('queued');
-      });
-      ws.addEventListener('message', (ev) => {
-        if (typeof ev.data !== 'string') {
-          queue.push(pendingInit ? 'init' : 'fragment', ev.data);
-          pendingInit = false;
-          return;
-        }
-        const m = JSON.parse(ev.data);
-        if (m.type === 'progress') {
-          $('progress').max = m.total;
-          $('progress').value = m.step;
-          status(`denoising: step ${m.step} of ${m.total} (${m.ms.toFixed(0)} ms)`);
-        } else if (m.type === 'init') {
-          const sb = mediaSource.addSourceBuffer(`video/mp4; codecs="${m.codec}"`);
-          sb.mode = 'segments';
-          queue = new AppendQueue(sb, (kind) => {
-            if (kind === 'fragment') {
-              stats.appended++;
-              if (ws.readyState === WebSocket.OPEN) ws.send(JSON.stringify({ type: 'credit', frames: 1 }));
-            }
-            if (stats.appended === 1) video.play().catch(() => undefined);
-            finish();
-          });
-          pendingInit = true;
-          status(`streaming ${m.width}×${m.height} at ${m.fps} fps (${m.codec})`);
-        } else if (m.type === 'frame') {
-          stats.frames++;
-        } else if (m.type === 'end') {
-          stats.ended = true;
-          status(`done: ${m.frames} frames (${m.reason})`);
-          finish();
-          resolve();
-        } else if (m.type === 'error') {
-          status(`${m.code}${m.param ? ` (${m.param})` : ''}: ${m.message}`, true);
-          // A refused start (nothing streams yet) or a fatal error ends this attempt; the form can be sent again.
-          if (m.fatal || queue === null) {
-            ws.close();
-            resolve();
+        ws.addEventListener('open', () => {
+          ws.send(JSON.stringify({ type: 'generate', format: 'fmp4', request }));
+          ws.send(JSON.stringify({ type: 'credit', frames: INITIAL_CREDITS }));
+          status('queued');
+        });
+        ws.addEventListener('message', (ev) => {
+          if (typeof ev.data !== 'string') {
+            queue.push(pendingInit ? 'init' : 'fragment', ev.data);
+            pendingInit = false;
+            return;
           }
-        }
-      });
-      ws.addEventListener('close', () => resolve());
-    }, { once: true });
+          const m = JSON.parse(ev.data);
+          if (m.type === 'progress') {
+            $('progress').max = m.total;
+            $('progress').value = m.step;
+            status(`denoising: step ${m.step} of ${m.total} (${m.ms.toFixed(0)} ms)`);
+          } else if (m.type === 'init') {
+            const sb = mediaSource.addSourceBuffer(`video/mp4; codecs="${m.codec}"`);
+            sb.mode = 'segments';
+            queue = new AppendQueue(sb, (kind) => {
+              if (kind === 'fragment') {
+                stats.appended++;
+                if (ws.readyState === WebSocket.OPEN) ws.send(JSON.stringify({ type: 'credit', frames: 1 }));
+              }
+              if (stats.appended === 1) video.play().catch(() => undefined);
+              finish();
+            });
+            pendingInit = true;
+            status(`streaming ${m.width}×${m.height} at ${m.fps} fps (${m.codec})`);
+          } else if (m.type === 'frame') {
+            stats.frames++;
+          } else if (m.type === 'end') {
+            stats.ended = true;
+            status(`done: ${m.frames} frames (${m.reason})`);
+            finish();
+            resolve();
+          } else if (m.type === 'error') {
+            status(`${m.code}${m.param ? ` (${m.param})` : ''}: ${m.message}`, true);
+            // A refused start (nothing streams yet) or a fatal error ends this attempt; the form can be sent again.
+            if (m.fatal || queue === null) {
+              ws.close();
+              resolve();
+            }
+          }
+        });
+        ws.addEventListener('close', () => resolve());
+      },
+      { once: true },
+    );
   });
 }
 

@@ -92,7 +92,14 @@ const spec: PipelineSpec<SignalContext, SignalState> = {
   requestInputs: { seed: 'seed' },
   nodes: [
     { name: 'add_noise', run: { kind: 'stage', stage: addNoise }, inputs: { seed: 'seed' }, outputs: { noisy: 'signal' }, components: [], tasks: ['T2I'] },
-    { name: 'smooth', run: { kind: 'loop', stage: smooth as LoopStage<SignalContext, SignalState, unknown> }, inputs: { noisy: 'signal' }, outputs: { smoothed: 'signal' }, components: [], tasks: ['T2I'] },
+    {
+      name: 'smooth',
+      run: { kind: 'loop', stage: smooth as LoopStage<SignalContext, SignalState, unknown> },
+      inputs: { noisy: 'signal' },
+      outputs: { smoothed: 'signal' },
+      components: [],
+      tasks: ['T2I'],
+    },
     { name: 'measure', run: { kind: 'stage', stage: measure }, inputs: { smoothed: 'signal' }, outputs: { error: 'number' }, components: [], tasks: ['T2I'] },
   ],
 };

@@ -93,7 +93,12 @@ async function main(): Promise<void> {
   steps.decisions$.subscribe((d) => grants.push(...d.requestIds));
   const engine = await Engine.create({ families: builtinFamilies(), tasks: ['T2I'], steps });
   try {
-    const request = (requestId: string, seed: number) => ({ requestId, task: 'T2I' as const, inputs: { prompt: 'a white ball in a dark blue room' }, diffusion: { seed, numInferenceSteps: 8 } });
+    const request = (requestId: string, seed: number) => ({
+      requestId,
+      task: 'T2I' as const,
+      inputs: { prompt: 'a white ball in a dark blue room' },
+      diffusion: { seed, numInferenceSteps: 8 },
+    });
     const first = image(await lastValueFrom(engine.generate(request('first', 1))));
     grants.length = 0;
     // The second request and the custom loop run at once, on the same scheduler: the loop starts once the request is
@@ -102,7 +107,11 @@ async function main(): Promise<void> {
     const second = lastValueFrom(second$);
     await firstValueFrom(second$.pipe(filter((e) => e.type === 'step')));
     const state = new RequestState();
-    const loop = lastValueFrom(runGraph([node], [], { requestId: 'sharpen', image: first }, state, { scheduler: steps, requestId: 'sharpen', priority: 0 }, () => undefined).pipe(filter((e) => e.type === 'node_end')));
+    const loop = lastValueFrom(
+      runGraph([node], [], { requestId: 'sharpen', image: first }, state, { scheduler: steps, requestId: 'sharpen', priority: 0 }, () => undefined).pipe(
+        filter((e) => e.type === 'node_end'),
+      ),
+    );
     await Promise.all([second, loop]);
     const sharpened = state.artifacts.image as ImageArtifact;
     const runs = grants.map((id, i) => (i === 0 || id !== grants[i - 1] ? id : '')).filter(Boolean);

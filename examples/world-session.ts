@@ -10,7 +10,15 @@ import { filter, lastValueFrom, take, tap, toArray } from 'rxjs';
 import { builtinFamilies, Engine, type ChunkEvent, type SessionAction } from 'omnirx';
 
 /** The action of each chunk; a change of direction flushes. */
-const SCRIPT: SessionAction[] = [{ key: 'none' }, { key: 'right' }, { key: 'right' }, { key: 'up' }, { key: 'up' }, { key: 'left', id: 'turn-left' }, { key: 'left' }];
+const SCRIPT: SessionAction[] = [
+  { key: 'none' },
+  { key: 'right' },
+  { key: 'right' },
+  { key: 'up' },
+  { key: 'up' },
+  { key: 'left', id: 'turn-left' },
+  { key: 'left' },
+];
 
 async function main(): Promise<void> {
   const engine = await Engine.create({ families: builtinFamilies(), tasks: ['WORLD'] });
@@ -22,7 +30,9 @@ async function main(): Promise<void> {
       tap((c) => {
         const { chunk, action, ptsMs } = c.rollout!;
         const bytes = c.artifact.kind === 'video' ? c.artifact.frames.length : 0;
-        console.log(`chunk ${chunk} at ${ptsMs} ms: ${action.key}${action.id ? ` (${action.id})` : ''}, ${bytes / frames} frame(s) of ${session.params.width}×${session.params.height}`);
+        console.log(
+          `chunk ${chunk} at ${ptsMs} ms: ${action.key}${action.id ? ` (${action.id})` : ''}, ${bytes / frames} frame(s) of ${session.params.width}×${session.params.height}`,
+        );
         // The next chunk may already be denoising with this chunk's action: set its own, and flush on a turn so the
         // chunk in flight is redone with it.
         const next = SCRIPT[chunk + 1];

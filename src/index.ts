@@ -11,7 +11,14 @@ export { InProcessExecutor } from './executor/in-process';
 export { CostModel, StepScheduler, type ScheduleDecision } from './executor/scheduler';
 export { OmniRequestSchema, createOmniRequestSchema, TaskSchema, type OmniRequest, type OmniRequestInput, type Task } from './request/omni-request';
 export { OmniEventSchema, type OmniEvent, type OmniOutput, type StepEvent, type ChunkEvent, type ErrorEvent } from './request/omni-event';
-export { SessionRequestSchema, SessionActionSchema, createSessionRequestSchema, type SessionRequest, type SessionRequestInput, type SessionAction } from './request/session-request';
+export {
+  SessionRequestSchema,
+  SessionActionSchema,
+  createSessionRequestSchema,
+  type SessionRequest,
+  type SessionRequestInput,
+  type SessionAction,
+} from './request/session-request';
 export { ActionSchema, ACTION_KEYS, type Action, type ActionKey } from './request/action';
 export type { Artifact, VideoArtifact, ImageArtifact, LatentsArtifact } from './request/artifacts';
 export { DEFAULT_LIMITS, type RequestLimits } from './request/limits';

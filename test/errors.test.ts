@@ -23,7 +23,10 @@ function docTable(): DocRow[] {
   if (!/^\|(\s*:?-{3,}:?\s*\|){3}\s*$/.test(lines[header + 1] ?? '')) throw new Error('the table header is not followed by a separator row');
   const rows: DocRow[] = [];
   for (let i = header + 2; i < lines.length && lines[i]!.startsWith('|'); i++) {
-    const cells = lines[i]!.replace(/^\|/, '').replace(/\|\s*$/, '').split('|').map((c) => c.trim());
+    const cells = lines[i]!.replace(/^\|/, '')
+      .replace(/\|\s*$/, '')
+      .split('|')
+      .map((c) => c.trim());
     if (cells.length < 3) throw new Error(`docs/errors.md line ${i + 1}: expected 3 cells, got ${cells.length}`);
     const [code, status, ...meaning] = cells as [string, string, ...string[]];
     rows.push({ code: code.replace(/^`(.*)`$/, '$1'), status: Number(status), meaning: meaning.join('|').trim(), line: i + 1 });

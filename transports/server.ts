@@ -174,7 +174,8 @@ export async function createServer(options: ServerOptions = {}): Promise<Fastify
   });
   const ctx: ServerContext = {
     engine: () => {
-      if (engine === undefined) throw HttpError.engine('OMNIRX_ERR_UNAVAILABLE', startError === undefined ? 'the engine is not up yet' : `the engine failed to start: ${startError}`);
+      if (engine === undefined)
+        throw HttpError.engine('OMNIRX_ERR_UNAVAILABLE', startError === undefined ? 'the engine is not up yet' : `the engine failed to start: ${startError}`);
       return engine;
     },
     metrics,
@@ -186,17 +187,26 @@ export async function createServer(options: ServerOptions = {}): Promise<Fastify
     const open = async (families: readonly ModelFamily[]): Promise<ServedEngine> => {
       const { Engine } = await import('../src/engine/engine');
       const { parseDeployConfig } = await import('../src/placement/deploy-config');
-      const overrides = { ...(options.modelsDir === undefined ? {} : { modelsDir: options.modelsDir }), ...(options.defaultModel === undefined ? {} : { defaultModel: options.defaultModel }) };
+      const overrides = {
+        ...(options.modelsDir === undefined ? {} : { modelsDir: options.modelsDir }),
+        ...(options.defaultModel === undefined ? {} : { defaultModel: options.defaultModel }),
+      };
       return Engine.fromDeployConfig({ ...(options.deploy ?? parseDeployConfig({ schemaVersion: 1 })), ...overrides }, { families });
     };
-    if (options.engine === undefined && options.families === undefined) throw new OmniError('OMNIRX_ERR_CONFIG', 'createServer needs an engine or the model families to build one (families: builtinFamilies() from omnirx)', { param: 'families' });
+    if (options.engine === undefined && options.families === undefined)
+      throw new OmniError('OMNIRX_ERR_CONFIG', 'createServer needs an engine or the model families to build one (families: builtinFamilies() from omnirx)', {
+        param: 'families',
+      });
     const e = options.engine ?? open(options.families!);
     const started = await e;
     // A deployment whose default model is not there could never serve a request that names none: refuse to start.
     const def = started.models.defaultModel;
     if (def !== undefined && !started.listModels().includes(def)) {
       await started.close();
-      throw new OmniError('OMNIRX_ERR_UNKNOWN_MODEL', `the default model '${def}' is not in ${started.models.modelsDir ?? 'the models folder'} (found: ${started.listModels().join(', ') || 'none'})`);
+      throw new OmniError(
+        'OMNIRX_ERR_UNKNOWN_MODEL',
+        `the default model '${def}' is not in ${started.models.modelsDir ?? 'the models folder'} (found: ${started.listModels().join(', ') || 'none'})`,
+      );
     }
     engine = started;
     if (state.phase === 'starting') state.phase = 'ready';
@@ -251,19 +261,28 @@ export async function createServer(options: ServerOptions = {}): Promise<Fastify
   }
 
   app.addHook('onResponse', async (req, reply) => {
-    metrics.requestSeconds.observe({ method: req.method, route: req.routeOptions.url ?? 'unmatched', status: String(reply.statusCode) }, reply.elapsedTime / 1000);
+    metrics.requestSeconds.observe(
+      { method: req.method, route: req.routeOptions.url ?? 'unmatched', status: String(reply.statusCode) },
+      reply.elapsedTime / 1000,
+    );
   });
   app.setErrorHandler(async (err, req, reply) => {
     let h = toHttpError(err);
     // Fastify's 415 says only "Unsupported Media Type": say what was sent and what is taken.
     const code = (err as { code?: unknown }).code;
     if (code === 'FST_ERR_CTP_INVALID_MEDIA_TYPE') {
-      h = HttpError.of('unsupported_media_type', `the body's content type ${JSON.stringify(String(req.headers['content-type'] ?? '').slice(0, 100))} is not taken here: send application/json or multipart/form-data`);
+      h = HttpError.of(
+        'unsupported_media_type',
+        `the body's content type ${JSON.stringify(String(req.headers['content-type'] ?? '').slice(0, 100))} is not taken here: send application/json or multipart/form-data`,
+      );
     } else if (typeof code === 'string' && Object.prototype.hasOwnProperty.call(multipartLimitMessages, code)) {
       h = HttpError.of('body_too_large', multipartLimitMessages[code]!);
     } else if (code === 'FST_PROTO_VIOLATION') {
       // The multipart plugin refuses the field before we see its name.
-      h = HttpError.of('invalid_body', 'a multipart field is named after an Object.prototype property (__proto__, constructor, toString, …); no such field exists');
+      h = HttpError.of(
+        'invalid_body',
+        'a multipart field is named after an Object.prototype property (__proto__, constructor, toString, …); no such field exists',
+      );
     }
     metrics.failures.inc({ code: h.code });
     if (h.status >= 500) req.log.error(err);

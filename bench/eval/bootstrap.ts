@@ -40,7 +40,8 @@ export function clusterBootstrapInterval<T>(
   if (!Number.isInteger(resamples) || resamples < 1) throw new RangeError(`clusterBootstrapInterval: resamples must be a positive integer; got ${resamples}`);
   if (!(level > 0 && level < 1)) throw new RangeError(`clusterBootstrapInterval: level must be in (0, 1); got ${level}`);
   const seed = o.seed ?? 0;
-  if (!Number.isInteger(seed) || seed < 0 || seed > 0xffffffff) throw new RangeError(`clusterBootstrapInterval: seed must be an unsigned 32-bit integer; got ${seed}`);
+  if (!Number.isInteger(seed) || seed < 0 || seed > 0xffffffff)
+    throw new RangeError(`clusterBootstrapInterval: seed must be an unsigned 32-bit integer; got ${seed}`);
   const rng = new Rng(seed);
   const values: number[] = [];
   for (let r = 0; r < resamples; r++) {

@@ -12,7 +12,8 @@ export function frameStripPng(frames: readonly Uint8Array[], width: number, heig
     const x0 = f * (width + gutter);
     for (let y = 0; y < height; y++) {
       for (let x = 0; x < width; x++) {
-        const o = 4 * (y * png.width + x0 + x), i = 3 * (y * width + x);
+        const o = 4 * (y * png.width + x0 + x),
+          i = 3 * (y * width + x);
         png.data[o] = rgb[i];
         png.data[o + 1] = rgb[i + 1];
         png.data[o + 2] = rgb[i + 2];

@@ -88,7 +88,10 @@ function splitFrames(frames: Uint8Array, n: number, width: number, height: numbe
  * `frames` frames, seed `seed`.
  * @throws Error when the request ends with an error event, without a video artifact or without an admitted event.
  */
-export async function t2vClip(engine: Engine, o: { model?: string; prompt: string; seed: number; frames: number; guidanceScale?: number; guidanceInterval?: GuidanceInterval; eta?: number }): Promise<WorldEvalClip> {
+export async function t2vClip(
+  engine: Engine,
+  o: { model?: string; prompt: string; seed: number; frames: number; guidanceScale?: number; guidanceInterval?: GuidanceInterval; eta?: number },
+): Promise<WorldEvalClip> {
   const diffusion = {
     seed: o.seed,
     numFrames: o.frames,
@@ -105,7 +108,13 @@ export async function t2vClip(engine: Engine, o: { model?: string; prompt: strin
   if (fin === undefined || fin.type !== 'final') throw new Error(`T2V failed: ${JSON.stringify(events.filter((e) => e.type === 'error'))}`);
   const v = fin.output.artifacts.video;
   if (v?.kind !== 'video') throw new Error('T2V returned no video');
-  return { prompt: o.prompt, width: v.width, height: v.height, frames: splitFrames(v.frames, v.numFrames, v.width, v.height), settings: admittedSettings(events) };
+  return {
+    prompt: o.prompt,
+    width: v.width,
+    height: v.height,
+    frames: splitFrames(v.frames, v.numFrames, v.width, v.height),
+    settings: admittedSettings(events),
+  };
 }
 
 /**
@@ -116,12 +125,31 @@ export async function t2vClip(engine: Engine, o: { model?: string; prompt: strin
  * is that image, action none (docs/sessions.md), and the rollout continues from it. `eta` overrides the model's η.
  * @throws Error on a session error event, or when the session sent no admitted event.
  */
-export async function worldClip(engine: Engine, o: { model?: string; prompt: string; seed: number; frames: number; run: number; shift: number; eta?: number; image?: { width: number; height: number; data: Uint8Array<ArrayBuffer> } }): Promise<WorldEvalClip> {
-  const session = await engine.session({ ...(o.model ? { model: o.model } : {}), prompt: o.prompt, seed: o.seed, ...(o.eta !== undefined ? { eta: o.eta } : {}), ...(o.image ? { image: o.image } : {}) });
+export async function worldClip(
+  engine: Engine,
+  o: {
+    model?: string;
+    prompt: string;
+    seed: number;
+    frames: number;
+    run: number;
+    shift: number;
+    eta?: number;
+    image?: { width: number; height: number; data: Uint8Array<ArrayBuffer> };
+  },
+): Promise<WorldEvalClip> {
+  const session = await engine.session({
+    ...(o.model ? { model: o.model } : {}),
+    prompt: o.prompt,
+    seed: o.seed,
+    ...(o.eta !== undefined ? { eta: o.eta } : {}),
+    ...(o.image ? { image: o.image } : {}),
+  });
   const frames: Uint8Array[] = [];
   const actions: number[] = [];
   const admitted: OmniEvent[] = [];
-  let width = 0, height = 0;
+  let width = 0,
+    height = 0;
   const keyAt = (f: number): SessionAction['key'] => CYCLE[(Math.floor(f / o.run) + o.shift) % CYCLE.length];
   await new Promise<void>((resolve, reject) => {
     session.events$.subscribe({

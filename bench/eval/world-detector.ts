@@ -44,7 +44,9 @@ export function classifyPixels(rgb: Uint8Array, width: number, height: number): 
   const out = new Int16Array(width * height);
   const tol2 = COLOR_TOLERANCE * COLOR_TOLERANCE;
   for (let i = 0; i < width * height; i++) {
-    const r = rgb[3 * i], g = rgb[3 * i + 1], b = rgb[3 * i + 2];
+    const r = rgb[3 * i],
+      g = rgb[3 * i + 1],
+      b = rgb[3 * i + 2];
     let best = -1;
     let bestD = tol2;
     for (let k = 0; k < PALETTE.length; k++) {
@@ -80,8 +82,14 @@ function components(mask: Uint8Array, width: number, height: number): number[][]
     while (stack.length) {
       const p = stack.pop()!;
       comp.push(p);
-      const x = p % width, y = (p - x) / width;
-      for (const [nx, ny] of [[x - 1, y], [x + 1, y], [x, y - 1], [x, y + 1]]) {
+      const x = p % width,
+        y = (p - x) / width;
+      for (const [nx, ny] of [
+        [x - 1, y],
+        [x + 1, y],
+        [x, y - 1],
+        [x, y + 1],
+      ]) {
         if (nx < 0 || ny < 0 || nx >= width || ny >= height) continue;
         const q = ny * width + nx;
         if (mask[q] && !seen[q]) {
@@ -128,9 +136,11 @@ export function detectFrame(rgb: Uint8Array, width: number, height: number, scen
   const main = comps[0];
   let centroid: [number, number] | undefined;
   if (main !== undefined) {
-    let sx = 0, sy = 0;
+    let sx = 0,
+      sy = 0;
     for (const p of main) {
-      const x = p % width, y = (p - x) / width;
+      const x = p % width,
+        y = (p - x) / width;
       sx += x + 0.5;
       sy += y + 0.5;
     }
@@ -155,7 +165,8 @@ export function moveBlocked(det: FrameDetection, width: number, height: number, 
   const [dx, dy] = ACTION_DIRECTIONS[action];
   if (det.centroid === undefined || (dx === 0 && dy === 0)) return false;
   const { step: s, wall: w, agent: a } = WORLD_GEOMETRY;
-  const x0 = Math.round(det.centroid[0]) - a / 2 + s * dx, y0 = Math.round(det.centroid[1]) - a / 2 + s * dy;
+  const x0 = Math.round(det.centroid[0]) - a / 2 + s * dx,
+    y0 = Math.round(det.centroid[1]) - a / 2 + s * dy;
   // only the leading edge: a box the generator placed is inside the floor, and a generated agent drawn a pixel into
   // the wall border must not block moves along the wall
   if ((dx < 0 && x0 < w) || (dy < 0 && y0 < w) || (dx > 0 && x0 + a > width - w) || (dy > 0 && y0 + a > height - w)) return true;
@@ -163,8 +174,10 @@ export function moveBlocked(det: FrameDetection, width: number, height: number, 
   const obstacle = new Uint8Array(width * height);
   for (const c of objectComponents(det.classes, width, height, scene.obstacleColor, agentArea(scene.agentShape) / 4)) for (const p of c) obstacle[p] = 1;
   // the strip the move adds: the moved box's last `s` columns (rows) in the direction of the move
-  const sx0 = dx > 0 ? x0 + a - s : x0, sx1 = dx < 0 ? x0 + s : x0 + a;
-  const sy0 = dy > 0 ? y0 + a - s : y0, sy1 = dy < 0 ? y0 + s : y0 + a;
+  const sx0 = dx > 0 ? x0 + a - s : x0,
+    sx1 = dx < 0 ? x0 + s : x0 + a;
+  const sy0 = dy > 0 ? y0 + a - s : y0,
+    sy1 = dy < 0 ? y0 + s : y0 + a;
   for (let y = sy0; y < sy1; y++) for (let x = sx0; x < sx1; x++) if (obstacle[y * width + x]) return true;
   return false;
 }

@@ -59,8 +59,10 @@ export interface WorldEvalResult {
 export function followsAction(prev: FrameDetection, next: FrameDetection, a: number, blocked: boolean): boolean {
   const [dx, dy] = ACTION_DIRECTIONS[a];
   const s = WORLD_GEOMETRY.step;
-  const ex = blocked ? 0 : dx * s, ey = blocked ? 0 : dy * s;
-  const mx = next.centroid![0] - prev.centroid![0], my = next.centroid![1] - prev.centroid![1];
+  const ex = blocked ? 0 : dx * s,
+    ey = blocked ? 0 : dy * s;
+  const mx = next.centroid![0] - prev.centroid![0],
+    my = next.centroid![1] - prev.centroid![1];
   return Math.abs(mx - ex) <= s / 2 && Math.abs(my - ey) <= s / 2;
 }
 
@@ -134,7 +136,10 @@ export function tallyWorldClip(clip: WorldEvalClip): WorldClipTally {
 /** The figures of `evaluateWorld` from clips' counts, pooled over frames, block frames and pairs, unrounded (the intervals' statistic). */
 export function worldRatios(tallies: readonly WorldClipTally[]): WorldEvalResult {
   const sum = (k: keyof WorldClipTally): number => tallies.reduce((n, t) => n + t[k], 0);
-  const frames = sum('frames'), pairs = sum('pairs'), blockFrames = sum('blockFrames'), motionPairs = sum('motionPairs');
+  const frames = sum('frames'),
+    pairs = sum('pairs'),
+    blockFrames = sum('blockFrames'),
+    motionPairs = sum('motionPairs');
   return {
     prompt_color_acc: sum('colorOk') / Math.max(1, frames),
     room_color_acc: sum('roomOk') / Math.max(1, frames),
@@ -153,7 +158,15 @@ export function worldFigures(tallies: readonly WorldClipTally[]): WorldEvalResul
   const f = worldRatios(tallies);
   const r = (x: number) => Math.round(x * 1e4) / 1e4;
   const rn = (x: number | null) => (x === null ? null : r(x));
-  return { ...f, prompt_color_acc: r(f.prompt_color_acc), room_color_acc: r(f.room_color_acc), block_count_acc: rn(f.block_count_acc), action_follow_acc: rn(f.action_follow_acc), agent_present_rate: r(f.agent_present_rate), t2v_motion_rate: rn(f.t2v_motion_rate) };
+  return {
+    ...f,
+    prompt_color_acc: r(f.prompt_color_acc),
+    room_color_acc: r(f.room_color_acc),
+    block_count_acc: rn(f.block_count_acc),
+    action_follow_acc: rn(f.action_follow_acc),
+    agent_present_rate: r(f.agent_present_rate),
+    t2v_motion_rate: rn(f.t2v_motion_rate),
+  };
 }
 
 /**

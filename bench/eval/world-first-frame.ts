@@ -54,7 +54,8 @@ export function layoutWorldScene(prompt: string, seed: number, start: AgentStart
   const rng = new Rng(seed);
   const pick = (lo: number, hi: number) => lo + (rng.nextU32() % (hi - lo)); // integer in [lo, hi)
   // the generator's grid: x0 = 4·k for k in [wall/4 + 3, (size − wall − block)/4 − 2); three blocks always fit
-  const kLo = Math.floor(wall / 4) + 3, kHi = Math.floor((size - wall - block) / 4) - 2;
+  const kLo = Math.floor(wall / 4) + 3,
+    kHi = Math.floor((size - wall - block) / 4) - 2;
   const spawnBox = agentBox(SPAWN[0], SPAWN[1]);
   const want = scene.obstacleCount ?? 0;
   let obstacles: Rect[] = [];
@@ -65,15 +66,18 @@ export function layoutWorldScene(prompt: string, seed: number, start: AgentStart
       obstacles = [];
       draws = 1;
     }
-    const x0 = 4 * pick(kLo, kHi), y0 = 4 * pick(kLo, kHi);
+    const x0 = 4 * pick(kLo, kHi),
+      y0 = 4 * pick(kLo, kHi);
     const rect: Rect = [x0, y0, x0 + block, y0 + block];
     const grown: Rect = [x0 - agent - 1, y0 - agent - 1, x0 + block + agent + 1, y0 + block + agent + 1];
     if (!obstacles.some((r) => overlaps(grown, r)) && !overlaps(rect, spawnBox)) obstacles.push(rect);
   }
   if (start === 'spawn') return { scene, obstacles, agent: SPAWN };
-  const lo = wall + agent / 2, hi = size - wall - agent / 2 + 1;
+  const lo = wall + agent / 2,
+    hi = size - wall - agent / 2 + 1;
   for (;;) {
-    const x = pick(lo, hi), y = pick(lo, hi);
+    const x = pick(lo, hi),
+      y = pick(lo, hi);
     if (agentFits(obstacles, x, y) && Math.max(Math.abs(x - SPAWN[0]), Math.abs(y - SPAWN[1])) >= OFF_CENTRE_MIN) return { scene, obstacles, agent: [x, y] };
   }
 }

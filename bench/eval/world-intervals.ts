@@ -65,7 +65,8 @@ export function worldIntervals(strata: readonly (readonly WorldEvalUnit[])[]): W
  * @throws RangeError when there is no unit
  */
 export function worldDifference(strata: readonly (readonly PairedWorldUnit[])[]): WorldDifference {
-  const figures = (units: readonly PairedWorldUnit[], k: IntervalFigure) => [worldRatios(units.flatMap((u) => u.candidate))[k], worldRatios(units.flatMap((u) => u.baseline))[k]] as const;
+  const figures = (units: readonly PairedWorldUnit[], k: IntervalFigure) =>
+    [worldRatios(units.flatMap((u) => u.candidate))[k], worldRatios(units.flatMap((u) => u.baseline))[k]] as const;
   const diff = (units: readonly PairedWorldUnit[], k: IntervalFigure): number | null => {
     const [a, b] = figures(units, k);
     return a === null || b === null ? null : a - b;
@@ -96,7 +97,8 @@ export function clipUnits(units: readonly WorldEvalUnit[]): WorldEvalUnit[] {
  */
 export function pairedClipUnits(units: readonly PairedWorldUnit[]): PairedWorldUnit[] {
   return units.flatMap((u) => {
-    if (u.candidate.length !== u.baseline.length) throw new RangeError(`pairedClipUnits: a unit holds ${u.candidate.length} candidate clips and ${u.baseline.length} baseline clips`);
+    if (u.candidate.length !== u.baseline.length)
+      throw new RangeError(`pairedClipUnits: a unit holds ${u.candidate.length} candidate clips and ${u.baseline.length} baseline clips`);
     return u.candidate.map((clip, i) => ({ candidate: [clip], baseline: [u.baseline[i]] }));
   });
 }

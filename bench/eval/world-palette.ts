@@ -34,10 +34,24 @@ export function wallColor(room: Rgb): Rgb {
 }
 
 /** Agent nouns of the prompt grammar → drawn shape. */
-export const AGENT_SHAPES: Readonly<Record<string, 'disc' | 'square'>> = { ball: 'disc', disc: 'disc', circle: 'disc', dot: 'disc', cube: 'square', square: 'square', box: 'square' };
+export const AGENT_SHAPES: Readonly<Record<string, 'disc' | 'square'>> = {
+  ball: 'disc',
+  disc: 'disc',
+  circle: 'disc',
+  dot: 'disc',
+  cube: 'square',
+  square: 'square',
+  box: 'square',
+};
 
 /** Unit displacement (dx, dy) in image coordinates (y down) of action ids 0 none, 1 up, 2 down, 3 left, 4 right. */
-export const ACTION_DIRECTIONS: ReadonlyArray<readonly [number, number]> = [[0, 0], [0, -1], [0, 1], [-1, 0], [1, 0]];
+export const ACTION_DIRECTIONS: ReadonlyArray<readonly [number, number]> = [
+  [0, 0],
+  [0, -1],
+  [0, 1],
+  [-1, 0],
+  [1, 0],
+];
 
 /** What a prompt of the grammar asks for. */
 export interface WorldScene {
@@ -62,5 +76,11 @@ export function parseWorldPrompt(prompt: string): WorldScene | undefined {
   // own keys only: `in` would take "constructor" or "__proto__" for a colour or a noun
   if (m === null || !Object.hasOwn(OBJECT_COLORS, m[1]) || !Object.hasOwn(AGENT_SHAPES, m[2]) || !Object.hasOwn(ROOM_COLORS, m[3])) return undefined;
   if (m[5] !== undefined && !Object.hasOwn(OBJECT_COLORS, m[5])) return undefined;
-  return { room: m[3], agentColor: m[1], agentShape: AGENT_SHAPES[m[2]], obstacleColor: m[5], obstacleCount: m[4] === undefined ? undefined : COUNT_WORDS[m[4]] };
+  return {
+    room: m[3],
+    agentColor: m[1],
+    agentShape: AGENT_SHAPES[m[2]],
+    obstacleColor: m[5],
+    obstacleCount: m[4] === undefined ? undefined : COUNT_WORDS[m[4]],
+  };
 }

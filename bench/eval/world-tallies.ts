@@ -38,9 +38,22 @@ export const WorldTallyRecordSchema = z
     moved: count.default(0),
     settings: WorldClipSettingsSchema,
   })
-  .refine((r) => r.colorOk <= r.roomOk && r.roomOk <= r.frames && r.blockOk <= r.blockFrames && r.blockFrames <= r.frames && r.present <= r.frames && r.pairs <= Math.max(0, r.present - 1) && r.followed <= r.pairs && r.motionPairs <= Math.max(0, r.present - 1) && r.moved <= r.motionPairs, {
-    message: 'counts are inconsistent: need colorOk ≤ roomOk ≤ frames, blockOk ≤ blockFrames ≤ frames, present ≤ frames, pairs and motionPairs ≤ present − 1 (a pair has the agent in both frames), followed ≤ pairs, moved ≤ motionPairs',
-  })
+  .refine(
+    (r) =>
+      r.colorOk <= r.roomOk &&
+      r.roomOk <= r.frames &&
+      r.blockOk <= r.blockFrames &&
+      r.blockFrames <= r.frames &&
+      r.present <= r.frames &&
+      r.pairs <= Math.max(0, r.present - 1) &&
+      r.followed <= r.pairs &&
+      r.motionPairs <= Math.max(0, r.present - 1) &&
+      r.moved <= r.motionPairs,
+    {
+      message:
+        'counts are inconsistent: need colorOk ≤ roomOk ≤ frames, blockOk ≤ blockFrames ≤ frames, present ≤ frames, pairs and motionPairs ≤ present − 1 (a pair has the agent in both frames), followed ≤ pairs, moved ≤ motionPairs',
+    },
+  )
   .refine((r) => r.mode === 'world' || r.pairs === 0, { message: 'a t2v clip has no action pairs', path: ['pairs'] })
   .refine((r) => r.mode === 't2v' || r.motionPairs === 0, { message: 'a world clip has no T2V motion pairs', path: ['motionPairs'] })
   .refine(blockFramesFit, {
@@ -97,9 +110,14 @@ export function parseWorldTallies(text: string, source: string): WorldTalliesFil
   } catch (e) {
     throw new Error(`${source}: not JSON (${(e as Error).message})`, { cause: e });
   }
-  const old = json !== null && typeof json === 'object' && (json as { format?: unknown }).format === 'omnirx-world-tallies' ? (json as { version?: unknown }).version : undefined;
+  const old =
+    json !== null && typeof json === 'object' && (json as { format?: unknown }).format === 'omnirx-world-tallies'
+      ? (json as { version?: unknown }).version
+      : undefined;
   if (old === 1 || old === 2) {
-    throw new Error(`${source}: version: ${old} counts followed actions by the detector's blocked-move rule before 2026-12-02; re-run that evaluation to write version 4`);
+    throw new Error(
+      `${source}: version: ${old} counts followed actions by the detector's blocked-move rule before 2026-12-02; re-run that evaluation to write version 4`,
+    );
   }
   if (old === 3) {
     throw new Error(`${source}: version: 3 has no block counts (block_count_acc, since 2026-12-04); re-run that evaluation to write version 4`);
@@ -189,7 +207,11 @@ export function unitsByMode(records: readonly WorldTallyRecord[]): Record<'t2v' 
  * @throws Error naming the first clip of the candidate that the baseline lacks, or whose prompt, frame count or a
  *   checked setting differs (the setting named)
  */
-export function pairWithBaseline(candidate: readonly WorldTallyRecord[], baseline: readonly WorldTallyRecord[], sameSettings = true): Record<'t2v' | 'world', PairedWorldUnit[]> {
+export function pairWithBaseline(
+  candidate: readonly WorldTallyRecord[],
+  baseline: readonly WorldTallyRecord[],
+  sameSettings = true,
+): Record<'t2v' | 'world', PairedWorldUnit[]> {
   checkSameClips(candidate, baseline, sameSettings);
   const base = new Map(baseline.map((r) => [keyOf(r), r]));
   return groupUnits(candidate, (rs) => ({ candidate: rs.map(tallyOf), baseline: rs.map((r) => tallyOf(base.get(keyOf(r))!)) }));

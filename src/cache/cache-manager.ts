@@ -51,13 +51,20 @@ export class CacheManager {
    *   this size, or the pool already exists with another slab size.
    */
   chunkKv(slabBytes: number): SlabPool {
-    if (!this.needs.chunkKv) throw new OmniError('OMNIRX_ERR_UNSUPPORTED_VALUE', 'this deployment has no chunk-KV pool: add WORLD to the deploy config tasks to serve world sessions');
+    if (!this.needs.chunkKv)
+      throw new OmniError('OMNIRX_ERR_UNSUPPORTED_VALUE', 'this deployment has no chunk-KV pool: add WORLD to the deploy config tasks to serve world sessions');
     if (this.slabPool === undefined) {
       const slabs = Math.floor(this.budgets.chunkKvBytes / slabBytes);
-      if (!(slabs >= 1)) throw new OmniError('OMNIRX_ERR_UNSUPPORTED_VALUE', `caches.chunkKvBytes (${this.budgets.chunkKvBytes}) holds no slab of ${slabBytes} bytes`, { param: 'caches.chunkKvBytes' });
+      if (!(slabs >= 1))
+        throw new OmniError('OMNIRX_ERR_UNSUPPORTED_VALUE', `caches.chunkKvBytes (${this.budgets.chunkKvBytes}) holds no slab of ${slabBytes} bytes`, {
+          param: 'caches.chunkKvBytes',
+        });
       this.slabPool = new SlabPool({ name: 'chunk-kv', slabBytes, slabs });
     } else if (this.slabPool.slabBytes !== slabBytes) {
-      throw new OmniError('OMNIRX_ERR_UNSUPPORTED_VALUE', `the chunk-KV pool holds slabs of ${this.slabPool.slabBytes} bytes; this session needs ${slabBytes} (one world model and chunk shape per deployment)`);
+      throw new OmniError(
+        'OMNIRX_ERR_UNSUPPORTED_VALUE',
+        `the chunk-KV pool holds slabs of ${this.slabPool.slabBytes} bytes; this session needs ${slabBytes} (one world model and chunk shape per deployment)`,
+      );
     }
     return this.slabPool;
   }
@@ -67,14 +74,21 @@ export class CacheManager {
    * @throws OmniError OMNIRX_ERR_UNSUPPORTED_VALUE when no deployed task uses token KV or the budget holds no block.
    */
   tokenKv(bytesPerToken: number): PagedBlockPool {
-    if (!this.needs.tokenKv) throw new OmniError('OMNIRX_ERR_UNSUPPORTED_VALUE', 'this deployment has no token-KV pool: no deployed pipeline runs an autoregressive loop');
+    if (!this.needs.tokenKv)
+      throw new OmniError('OMNIRX_ERR_UNSUPPORTED_VALUE', 'this deployment has no token-KV pool: no deployed pipeline runs an autoregressive loop');
     const blockBytes = bytesPerToken * this.budgets.tokenKvBlockTokens;
     if (this.pagedPool === undefined) {
       const blocks = Math.floor(this.budgets.tokenKvBytes / blockBytes);
-      if (!(blocks >= 1)) throw new OmniError('OMNIRX_ERR_UNSUPPORTED_VALUE', `caches.tokenKvBytes (${this.budgets.tokenKvBytes}) holds no block of ${blockBytes} bytes`, { param: 'caches.tokenKvBytes' });
+      if (!(blocks >= 1))
+        throw new OmniError('OMNIRX_ERR_UNSUPPORTED_VALUE', `caches.tokenKvBytes (${this.budgets.tokenKvBytes}) holds no block of ${blockBytes} bytes`, {
+          param: 'caches.tokenKvBytes',
+        });
       this.pagedPool = new PagedBlockPool({ name: 'text-kv', blockTokens: this.budgets.tokenKvBlockTokens, blockBytes, blocks });
     } else if (this.pagedPool.blockBytes !== blockBytes) {
-      throw new OmniError('OMNIRX_ERR_UNSUPPORTED_VALUE', `the token-KV pool holds blocks of ${this.pagedPool.blockBytes} bytes; this loop needs ${blockBytes}`);
+      throw new OmniError(
+        'OMNIRX_ERR_UNSUPPORTED_VALUE',
+        `the token-KV pool holds blocks of ${this.pagedPool.blockBytes} bytes; this loop needs ${blockBytes}`,
+      );
     }
     return this.pagedPool;
   }

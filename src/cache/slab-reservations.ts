@@ -22,9 +22,15 @@ export class SlabReservations {
    */
   reserve(id: string, slabBytes: number, slabs: number): void {
     const total = Math.floor(this.budgets.chunkKvBytes / slabBytes);
-    if (!(total >= 1)) throw new OmniError('OMNIRX_ERR_UNSUPPORTED_VALUE', `caches.chunkKvBytes (${this.budgets.chunkKvBytes}) holds no slab of ${slabBytes} bytes`, { param: 'caches.chunkKvBytes' });
+    if (!(total >= 1))
+      throw new OmniError('OMNIRX_ERR_UNSUPPORTED_VALUE', `caches.chunkKvBytes (${this.budgets.chunkKvBytes}) holds no slab of ${slabBytes} bytes`, {
+        param: 'caches.chunkKvBytes',
+      });
     if (this.slabBytes !== undefined && this.slabBytes !== slabBytes) {
-      throw new OmniError('OMNIRX_ERR_UNSUPPORTED_VALUE', `the chunk-KV pool holds slabs of ${this.slabBytes} bytes; this session needs ${slabBytes} (one world model and chunk shape per deployment)`);
+      throw new OmniError(
+        'OMNIRX_ERR_UNSUPPORTED_VALUE',
+        `the chunk-KV pool holds slabs of ${this.slabBytes} bytes; this session needs ${slabBytes} (one world model and chunk shape per deployment)`,
+      );
     }
     let used = 0;
     for (const n of this.reserved.values()) used += n;

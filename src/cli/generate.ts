@@ -156,22 +156,34 @@ function buildCommand(): Command {
   cmd.addOption(new Option('--out <file.mp4>', 'output MP4 (default: out/omnirx-<requestId>.mp4)').argParser(text('--out')));
   for (const f of NUMERIC_FLAGS) {
     const range = `${f.integer ? 'integer' : 'number'} in [${f.min}, ${f.max}]`;
-    cmd.addOption(new Option(`${f.flag} <${f.integer ? 'n' : 'x'}>`, `${f.help}; ${range} (default: ${f.key === 'seed' ? 'random, printed with the result' : "the model's"})`).argParser((raw: string) => parseNumericFlag(f, raw)));
+    cmd.addOption(
+      new Option(
+        `${f.flag} <${f.integer ? 'n' : 'x'}>`,
+        `${f.help}; ${range} (default: ${f.key === 'seed' ? 'random, printed with the result' : "the model's"})`,
+      ).argParser((raw: string) => parseNumericFlag(f, raw)),
+    );
   }
   const interval = text('--guidance-interval');
   cmd.addOption(
-    new Option('--guidance-interval <start,end>', "fractions [start, end) of the denoise steps that run guidance, e.g. 0,0.25 (default: the model's)").argParser((raw: string) => {
+    new Option(
+      '--guidance-interval <start,end>',
+      "fractions [start, end) of the denoise steps that run guidance, e.g. 0,0.25 (default: the model's)",
+    ).argParser((raw: string) => {
       const pair = parseGuidanceIntervalText(interval(raw));
-      if (pair === undefined) throw argError('--guidance-interval', `--guidance-interval must be two numbers "start,end", e.g. 0,0.25; got ${JSON.stringify(raw)}`);
+      if (pair === undefined)
+        throw argError('--guidance-interval', `--guidance-interval must be two numbers "start,end", e.g. 0,0.25; got ${JSON.stringify(raw)}`);
       return pair;
     }),
   );
   cmd.addOption(new Option('--model <id>', "registered model id (default: the engine's default model)").argParser(text('--model')));
   cmd.addOption(new Option('--task <task>', `task, one of ${TaskSchema.options.join(', ')}`).default('T2V').argParser(text('--task')));
-  cmd.addOption(new Option('--models-dir <dir>', 'directory of model checkpoints (default: the engine\'s)').argParser(text('--models-dir')));
+  cmd.addOption(new Option('--models-dir <dir>', "directory of model checkpoints (default: the engine's)").argParser(text('--models-dir')));
   const dtype = text('--matmul-dtype');
   cmd.addOption(
-    new Option('--matmul-dtype <dtype>', `dtype of the DiT's matrix products, one of ${MATMUL_DTYPES.join(', ')} (default float32; bfloat16 is faster, operands rounded to 8 significant bits)`).argParser((raw: string) => {
+    new Option(
+      '--matmul-dtype <dtype>',
+      `dtype of the DiT's matrix products, one of ${MATMUL_DTYPES.join(', ')} (default float32; bfloat16 is faster, operands rounded to 8 significant bits)`,
+    ).argParser((raw: string) => {
       const v = dtype(raw);
       if (!isMatmulDtype(v)) throw argError('--matmul-dtype', `--matmul-dtype must be one of ${MATMUL_DTYPES.join(', ')}; got ${JSON.stringify(v)}`);
       return v;
@@ -188,7 +200,14 @@ function issueToArgError(issue: z.core.$ZodIssue, request: OmniRequestInput): Om
   let got: unknown = request;
   for (const k of issue.path) got = got !== null && typeof got === 'object' ? (got as Record<PropertyKey, unknown>)[k] : undefined;
   // JSON.stringify writes a non-finite number (a pair element read from 1e999) as null: print it as a number.
-  const gotText = typeof got === 'string' ? (got.length > 40 ? `${got.length} characters` : JSON.stringify(got)) : typeof got === 'number' ? String(got) : JSON.stringify(got);
+  const gotText =
+    typeof got === 'string'
+      ? got.length > 40
+        ? `${got.length} characters`
+        : JSON.stringify(got)
+      : typeof got === 'number'
+        ? String(got)
+        : JSON.stringify(got);
   let message: string;
   if (issue.code === 'invalid_value') {
     message = `${name} must be one of ${issue.values.map(String).join(', ')}; got ${gotText}`;
@@ -219,7 +238,10 @@ export function parseGenerateArgs(argv: readonly string[], output: { writeOut: (
     throw err;
   }
   if (cmd.args.length > 0) {
-    throw argError(undefined, `unexpected argument${cmd.args.length > 1 ? 's' : ''} ${cmd.args.map((a) => JSON.stringify(a)).join(' ')} (give the prompt with --prompt "...")`);
+    throw argError(
+      undefined,
+      `unexpected argument${cmd.args.length > 1 ? 's' : ''} ${cmd.args.map((a) => JSON.stringify(a)).join(' ')} (give the prompt with --prompt "...")`,
+    );
   }
   const opts = cmd.opts<Record<string, string | number | [number, number] | undefined>>();
 
@@ -241,7 +263,8 @@ export function parseGenerateArgs(argv: readonly string[], output: { writeOut: (
 
   const out = opts.out as string | undefined;
   if (out !== undefined && out.trim() === '') throw argError('--out', `--out must be a file path; got ${JSON.stringify(out)}`);
-  if (out !== undefined && !/\.mp4$/i.test(out)) throw argError('--out', `--out must name an .mp4 file (the output is H.264 in MP4); got ${JSON.stringify(out)}`);
+  if (out !== undefined && !/\.mp4$/i.test(out))
+    throw argError('--out', `--out must name an .mp4 file (the output is H.264 in MP4); got ${JSON.stringify(out)}`);
   const modelsDir = opts.modelsDir as string | undefined;
   if (modelsDir !== undefined && modelsDir.trim() === '') throw argError('--models-dir', `--models-dir must be a directory; got ${JSON.stringify(modelsDir)}`);
   const matmulDtype = opts.matmulDtype as MatmulDtype | undefined;

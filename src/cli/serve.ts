@@ -42,7 +42,7 @@ export function parseServeArgs(argv: string[], env: NodeJS.ProcessEnv, writeOut:
     .option('--port <port>', 'TCP port (0 picks a free one)', '8000')
     .option('--models-dir <dir>', 'folder of model directories')
     .option('--config <file>', 'deploy config (JSON): tasks, cache budgets, session settings, topology')
-    .addOption(new Option('--matmul-dtype <dtype>', 'dtype of the DiT\'s matrix products: float32 or bfloat16 (overrides the config)').choices(MATMUL_DTYPES))
+    .addOption(new Option('--matmul-dtype <dtype>', "dtype of the DiT's matrix products: float32 or bfloat16 (overrides the config)").choices(MATMUL_DTYPES))
     .option('--api-key <key>', 'bearer token required on /v1 routes (default: $OMNIRX_API_KEY)')
     .option('--drain-timeout-ms <ms>', 'wait for in-flight jobs on SIGTERM before failing them', '30000');
   try {
@@ -88,7 +88,12 @@ export async function runServe(argv: string[], deps: ServeDeps): Promise<number>
   }
   const { createServer } = await import('../../transports/server');
   const { builtinFamilies } = await import('../index');
-  const app = await createServer({ families: builtinFamilies(), ...(args.modelsDir === undefined ? {} : { modelsDir: args.modelsDir }), ...(deploy === undefined ? {} : { deploy }), ...(args.apiKey === undefined ? {} : { apiKey: args.apiKey }) });
+  const app = await createServer({
+    families: builtinFamilies(),
+    ...(args.modelsDir === undefined ? {} : { modelsDir: args.modelsDir }),
+    ...(deploy === undefined ? {} : { deploy }),
+    ...(args.apiKey === undefined ? {} : { apiKey: args.apiKey }),
+  });
   try {
     await app.omnirx.engineReady;
     const address = await app.listen({ host: args.host, port: args.port });

@@ -51,7 +51,10 @@ export class AdmissionPlanner {
   tryAdmit(claim: MemoryClaim): AdmissionDecision {
     const { requestId, residentBytes, peakBytes } = claim;
     if (badBytes(residentBytes) || badBytes(peakBytes)) {
-      return { decision: 'reject', message: `request ${requestId}: residentBytes and peakBytes must be finite numbers ≥ 0 (got ${residentBytes} and ${peakBytes})` };
+      return {
+        decision: 'reject',
+        message: `request ${requestId}: residentBytes and peakBytes must be finite numbers ≥ 0 (got ${residentBytes} and ${peakBytes})`,
+      };
     }
     const alone = residentBytes + peakBytes;
     if (alone > this.budgetBytes) {

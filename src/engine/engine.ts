@@ -120,7 +120,23 @@ export function requestAdmittedEvent(requestId: string, p: ResolvedParams, estim
     type: 'admitted',
     requestId,
     model,
-    params: { task, width, height, numFrames, fps, numInferenceSteps, guidanceScale, guidanceIntervalStart: guidanceInterval[0], guidanceIntervalEnd: guidanceInterval[1], flowShift, sampler, eta, seed, priority, ...(p.previewEvery !== undefined ? { previewEvery: p.previewEvery } : {}) },
+    params: {
+      task,
+      width,
+      height,
+      numFrames,
+      fps,
+      numInferenceSteps,
+      guidanceScale,
+      guidanceIntervalStart: guidanceInterval[0],
+      guidanceIntervalEnd: guidanceInterval[1],
+      flowShift,
+      sampler,
+      eta,
+      seed,
+      priority,
+      ...(p.previewEvery !== undefined ? { previewEvery: p.previewEvery } : {}),
+    },
     estimate,
   };
 }
@@ -208,13 +224,39 @@ export class Engine {
     const deployTasks = options.tasks ?? ['T2V', 'T2I', 'WORLD'];
     const tasks = deployTasks.filter((t): t is Task => t !== 'WORLD');
     const world = deployTasks.includes('WORLD');
-    const budgets = CacheBudgetsSchema.parse({ ...options.caches, ...(options.featureCacheBytes !== undefined ? { featureCacheBytes: options.featureCacheBytes } : {}) });
+    const budgets = CacheBudgetsSchema.parse({
+      ...options.caches,
+      ...(options.featureCacheBytes !== undefined ? { featureCacheBytes: options.featureCacheBytes } : {}),
+    });
     const load = options.matmulDtype === undefined ? {} : { matmulDtype: options.matmulDtype };
     const t = options.topology === undefined ? undefined : parseTopology(options.topology);
     const executor: Executor =
       t === undefined || t.kind === 'monolithic'
-        ? new InProcessExecutor({ native, catalog, tasks, world, policies, budgets, load, scheduler: options.scheduler, batchWindowMs: options.batchWindowMs, costSeed: options.costSeed, steps: options.steps })
-        : await StageExecutor.start({ native, catalog, tasks, world, policies, customPolicies: options.policies !== undefined, budgets, load, topology: t, entry: options.stageEntry });
+        ? new InProcessExecutor({
+            native,
+            catalog,
+            tasks,
+            world,
+            policies,
+            budgets,
+            load,
+            scheduler: options.scheduler,
+            batchWindowMs: options.batchWindowMs,
+            costSeed: options.costSeed,
+            steps: options.steps,
+          })
+        : await StageExecutor.start({
+            native,
+            catalog,
+            tasks,
+            world,
+            policies,
+            customPolicies: options.policies !== undefined,
+            budgets,
+            load,
+            topology: t,
+            entry: options.stageEntry,
+          });
     return new Engine(
       catalog,
       executor,
@@ -271,13 +313,15 @@ export class Engine {
    */
   async session(input: SessionRequestInput): Promise<WorldSession> {
     if (this.closed) throw new OmniError('OMNIRX_ERR_UNAVAILABLE', 'the engine is closed');
-    if (!this.deployTasks.includes('WORLD')) throw new OmniError('OMNIRX_ERR_UNSUPPORTED_VALUE', 'this deployment does not serve world sessions (add WORLD to its tasks)', { param: 'task' });
+    if (!this.deployTasks.includes('WORLD'))
+      throw new OmniError('OMNIRX_ERR_UNSUPPORTED_VALUE', 'this deployment does not serve world sessions (add WORLD to its tasks)', { param: 'task' });
     const parsed = this.sessionSchema.safeParse(input);
     if (!parsed.success) throw invalidInput(parsed.error);
     const req = parsed.data;
     const { spec, family } = await this.models.get(req.model);
     const sessions = family.sessions;
-    if (sessions === undefined) throw new OmniError('OMNIRX_ERR_UNSUPPORTED_VALUE', `model '${spec.id}' (family '${family.name}') has no world sessions`, { param: 'model' });
+    if (sessions === undefined)
+      throw new OmniError('OMNIRX_ERR_UNSUPPORTED_VALUE', `model '${spec.id}' (family '${family.name}') has no world sessions`, { param: 'model' });
     const cfg = this.sessionConfig;
     const resolved = sessions.resolve(req, spec);
     // Checked after the model's spec is read so that concurrent opens cannot both pass.
@@ -285,7 +329,8 @@ export class Engine {
     const sessionId = req.sessionId ?? randomUUID();
     if (this.idInUse(sessionId)) throw new OmniError('OMNIRX_ERR_INVALID_REQUEST', `sessionId '${sessionId}' is already in use`, { param: 'sessionId' });
     const open = this.worldSessions.size + this.openingSessions.size;
-    if (open >= cfg.maxSessions) throw new OmniError('OMNIRX_ERR_QUEUE_FULL', `${open} world sessions are open, the deployment's bound (sessions.maxSessions); retry later`);
+    if (open >= cfg.maxSessions)
+      throw new OmniError('OMNIRX_ERR_QUEUE_FULL', `${open} world sessions are open, the deployment's bound (sessions.maxSessions); retry later`);
     const kv = sessions.kv(spec, resolved, cfg);
     this.slabs.reserve(sessionId, kv.slabBytes, kv.slabs);
     const admitted: AdmittedSession = {
@@ -351,7 +396,11 @@ export class Engine {
               if (ev.type === 'step') completedSteps = ev.index + 1;
               if (ev.type === 'output') {
                 waiter.status = RequestStatus.Done;
-                subscriber.next({ type: 'final', requestId, output: { requestId, artifacts: ev.artifacts, seed: s.params.seed, ms: performance.now() - started } });
+                subscriber.next({
+                  type: 'final',
+                  requestId,
+                  output: { requestId, artifacts: ev.artifacts, seed: s.params.seed, ms: performance.now() - started },
+                });
               } else if (ev.type === 'failed') {
                 waiter.status = RequestStatus.Failed;
                 subscriber.next(errorEventOf(requestId, { ...ev.failure, completedSteps }));
@@ -419,7 +468,9 @@ export class Engine {
   private async prepare(req: OmniRequest): Promise<Prepared> {
     const { spec, family } = await this.models.get(req.model);
     if (!family.tasks.includes(req.task)) {
-      throw new OmniError('OMNIRX_ERR_UNSUPPORTED_VALUE', `model '${spec.id}' (family '${family.name}') serves ${family.tasks.join(', ')}, not ${req.task}`, { param: 'task' });
+      throw new OmniError('OMNIRX_ERR_UNSUPPORTED_VALUE', `model '${spec.id}' (family '${family.name}') serves ${family.tasks.join(', ')}, not ${req.task}`, {
+        param: 'task',
+      });
     }
     const params = family.resolve(req, spec, { limits: this.limits, policies: this.policies });
     const pipeline = this.pipeline(family);

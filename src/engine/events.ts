@@ -33,7 +33,16 @@ export function validationErrorEvent(requestId: string, error: z.ZodError): Erro
 /** An execution's failure as the request's `error` event (`completedSteps`: the loop steps it reported before failing). */
 export function errorEventOf(requestId: string, f: ExecutionFailure & { completedSteps?: number }): ErrorEvent {
   const { code, message, param, node, completedSteps, partial } = f;
-  return { type: 'error', requestId, code, message, ...(param === undefined ? {} : { param }), ...(node === undefined ? {} : { node }), ...(completedSteps === undefined ? {} : { completedSteps }), ...(partial === undefined ? {} : { partial }) };
+  return {
+    type: 'error',
+    requestId,
+    code,
+    message,
+    ...(param === undefined ? {} : { param }),
+    ...(node === undefined ? {} : { node }),
+    ...(completedSteps === undefined ? {} : { completedSteps }),
+    ...(partial === undefined ? {} : { partial }),
+  };
 }
 
 /** Turns anything thrown while a request ran into an `error` event (never a thrown error on the stream). */

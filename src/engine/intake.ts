@@ -15,7 +15,11 @@ export type Intake<R> = { ok: true; request: R; requestId: string } | { ok: fals
  * OMNIRX_ERR_INVALID_REQUEST event — never a thrown error or a stream error. `refuse` is the front end's own door
  * check on a valid request (closed, duplicate id, queue bound): the error it returns becomes the answer.
  */
-export function takeRequest<R extends { requestId?: string }>(schema: z.ZodType<R>, input: unknown, refuse?: (requestId: string) => OmniError | undefined): Intake<R> {
+export function takeRequest<R extends { requestId?: string }>(
+  schema: z.ZodType<R>,
+  input: unknown,
+  refuse?: (requestId: string) => OmniError | undefined,
+): Intake<R> {
   let fallbackId: string = randomUUID();
   try {
     const given = (input as { requestId?: unknown } | null)?.requestId;
@@ -27,7 +31,10 @@ export function takeRequest<R extends { requestId?: string }>(schema: z.ZodType<
   try {
     parsed = schema.safeParse(input);
   } catch (err) {
-    return { ok: false, event: failureEvent(fallbackId, new OmniError('OMNIRX_ERR_INVALID_REQUEST', `the request could not be read: ${(err as Error)?.message ?? String(err)}`)) };
+    return {
+      ok: false,
+      event: failureEvent(fallbackId, new OmniError('OMNIRX_ERR_INVALID_REQUEST', `the request could not be read: ${(err as Error)?.message ?? String(err)}`)),
+    };
   }
   if (!parsed.success) return { ok: false, event: validationErrorEvent(fallbackId, parsed.error) };
   const requestId = parsed.data.requestId ?? fallbackId;

@@ -21,7 +21,21 @@ export function worldAdmittedEvent(s: AdmittedSession): OmniEvent {
     type: 'admitted',
     requestId: s.sessionId,
     model: s.model,
-    params: { task: 'WORLD', width: s.width, height: s.height, fps: s.fps, seed: s.seed, flowShift: s.flowShift, eta: s.eta, priority: s.priority, chunkFrames: s.chunkFrames, sinkFrames: s.sinkFrames, localWindowFrames: s.localWindowFrames, stepsPerChunk: s.steps, firstChunkSteps: s.firstChunkSteps },
+    params: {
+      task: 'WORLD',
+      width: s.width,
+      height: s.height,
+      fps: s.fps,
+      seed: s.seed,
+      flowShift: s.flowShift,
+      eta: s.eta,
+      priority: s.priority,
+      chunkFrames: s.chunkFrames,
+      sinkFrames: s.sinkFrames,
+      localWindowFrames: s.localWindowFrames,
+      stepsPerChunk: s.steps,
+      firstChunkSteps: s.firstChunkSteps,
+    },
     estimate: { steps: s.steps, forwards: s.steps + 1 },
   };
 }
@@ -185,7 +199,9 @@ export class WorldSession implements WorldSessionHandle {
     this.touch(); // a session nobody subscribes to expires too, freeing its reservation
     this.events$ = new Observable<OmniEvent>((subscriber) => {
       if (this.started) {
-        subscriber.next(failureEvent(this.id, new OmniError('OMNIRX_ERR_INVALID_REQUEST', `session '${this.id}' already has a consumer (events$ can be subscribed once)`)));
+        subscriber.next(
+          failureEvent(this.id, new OmniError('OMNIRX_ERR_INVALID_REQUEST', `session '${this.id}' already has a consumer (events$ can be subscribed once)`)),
+        );
         subscriber.complete();
         return undefined;
       }
@@ -228,7 +244,11 @@ export class WorldSession implements WorldSessionHandle {
 
   /** Ends the session with a `final` event and frees everything. Idempotent. */
   close(): void {
-    this.end({ type: 'final', requestId: this.id, output: { requestId: this.id, artifacts: {}, seed: this.params.seed, ms: performance.now() - this.openedAt } });
+    this.end({
+      type: 'final',
+      requestId: this.id,
+      output: { requestId: this.id, artifacts: {}, seed: this.params.seed, ms: performance.now() - this.openedAt },
+    });
   }
 
   /** Resolves once the session has ended (close, expiry, failure) and its state is freed on every stage that held it. */
@@ -246,7 +266,12 @@ export class WorldSession implements WorldSessionHandle {
 
   private grant(n: number): void {
     if (this.finished) return;
-    if (!Number.isSafeInteger(n) || n < 1) throw new OmniError('OMNIRX_ERR_INVALID_REQUEST', `credits: a grant must be a positive integer (frames), got ${typeof n === 'number' ? String(n) : `${typeof n} ${JSON.stringify(n) ?? String(n)}`}`, { param: 'credits' });
+    if (!Number.isSafeInteger(n) || n < 1)
+      throw new OmniError(
+        'OMNIRX_ERR_INVALID_REQUEST',
+        `credits: a grant must be a positive integer (frames), got ${typeof n === 'number' ? String(n) : `${typeof n} ${JSON.stringify(n) ?? String(n)}`}`,
+        { param: 'credits' },
+      );
     this.touch();
     this.balance += n;
     this.inputs.grant(n);
@@ -278,7 +303,12 @@ export class WorldSession implements WorldSessionHandle {
       requestId: this.id,
       node: ROLLOUT_NODE,
       artifact: { kind: 'video', width: p.width, height: p.height, numFrames: C, fps: p.fps, frames: ev.frames },
-      rollout: { chunk: ev.chunk, firstFrame: ev.firstFrame, ptsMs: (ev.firstFrame / p.fps) * 1000, action: { key: a.key, ...(a.vector ? { vector: a.vector } : {}), ...(a.id ? { id: a.id } : {}) } },
+      rollout: {
+        chunk: ev.chunk,
+        firstFrame: ev.firstFrame,
+        ptsMs: (ev.firstFrame / p.fps) * 1000,
+        action: { key: a.key, ...(a.vector ? { vector: a.vector } : {}), ...(a.id ? { id: a.id } : {}) },
+      },
     };
   }
 
@@ -302,4 +332,3 @@ export class WorldSession implements WorldSessionHandle {
     this.markReleased();
   }
 }
-

@@ -8,7 +8,8 @@ import type { ExecutionFailure } from './executor';
 export function toExecutionFailure(err: unknown, extra: Pick<ExecutionFailure, 'node' | 'partial'> = {}): ExecutionFailure {
   const e = err instanceof Error ? err : new Error(String(err));
   const raw = (e as Error & { code?: unknown }).code;
-  const code: ErrorCode = e instanceof OmniError ? e.code : typeof raw === 'string' && Object.hasOwn(ERROR_CATALOGUE, raw) ? (raw as ErrorCode) : 'OMNIRX_ERR_INTERNAL';
+  const code: ErrorCode =
+    e instanceof OmniError ? e.code : typeof raw === 'string' && Object.hasOwn(ERROR_CATALOGUE, raw) ? (raw as ErrorCode) : 'OMNIRX_ERR_INTERNAL';
   const failure: ExecutionFailure = { code, message: e.message, ...extra };
   if (e instanceof OmniError && e.param !== undefined) failure.param = e.param;
   return failure;

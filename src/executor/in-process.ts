@@ -1,4 +1,19 @@
-import { asyncScheduler, catchError, concat, defer, filter, from, map, Observable, of, ReplaySubject, switchMap, takeUntil, type SchedulerLike, type Subscription } from 'rxjs';
+import {
+  asyncScheduler,
+  catchError,
+  concat,
+  defer,
+  filter,
+  from,
+  map,
+  Observable,
+  of,
+  ReplaySubject,
+  switchMap,
+  takeUntil,
+  type SchedulerLike,
+  type Subscription,
+} from 'rxjs';
 import { concatMapWithLatest } from '../../operators';
 import type { CacheBudgets } from '../cache/budgets';
 import { CacheManager } from '../cache/cache-manager';
@@ -100,18 +115,42 @@ export class InProcessExecutor implements Executor {
       let current: string | undefined;
       const run$ = defer(() => from(this.models.get(params.model))).pipe(
         switchMap((model) => {
-          const ctx: RequestContext = { requestId, model, params, nodeParams: request.nodeParams, native: this.o.native, signal: abort.signal, featureCache: this.caches.features };
+          const ctx: RequestContext = {
+            requestId,
+            model,
+            params,
+            nodeParams: request.nodeParams,
+            native: this.o.native,
+            signal: abort.signal,
+            featureCache: this.caches.features,
+          };
           const pipeline = this.pipeline(family);
           const nodes = pipeline.activeNodes(params);
           return concat(
-            runGraph(nodes, Object.keys(pipeline.spec.requestInputs), ctx, state, { scheduler: this.steps, requestId, priority: params.priority }, (n) => (current = n)),
+            runGraph(
+              nodes,
+              Object.keys(pipeline.spec.requestInputs),
+              ctx,
+              state,
+              { scheduler: this.steps, requestId, priority: params.priority },
+              (n) => (current = n),
+            ),
             defer(() => of<ExecutionEvent>({ type: 'output', artifacts: { ...state.artifacts } })),
           );
         }),
-        takeUntil(this.closing$.pipe(map(() => {
-          throw new OmniError('OMNIRX_ERR_UNAVAILABLE', 'the engine closed before the request finished');
-        }))),
-        catchError((err: unknown) => of<ExecutionEvent>({ type: 'failed', failure: toExecutionFailure(err, { node: current, ...(Object.keys(state.artifacts).length > 0 ? { partial: { ...state.artifacts } } : {}) }) })),
+        takeUntil(
+          this.closing$.pipe(
+            map(() => {
+              throw new OmniError('OMNIRX_ERR_UNAVAILABLE', 'the engine closed before the request finished');
+            }),
+          ),
+        ),
+        catchError((err: unknown) =>
+          of<ExecutionEvent>({
+            type: 'failed',
+            failure: toExecutionFailure(err, { node: current, ...(Object.keys(state.artifacts).length > 0 ? { partial: { ...state.artifacts } } : {}) }),
+          }),
+        ),
       );
       const sub = run$.subscribe(subscriber);
       return () => {
@@ -140,7 +179,10 @@ export class InProcessExecutor implements Executor {
       started = true; // a session closed before its rollout started never starts it
       run?.unsubscribe();
       releasing ??= (async () => {
-        await opening?.then((r) => r.release(), () => undefined);
+        await opening?.then(
+          (r) => r.release(),
+          () => undefined,
+        );
         this.steps.forget(session.sessionId);
         markReleased();
       })();

@@ -6,7 +6,18 @@
 import type { ModelFamily } from '../pipeline/family/family';
 import { family as wanFamily } from './wan';
 
-export { defineFamily, type FamilyDefinition, type FamilySessions, type FamilyStages, type ModelFamily, type PhaseHandoff, type RequestContext, type RequestWork, type ResolveEnv, type StagePhase } from '../pipeline/family/family';
+export {
+  defineFamily,
+  type FamilyDefinition,
+  type FamilySessions,
+  type FamilyStages,
+  type ModelFamily,
+  type PhaseHandoff,
+  type RequestContext,
+  type RequestWork,
+  type ResolveEnv,
+  type StagePhase,
+} from '../pipeline/family/family';
 export { FamilyRegistry } from '../pipeline/family/registry';
 export { ModelCatalog, defaultModelsDir, type CatalogEntry } from '../pipeline/family/catalog';
 export { loadFamilyModule } from '../pipeline/family/module';

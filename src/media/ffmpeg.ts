@@ -85,7 +85,15 @@ export function probeFfmpeg(bin: string, timeoutMs = 15000): Promise<string> {
     proc.on('close', (code, signal) =>
       settle(() => {
         if (code !== 0) {
-          reject(new Error(timedOut ? `"-version" did not finish within ${timeoutMs} ms` : signal ? `"-version" was killed by ${signal}` : `"-version" exited with code ${code}`));
+          reject(
+            new Error(
+              timedOut
+                ? `"-version" did not finish within ${timeoutMs} ms`
+                : signal
+                  ? `"-version" was killed by ${signal}`
+                  : `"-version" exited with code ${code}`,
+            ),
+          );
           return;
         }
         const m = /^ffmpeg version (\S+)/m.exec(out);

@@ -59,7 +59,10 @@ export class FlvVideoTagReader {
         return tags;
       }
       if (joined[0] !== 0x46 || joined[1] !== 0x4c || joined[2] !== 0x56) {
-        throw new OmniError('OMNIRX_ERR_FFMPEG', `ffmpeg's output is not FLV: bytes 0–2 are ${Array.from(joined.subarray(0, 3), (b) => b.toString(16).padStart(2, '0')).join(' ')}, expected 46 4c 56 ("FLV")`);
+        throw new OmniError(
+          'OMNIRX_ERR_FFMPEG',
+          `ffmpeg's output is not FLV: bytes 0–2 are ${Array.from(joined.subarray(0, 3), (b) => b.toString(16).padStart(2, '0')).join(' ')}, expected 46 4c 56 ("FLV")`,
+        );
       }
       off = (joined[5]! << 24) | (joined[6]! << 16) | (joined[7]! << 8) | joined[8]!;
       off += 4;

@@ -131,8 +131,39 @@ export function initSegment(options: InitSegmentOptions): Uint8Array {
   }
 
   const ftyp = box('ftyp', ascii('iso5'), u32(512), ascii('iso5'), ascii('iso6'), ascii('avc1'), ascii('mp41'));
-  const mvhd = fullBox('mvhd', 0, 0, u32(0), u32(0), u32(timescale), u32(0), u32(0x00010000), u16(0x0100), zeros(10), UNITY_MATRIX, zeros(24), u32(TRACK_ID + 1));
-  const tkhd = fullBox('tkhd', 0, 0x000003, u32(0), u32(0), u32(TRACK_ID), u32(0), u32(0), zeros(8), u16(0), u16(0), u16(0), u16(0), UNITY_MATRIX, u32(width * 0x10000), u32(height * 0x10000));
+  const mvhd = fullBox(
+    'mvhd',
+    0,
+    0,
+    u32(0),
+    u32(0),
+    u32(timescale),
+    u32(0),
+    u32(0x00010000),
+    u16(0x0100),
+    zeros(10),
+    UNITY_MATRIX,
+    zeros(24),
+    u32(TRACK_ID + 1),
+  );
+  const tkhd = fullBox(
+    'tkhd',
+    0,
+    0x000003,
+    u32(0),
+    u32(0),
+    u32(TRACK_ID),
+    u32(0),
+    u32(0),
+    zeros(8),
+    u16(0),
+    u16(0),
+    u16(0),
+    u16(0),
+    UNITY_MATRIX,
+    u32(width * 0x10000),
+    u32(height * 0x10000),
+  );
   // Language "und": three 5-bit letters, each minus 0x60.
   const mdhd = fullBox('mdhd', 0, 0, u32(0), u32(0), u32(timescale), u32(0), u16(0x55c4), u16(0));
   const hdlr = fullBox('hdlr', 0, 0, u32(0), ascii('vide'), zeros(12), ascii('VideoHandler\0'));
@@ -140,13 +171,18 @@ export function initSegment(options: InitSegmentOptions): Uint8Array {
   const dinf = box('dinf', fullBox('dref', 0, 0, u32(1), fullBox('url ', 0, 1)));
   const avc1 = box(
     'avc1',
-    zeros(6), u16(1), // reserved, data_reference_index
+    zeros(6),
+    u16(1), // reserved, data_reference_index
     zeros(16), // pre_defined, reserved, pre_defined[3]
-    u16(width), u16(height),
-    u32(0x00480000), u32(0x00480000), // 72 dpi
-    u32(0), u16(1), // reserved, frame_count
+    u16(width),
+    u16(height),
+    u32(0x00480000),
+    u32(0x00480000), // 72 dpi
+    u32(0),
+    u16(1), // reserved, frame_count
     zeros(32), // compressorname
-    u16(0x0018), u16(0xffff), // depth, pre_defined = -1
+    u16(0x0018),
+    u16(0xffff), // depth, pre_defined = -1
     avcC(sps, pps),
   );
   const stbl = box(
@@ -189,7 +225,8 @@ export function mediaSegment(options: MediaSegmentOptions): Uint8Array {
   const { sequenceNumber, baseMediaDecodeTime, duration, sample, keyframe } = options;
   checkUint32('sequenceNumber', sequenceNumber, 1);
   checkUint32('duration', duration, 1);
-  if (!Number.isSafeInteger(baseMediaDecodeTime) || baseMediaDecodeTime < 0) throw invalid('baseMediaDecodeTime', `baseMediaDecodeTime must be a non-negative safe integer; got ${String(baseMediaDecodeTime)}`);
+  if (!Number.isSafeInteger(baseMediaDecodeTime) || baseMediaDecodeTime < 0)
+    throw invalid('baseMediaDecodeTime', `baseMediaDecodeTime must be a non-negative safe integer; got ${String(baseMediaDecodeTime)}`);
   if (!(sample instanceof Uint8Array)) throw invalid('sample', 'sample must be a Uint8Array of AVCC bytes');
   splitAvcc(sample);
   const mdatBytes = 8 + sample.length;

@@ -64,14 +64,25 @@ function checkOptions(o: H264EncoderOptions): Required<Omit<H264EncoderOptions, 
     const v = o[key];
     if (!Number.isSafeInteger(v) || v < 2 || v > 16384 || v % 2 !== 0) throw invalid(key, `${key} must be an even integer in [2, 16384]; got ${String(v)}`);
   }
-  if (typeof o.fps !== 'number' || !Number.isFinite(o.fps) || o.fps <= 0 || o.fps > 1000) throw invalid('fps', `fps must be a number in (0, 1000]; got ${String(o.fps)}`);
+  if (typeof o.fps !== 'number' || !Number.isFinite(o.fps) || o.fps <= 0 || o.fps > 1000)
+    throw invalid('fps', `fps must be a number in (0, 1000]; got ${String(o.fps)}`);
   const keyframeInterval = o.keyframeInterval ?? Math.max(1, Math.round(2 * o.fps));
-  if (!Number.isSafeInteger(keyframeInterval) || keyframeInterval < 1) throw invalid('keyframeInterval', `keyframeInterval must be a positive integer; got ${String(keyframeInterval)}`);
+  if (!Number.isSafeInteger(keyframeInterval) || keyframeInterval < 1)
+    throw invalid('keyframeInterval', `keyframeInterval must be a positive integer; got ${String(keyframeInterval)}`);
   const crf = o.crf ?? 23;
   if (!Number.isInteger(crf) || crf < 0 || crf > 51) throw invalid('crf', `crf must be an integer in [0, 51]; got ${String(crf)}`);
   const maxQueuedFrames = o.maxQueuedFrames ?? 64;
-  if (!Number.isSafeInteger(maxQueuedFrames) || maxQueuedFrames < 1) throw invalid('maxQueuedFrames', `maxQueuedFrames must be a positive integer; got ${String(maxQueuedFrames)}`);
-  return { width: o.width, height: o.height, fps: o.fps, keyframeInterval, crf, maxQueuedFrames, ...(o.ffmpegPath === undefined ? {} : { ffmpegPath: o.ffmpegPath }) };
+  if (!Number.isSafeInteger(maxQueuedFrames) || maxQueuedFrames < 1)
+    throw invalid('maxQueuedFrames', `maxQueuedFrames must be a positive integer; got ${String(maxQueuedFrames)}`);
+  return {
+    width: o.width,
+    height: o.height,
+    fps: o.fps,
+    keyframeInterval,
+    crf,
+    maxQueuedFrames,
+    ...(o.ffmpegPath === undefined ? {} : { ffmpegPath: o.ffmpegPath }),
+  };
 }
 
 /** ffmpeg's `-r` value for a frame rate: integers as-is, others as a rational with denominator 1000 or 1001. */
@@ -92,13 +103,46 @@ function rateArg(fps: number): string {
 export function h264EncoderArgs(o: { width: number; height: number; fps: number; keyframeInterval: number; crf: number }): string[] {
   const rate = rateArg(o.fps);
   return [
-    '-hide_banner', '-loglevel', 'error', '-nostdin',
-    '-f', 'rawvideo', '-pix_fmt', 'rgb24', '-s', `${o.width}x${o.height}`, '-r', rate, '-i', 'pipe:0',
+    '-hide_banner',
+    '-loglevel',
+    'error',
+    '-nostdin',
+    '-f',
+    'rawvideo',
+    '-pix_fmt',
+    'rgb24',
+    '-s',
+    `${o.width}x${o.height}`,
+    '-r',
+    rate,
+    '-i',
+    'pipe:0',
     '-an',
-    '-c:v', 'libx264', '-preset', 'ultrafast', '-tune', 'zerolatency', '-bf', '0', '-crf', String(o.crf),
-    '-g', String(o.keyframeInterval), '-keyint_min', String(o.keyframeInterval), '-sc_threshold', '0',
-    '-pix_fmt', 'yuv420p', '-vsync', 'passthrough',
-    '-flush_packets', '1', '-f', 'flv', 'pipe:1',
+    '-c:v',
+    'libx264',
+    '-preset',
+    'ultrafast',
+    '-tune',
+    'zerolatency',
+    '-bf',
+    '0',
+    '-crf',
+    String(o.crf),
+    '-g',
+    String(o.keyframeInterval),
+    '-keyint_min',
+    String(o.keyframeInterval),
+    '-sc_threshold',
+    '0',
+    '-pix_fmt',
+    'yuv420p',
+    '-vsync',
+    'passthrough',
+    '-flush_packets',
+    '1',
+    '-f',
+    'flv',
+    'pipe:1',
   ];
 }
 
@@ -156,7 +200,8 @@ export function encodeH264(options: H264EncoderOptions): OperatorFunction<RgbFra
       const onTag = (tag: FlvVideoTag) => {
         if (tag.packetType === 0) {
           const config = parseAvcDecoderConfig(tag.payload);
-          if (config.sps.length === 0 || config.pps.length === 0) throw new OmniError('OMNIRX_ERR_FFMPEG', 'ffmpeg sent an AVC sequence header without SPS or PPS');
+          if (config.sps.length === 0 || config.pps.length === 0)
+            throw new OmniError('OMNIRX_ERR_FFMPEG', 'ffmpeg sent an AVC sequence header without SPS or PPS');
           sps = config.sps[0]!.slice();
           pps = config.pps[0]!.slice();
           lengthSize = config.lengthSize;
@@ -165,9 +210,13 @@ export function encodeH264(options: H264EncoderOptions): OperatorFunction<RgbFra
         if (tag.packetType !== 1) return;
         const nals = splitAvcc(tag.payload, lengthSize);
         // Parameter sets and delimiters travel beside the unit (sps/pps), never inside it.
-        const picture = nals.filter((n) => { const t = nalType(n); return t !== NAL_TYPE.SPS && t !== NAL_TYPE.PPS && t !== NAL_TYPE.AUD; });
+        const picture = nals.filter((n) => {
+          const t = nalType(n);
+          return t !== NAL_TYPE.SPS && t !== NAL_TYPE.PPS && t !== NAL_TYPE.AUD;
+        });
         const keyframe = nals.some((n) => nalType(n) === NAL_TYPE.IDR_SLICE);
-        if (keyframe && (sps === undefined || pps === undefined)) throw new OmniError('OMNIRX_ERR_FFMPEG', `ffmpeg sent keyframe ${unitsOut} before any SPS/PPS`);
+        if (keyframe && (sps === undefined || pps === undefined))
+          throw new OmniError('OMNIRX_ERR_FFMPEG', `ffmpeg sent keyframe ${unitsOut} before any SPS/PPS`);
         const pts = unitsOut++;
         if (pts >= framesIn) throw new OmniError('OMNIRX_ERR_FFMPEG', `ffmpeg sent access unit ${pts} but only ${framesIn} frame(s) were written`);
         const frame: EncodedFrame = { data: joinAvcc(picture), keyframe, pts, timeMs: (pts * 1000) / o.fps };
@@ -188,7 +237,9 @@ export function encodeH264(options: H264EncoderOptions): OperatorFunction<RgbFra
           return;
         }
         child = proc;
-        proc.on('error', (err: NodeJS.ErrnoException) => fail(new OmniError('OMNIRX_ERR_FFMPEG', `could not start ffmpeg at ${bin}: ${err.code ?? err.message}`, { cause: err })));
+        proc.on('error', (err: NodeJS.ErrnoException) =>
+          fail(new OmniError('OMNIRX_ERR_FFMPEG', `could not start ffmpeg at ${bin}: ${err.code ?? err.message}`, { cause: err })),
+        );
         proc.stderr.setEncoding('utf8');
         proc.stderr.on('data', (s: string) => {
           stderrTail = (stderrTail + s).slice(-STDERR_TAIL_CHARS);
@@ -210,7 +261,12 @@ export function encodeH264(options: H264EncoderOptions): OperatorFunction<RgbFra
         proc.on('close', (code, signal) => {
           if (finished) return;
           if (code !== 0) {
-            fail(new OmniError('OMNIRX_ERR_FFMPEG', `ffmpeg (${bin}) ${signal ? `was killed by ${signal}` : `exited with code ${code}`} after ${framesIn} frame(s) in, ${unitsOut} unit(s) out: ${tail()}`));
+            fail(
+              new OmniError(
+                'OMNIRX_ERR_FFMPEG',
+                `ffmpeg (${bin}) ${signal ? `was killed by ${signal}` : `exited with code ${code}`} after ${framesIn} frame(s) in, ${unitsOut} unit(s) out: ${tail()}`,
+              ),
+            );
             return;
           }
           if (unitsOut !== framesIn) {
@@ -232,7 +288,12 @@ export function encodeH264(options: H264EncoderOptions): OperatorFunction<RgbFra
             return;
           }
           if (queue.length >= o.maxQueuedFrames) {
-            fail(invalid('maxQueuedFrames', `frame ${framesIn} arrived with ${queue.length} frames already waiting for ffmpeg's stdin (maxQueuedFrames ${o.maxQueuedFrames}); the producer outruns the encoder`));
+            fail(
+              invalid(
+                'maxQueuedFrames',
+                `frame ${framesIn} arrived with ${queue.length} frames already waiting for ffmpeg's stdin (maxQueuedFrames ${o.maxQueuedFrames}); the producer outruns the encoder`,
+              ),
+            );
             return;
           }
           framesIn++;

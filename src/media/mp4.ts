@@ -40,7 +40,11 @@ export function validateVideoForMp4(video: VideoArtifact): void {
   };
   if (video === null || typeof video !== 'object') fail('not a video artifact');
   const { width, height, numFrames, fps, frames } = video;
-  for (const [name, v] of [['width', width], ['height', height], ['numFrames', numFrames]] as const) {
+  for (const [name, v] of [
+    ['width', width],
+    ['height', height],
+    ['numFrames', numFrames],
+  ] as const) {
     if (!Number.isSafeInteger(v) || v <= 0) fail(`${name} must be a positive integer; got ${String(v)}`);
   }
   if (width % 2 !== 0 || height % 2 !== 0) {
@@ -74,9 +78,12 @@ function rateArg(fps: number): string {
 export async function checkOutputPath(outPath: string): Promise<string> {
   if (typeof outPath !== 'string' || outPath.length === 0) throw new OmniError('OMNIRX_ERR_OUTPUT_PATH', 'the output path is empty');
   const abs = path.resolve(outPath);
-  const st = await fsp.lstat(abs).catch((e: NodeJS.ErrnoException) => (e.code === 'ENOENT' ? undefined : Promise.reject(e))).catch((e: NodeJS.ErrnoException) => {
-    throw new OmniError('OMNIRX_ERR_OUTPUT_PATH', `cannot use ${abs}: ${e.code ?? e.message}`, { cause: e });
-  });
+  const st = await fsp
+    .lstat(abs)
+    .catch((e: NodeJS.ErrnoException) => (e.code === 'ENOENT' ? undefined : Promise.reject(e)))
+    .catch((e: NodeJS.ErrnoException) => {
+      throw new OmniError('OMNIRX_ERR_OUTPUT_PATH', `cannot use ${abs}: ${e.code ?? e.message}`, { cause: e });
+    });
   if (st !== undefined && !st.isFile()) {
     const what = st.isDirectory() ? 'a directory' : st.isSymbolicLink() ? 'a symbolic link' : 'not a regular file (a device, socket or pipe)';
     throw new OmniError('OMNIRX_ERR_OUTPUT_PATH', `refusing to write ${abs}: it is ${what}`);
@@ -87,7 +94,11 @@ export async function checkOutputPath(outPath: string): Promise<string> {
     await fsp.access(dir, fsConstants.W_OK);
   } catch (e) {
     const err = e as NodeJS.ErrnoException;
-    throw new OmniError('OMNIRX_ERR_OUTPUT_PATH', `cannot write into ${dir}: ${err.code === 'EACCES' ? 'permission denied' : err.code === 'EEXIST' || err.code === 'ENOTDIR' ? 'a path component is a file, not a directory' : (err.code ?? err.message)}`, { cause: e });
+    throw new OmniError(
+      'OMNIRX_ERR_OUTPUT_PATH',
+      `cannot write into ${dir}: ${err.code === 'EACCES' ? 'permission denied' : err.code === 'EEXIST' || err.code === 'ENOTDIR' ? 'a path component is a file, not a directory' : (err.code ?? err.message)}`,
+      { cause: e },
+    );
   }
   return abs;
 }
@@ -121,13 +132,38 @@ export async function encodeMp4(video: VideoArtifact, outPath: string, options: 
   const { width, height, numFrames, fps, frames } = video;
   const rate = rateArg(fps);
   const args = [
-    '-hide_banner', '-loglevel', 'error', '-y',
-    '-f', 'rawvideo', '-pix_fmt', 'rgb24', '-s', `${width}x${height}`, '-r', rate, '-i', '-',
+    '-hide_banner',
+    '-loglevel',
+    'error',
+    '-y',
+    '-f',
+    'rawvideo',
+    '-pix_fmt',
+    'rgb24',
+    '-s',
+    `${width}x${height}`,
+    '-r',
+    rate,
+    '-i',
+    '-',
     '-an',
-    '-c:v', 'libx264', '-preset', options.preset ?? 'veryfast', '-crf', String(crf),
-    '-pix_fmt', 'yuv420p', '-r', rate, '-frames:v', String(numFrames),
-    '-movflags', '+faststart',
-    '-f', 'mp4', tmpOut,
+    '-c:v',
+    'libx264',
+    '-preset',
+    options.preset ?? 'veryfast',
+    '-crf',
+    String(crf),
+    '-pix_fmt',
+    'yuv420p',
+    '-r',
+    rate,
+    '-frames:v',
+    String(numFrames),
+    '-movflags',
+    '+faststart',
+    '-f',
+    'mp4',
+    tmpOut,
   ];
 
   try {

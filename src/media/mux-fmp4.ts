@@ -50,7 +50,8 @@ export interface MuxFmp4Options {
 export function muxFmp4(options: MuxFmp4Options): OperatorFunction<EncodedFrame, Fmp4Chunk> {
   const timescale = options.timescale ?? 90000;
   const { fps } = options;
-  if (typeof fps !== 'number' || !Number.isFinite(fps) || fps <= 0) throw new OmniError('OMNIRX_ERR_INVALID_REQUEST', `muxFmp4: fps must be a positive number; got ${String(fps)}`, { param: 'fps' });
+  if (typeof fps !== 'number' || !Number.isFinite(fps) || fps <= 0)
+    throw new OmniError('OMNIRX_ERR_INVALID_REQUEST', `muxFmp4: fps must be a positive number; got ${String(fps)}`, { param: 'fps' });
   const ticks = (pts: number) => Math.round((pts * timescale) / fps);
   return (source: Observable<EncodedFrame>) =>
     defer(() => {
@@ -60,14 +61,22 @@ export function muxFmp4(options: MuxFmp4Options): OperatorFunction<EncodedFrame,
           const out: Fmp4Chunk[] = [];
           if (sequenceNumber === 0) {
             if (!frame.keyframe || frame.sps === undefined || frame.pps === undefined) {
-              throw new OmniError('OMNIRX_ERR_INVALID_REQUEST', `muxFmp4: the first frame (pts ${frame.pts}) must be a keyframe with sps and pps`, { param: 'frame' });
+              throw new OmniError('OMNIRX_ERR_INVALID_REQUEST', `muxFmp4: the first frame (pts ${frame.pts}) must be a keyframe with sps and pps`, {
+                param: 'frame',
+              });
             }
             const init = initSegment({ width: options.width, height: options.height, timescale, sps: frame.sps, pps: frame.pps });
             out.push({ kind: 'init', data: init, codec: avcCodecString(frame.sps) });
           }
           sequenceNumber++;
           const start = ticks(frame.pts);
-          const data = mediaSegment({ sequenceNumber, baseMediaDecodeTime: start, duration: ticks(frame.pts + 1) - start, sample: frame.data, keyframe: frame.keyframe });
+          const data = mediaSegment({
+            sequenceNumber,
+            baseMediaDecodeTime: start,
+            duration: ticks(frame.pts + 1) - start,
+            sample: frame.data,
+            keyframe: frame.keyframe,
+          });
           out.push({ kind: 'fragment', data, pts: frame.pts, keyframe: frame.keyframe });
           return out;
         }),

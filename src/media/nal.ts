@@ -32,7 +32,8 @@ export function splitAvcc(sample: Uint8Array, lengthSize: number = AVCC_LENGTH_S
   const nals: Uint8Array[] = [];
   let off = 0;
   while (off < sample.length) {
-    if (off + lengthSize > sample.length) throw malformed('sample', `${lengthSize}-byte NAL length prefix at byte ${off} is cut off (sample is ${sample.length} bytes)`);
+    if (off + lengthSize > sample.length)
+      throw malformed('sample', `${lengthSize}-byte NAL length prefix at byte ${off} is cut off (sample is ${sample.length} bytes)`);
     let len = 0;
     for (let i = 0; i < lengthSize; i++) len = len * 256 + sample[off + i]!;
     if (len === 0) throw malformed('sample', `zero-length NAL unit at byte ${off}`);

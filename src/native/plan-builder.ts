@@ -206,12 +206,23 @@ export class PlanBuilder {
    * P·V on the bf16 GEMM path (q, k, v and the softmax probabilities rounded to bf16, float32 accumulation; the
    * softmax stays float32).
    */
-  attention(q: Value, k: Value, v: Value, opts: { batch: number; heads: number; headDim: number; scale: number; bias?: Value; matmulDtype?: MatmulDtype; label?: string }): Value {
+  attention(
+    q: Value,
+    k: Value,
+    v: Value,
+    opts: { batch: number; heads: number; headDim: number; scale: number; bias?: Value; matmulDtype?: MatmulDtype; label?: string },
+  ): Value {
     const row = opts.batch * opts.heads * opts.headDim;
     if (numelOf(q.shape) % row !== 0 || numelOf(k.shape) % row !== 0) fail(`attention ${opts.label ?? ''}: q/k are not [B, L, H·D]`);
     sameNumel(v, numelOf(k.shape), `attention ${opts.label ?? ''} v`);
     const y = this.arenaValue(q.shape);
-    this.pushOp('attention', [q, k, v, opts.bias], y, { batch: opts.batch, heads: opts.heads, headDim: opts.headDim, scale: opts.scale, matmulDtype: MATMUL_DTYPE[opts.matmulDtype ?? 'float32'] }, opts.label);
+    this.pushOp(
+      'attention',
+      [q, k, v, opts.bias],
+      y,
+      { batch: opts.batch, heads: opts.heads, headDim: opts.headDim, scale: opts.scale, matmulDtype: MATMUL_DTYPE[opts.matmulDtype ?? 'float32'] },
+      opts.label,
+    );
     return y;
   }
 
@@ -313,7 +324,13 @@ export class PlanBuilder {
   }
 
   /** Causal 3D conv, channels-last [F, H, W, Ci] → [F, H, W, Co], weight [Co, Ci, kt, kh, kw]. */
-  conv3d(x: Value, w: Value, b: Value | undefined, dims: { frames: number; height: number; width: number }, opts: { history?: Value; label?: string } = {}): Value {
+  conv3d(
+    x: Value,
+    w: Value,
+    b: Value | undefined,
+    dims: { frames: number; height: number; width: number },
+    opts: { history?: Value; label?: string } = {},
+  ): Value {
     if (w.shape.length !== 5) fail(`conv3d ${opts.label ?? ''}: weight must be [Co, Ci, kt, kh, kw]`);
     const y = this.arenaValue([dims.frames, dims.height, dims.width, w.shape[0]]);
     this.pushOp('conv3d', [x, w, b, opts.history], y, { ...dims }, opts.label);
@@ -330,7 +347,8 @@ export class PlanBuilder {
     const intervals: Interval[] = [];
     for (let id = 0; id < this.values.length; id++) {
       const rec = this.values[id];
-      if (rec.base === id && rec.storage.kind === 'arena') intervals.push({ id, size: rec.numel, start: rec.defOp, end: rec.lastUse < 0 ? rec.defOp : rec.lastUse });
+      if (rec.base === id && rec.storage.kind === 'arena')
+        intervals.push({ id, size: rec.numel, start: rec.defOp, end: rec.lastUse < 0 ? rec.defOp : rec.lastUse });
     }
     const { offsets, total } = planArena(intervals);
     const values: PlanValueSpec[] = this.values.map((rec) => {
@@ -341,7 +359,11 @@ export class PlanBuilder {
       const offset = (storage.kind === 'arena' ? (offsets.get(rec.base) ?? 0) : 0) + rec.offset;
       return { kind, index, offset, shape: rec.shape };
     });
-    const segments = this.segmentMarks.map((m, i) => ({ name: m.name, from: m.from, to: i + 1 < this.segmentMarks.length ? this.segmentMarks[i + 1].from : this.ops.length }));
+    const segments = this.segmentMarks.map((m, i) => ({
+      name: m.name,
+      from: m.from,
+      to: i + 1 < this.segmentMarks.length ? this.segmentMarks[i + 1].from : this.ops.length,
+    }));
     let plan: NativePlan;
     try {
       plan = new native.Plan({ arenaFloats: total, consts: this.consts, slots: this.slots.map((s) => s.shape), values, ops: this.ops });

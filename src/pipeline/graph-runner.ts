@@ -51,7 +51,9 @@ export function runGraph<C extends { requestId: string }, S extends RequestState
       const missing = Object.keys(n.inputs).find((e) => !available.has(e));
       if (missing !== undefined) {
         onNode(n.name);
-        return throwError(() => new OmniError('OMNIRX_ERR_INVALID_PIPELINE', `node '${n.name}' consumes edge '${missing}', which no active node produces for this request`));
+        return throwError(
+          () => new OmniError('OMNIRX_ERR_INVALID_PIPELINE', `node '${n.name}' consumes edge '${missing}', which no active node produces for this request`),
+        );
       }
     }
     const requestId = ctx.requestId;
@@ -67,7 +69,9 @@ export function runGraph<C extends { requestId: string }, S extends RequestState
               onNode(node.name);
               return of<GraphEvent>({ type: 'node_start', requestId, node: node.name });
             }),
-            run.kind === 'stage' ? defer(() => from(state.track(run.stage.forward(ctx, state)))).pipe(mergeMap(() => EMPTY)) : runLoop(run.stage, ctx, state, routing),
+            run.kind === 'stage'
+              ? defer(() => from(state.track(run.stage.forward(ctx, state)))).pipe(mergeMap(() => EMPTY))
+              : runLoop(run.stage, ctx, state, routing),
             defer(() => of<GraphEvent>({ type: 'node_end', requestId, node: node.name, ms: performance.now() - t0 })),
             // Successors start only after this node's end event went out.
             defer(() => {
@@ -82,27 +86,34 @@ export function runGraph<C extends { requestId: string }, S extends RequestState
   });
 }
 
-function runLoop<C extends { requestId: string }, S extends RequestState>(stage: LoopStage<C, S, unknown>, ctx: C, state: S, routing: StepRouting): Observable<GraphEvent> {
+function runLoop<C extends { requestId: string }, S extends RequestState>(
+  stage: LoopStage<C, S, unknown>,
+  ctx: C,
+  state: S,
+  routing: StepRouting,
+): Observable<GraphEvent> {
   let t0 = 0;
-  const runner = stage.batching === undefined ? undefined : { maxBatch: stage.batching.maxBatch, run: (items: unknown[]) => stage.batching!.stepMany(items as Array<{ ctx: C; loop: unknown }>) };
+  const runner =
+    stage.batching === undefined
+      ? undefined
+      : { maxBatch: stage.batching.maxBatch, run: (items: unknown[]) => stage.batching!.stepMany(items as Array<{ ctx: C; loop: unknown }>) };
   return driveLoop<unknown, StepResult>({
     init: () => from(Promise.resolve(stage.init(ctx, state))),
     step: (loop) => {
       // Measured from the request; a granted solo step resets it when it starts running.
       t0 = performance.now();
       const key = stage.batching?.batchKey(ctx, loop);
-      return routing.scheduler
-        .step<StepResult>({
-          requestId: routing.requestId,
-          priority: routing.priority,
-          cost: stage.cost(ctx, loop),
-          run: () => {
-            t0 = performance.now();
-            const r = stage.step(ctx, loop);
-            return r instanceof Observable ? r : state.track(r);
-          },
-          batch: key === undefined || runner === undefined ? undefined : { key, item: { ctx, loop }, runner },
-        });
+      return routing.scheduler.step<StepResult>({
+        requestId: routing.requestId,
+        priority: routing.priority,
+        cost: stage.cost(ctx, loop),
+        run: () => {
+          t0 = performance.now();
+          const r = stage.step(ctx, loop);
+          return r instanceof Observable ? r : state.track(r);
+        },
+        batch: key === undefined || runner === undefined ? undefined : { key, item: { ctx, loop }, runner },
+      });
     },
     finalize: (loop) => from(Promise.resolve(stage.finalize(ctx, loop, state)).then(() => true)),
     release: (loop) => {

@@ -53,7 +53,11 @@ export function resolveDiffusionParams(req: OmniRequest, spec: ModelSpecBase, en
   const stride = geometry.pixelStride;
   for (const field of ['width', 'height'] as const) {
     if (p[field] % stride !== 0) {
-      throw new OmniError('OMNIRX_ERR_UNSUPPORTED_VALUE', `${field} ${p[field]} is not a multiple of ${stride}, the pixel stride of model '${p.model}' (${geometry.strideOrigin})`, { param: `diffusion.${field}` });
+      throw new OmniError(
+        'OMNIRX_ERR_UNSUPPORTED_VALUE',
+        `${field} ${p[field]} is not a multiple of ${stride}, the pixel stride of model '${p.model}' (${geometry.strideOrigin})`,
+        { param: `diffusion.${field}` },
+      );
     }
   }
   const wanted = isImage ? 'image' : 'video';
@@ -63,15 +67,23 @@ export function resolveDiffusionParams(req: OmniRequest, spec: ModelSpecBase, en
     }
   }
   if (p.width * p.height > limits.maxPixels) {
-    throw new OmniError('OMNIRX_ERR_INVALID_REQUEST', `width × height = ${p.width * p.height} exceeds the ceiling of ${limits.maxPixels} pixels`, { param: 'diffusion.width' });
+    throw new OmniError('OMNIRX_ERR_INVALID_REQUEST', `width × height = ${p.width * p.height} exceeds the ceiling of ${limits.maxPixels} pixels`, {
+      param: 'diffusion.width',
+    });
   }
   const tokens = geometry.latentTokens(p);
   if (tokens > limits.maxTokens) {
-    throw new OmniError('OMNIRX_ERR_INVALID_REQUEST', `${p.width}×${p.height} × ${p.numFrames} frames is ${tokens} latent tokens for model '${p.model}', over the ceiling of ${limits.maxTokens} (attention cost grows with its square); use fewer frames or a smaller size`, { param: 'diffusion.numFrames' });
+    throw new OmniError(
+      'OMNIRX_ERR_INVALID_REQUEST',
+      `${p.width}×${p.height} × ${p.numFrames} frames is ${tokens} latent tokens for model '${p.model}', over the ceiling of ${limits.maxTokens} (attention cost grows with its square); use fewer frames or a smaller size`,
+      { param: 'diffusion.numFrames' },
+    );
   }
   const work = p.width * p.height * p.numFrames * p.numInferenceSteps;
   if (work > limits.maxWork) {
-    throw new OmniError('OMNIRX_ERR_INVALID_REQUEST', `width × height × numFrames × numInferenceSteps = ${work} exceeds the ceiling of ${limits.maxWork}`, { param: 'diffusion' });
+    throw new OmniError('OMNIRX_ERR_INVALID_REQUEST', `width × height × numFrames × numInferenceSteps = ${work} exceeds the ceiling of ${limits.maxWork}`, {
+      param: 'diffusion',
+    });
   }
   return p;
 }

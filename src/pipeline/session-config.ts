@@ -19,7 +19,12 @@ export const SessionConfigSchema = z
     /** Sessions open at once; opening one more fails with OMNIRX_ERR_QUEUE_FULL. Default 4. */
     maxSessions: z.number().int().min(1).max(1024).default(4),
     /** A session with no action, credit, flush or emitted frame for this long is closed and freed (ms). Default 60 000. */
-    idleTimeoutMs: z.number().int().min(1).max(24 * 3600 * 1000).default(60_000),
+    idleTimeoutMs: z
+      .number()
+      .int()
+      .min(1)
+      .max(24 * 3600 * 1000)
+      .default(60_000),
   })
   .refine((s) => s.sinkFrames % s.chunkFrames === 0 && s.localWindowFrames % s.chunkFrames === 0, {
     message: 'sinkFrames and localWindowFrames must be multiples of chunkFrames (the KV cache recycles whole chunks)',

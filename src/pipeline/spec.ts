@@ -123,7 +123,8 @@ export function buildPipeline<C, S>(spec: PipelineSpec<C, S>, deployment: { task
       // For every deployed task the node runs for, some node of that task produces the edge (else the request waits forever).
       if (p.node === '(request)') continue;
       const uncovered = n.tasks.filter((t) => deployment.tasks.includes(t) && !spec.nodes.some((m) => m.tasks.includes(t) && Object.hasOwn(m.outputs, edge)));
-      if (uncovered.length > 0) throw buildError(fam, `node '${n.name}' consumes edge '${edge}' for task ${uncovered.join(', ')}, but no node produces it for that task`);
+      if (uncovered.length > 0)
+        throw buildError(fam, `node '${n.name}' consumes edge '${edge}' for task ${uncovered.join(', ')}, but no node produces it for that task`);
     }
   }
   // Components.
@@ -132,7 +133,8 @@ export function buildPipeline<C, S>(spec: PipelineSpec<C, S>, deployment: { task
       const comp = spec.components[c];
       if (comp === undefined) throw buildError(fam, `node '${n.name}' uses component '${c}' that the spec does not declare`);
       const missing = n.tasks.filter((t) => deployment.tasks.includes(t) && !comp.tasks.includes(t));
-      if (missing.length > 0) throw buildError(fam, `node '${n.name}' needs component '${c}' for task ${missing.join(', ')}, which the component does not declare`);
+      if (missing.length > 0)
+        throw buildError(fam, `node '${n.name}' needs component '${c}' for task ${missing.join(', ')}, which the component does not declare`);
     }
   }
   // Policies: one per slot per node.
@@ -148,7 +150,11 @@ export function buildPipeline<C, S>(spec: PipelineSpec<C, S>, deployment: { task
   const consumers = new Map<string, string[]>();
   const indegree = new Map<string, number>();
   for (const n of spec.nodes) {
-    const deps = new Set(Object.keys(n.inputs).map((e) => producer.get(e)!.node).filter((p) => p !== '(request)'));
+    const deps = new Set(
+      Object.keys(n.inputs)
+        .map((e) => producer.get(e)!.node)
+        .filter((p) => p !== '(request)'),
+    );
     // Edges with alternative producers count every producer of that edge.
     for (const e of Object.keys(n.inputs)) for (const m of spec.nodes) if (m !== n && e in m.outputs) deps.add(m.name);
     indegree.set(n.name, deps.size);
@@ -180,15 +186,20 @@ export function buildPipeline<C, S>(spec: PipelineSpec<C, S>, deployment: { task
     order: Object.freeze(order),
     components,
     activeNodes(p: ResolvedParams) {
-      if (!tasks.includes(p.task)) throw new OmniError('OMNIRX_ERR_UNSUPPORTED_VALUE', `task ${p.task} is not deployed (deployed: ${tasks.join(', ')})`, { param: 'task' });
+      if (!tasks.includes(p.task))
+        throw new OmniError('OMNIRX_ERR_UNSUPPORTED_VALUE', `task ${p.task} is not deployed (deployed: ${tasks.join(', ')})`, { param: 'task' });
       return order.filter((n) => n.tasks.includes(p.task) && (n.when === undefined || n.when(p)));
     },
     parseNodeParams(nodeParams: Readonly<Record<string, unknown>> | undefined) {
       const out: Record<string, unknown> = {};
       for (const [node, value] of Object.entries(nodeParams ?? {})) {
         const n = spec.nodes.find((m) => m.name === node);
-        if (n === undefined) throw new OmniError('OMNIRX_ERR_INVALID_REQUEST', `nodeParams: unknown node '${node}' (nodes: ${spec.nodes.map((m) => m.name).join(', ')})`, { param: `nodeParams.${node}` });
-        if (n.params === undefined) throw new OmniError('OMNIRX_ERR_INVALID_REQUEST', `nodeParams: node '${node}' takes no parameters`, { param: `nodeParams.${node}` });
+        if (n === undefined)
+          throw new OmniError('OMNIRX_ERR_INVALID_REQUEST', `nodeParams: unknown node '${node}' (nodes: ${spec.nodes.map((m) => m.name).join(', ')})`, {
+            param: `nodeParams.${node}`,
+          });
+        if (n.params === undefined)
+          throw new OmniError('OMNIRX_ERR_INVALID_REQUEST', `nodeParams: node '${node}' takes no parameters`, { param: `nodeParams.${node}` });
         const r = n.params.safeParse(value);
         if (!r.success) {
           const issue = r.error.issues[0];

@@ -73,7 +73,8 @@ export const PayloadMetadataSchema = z.record(z.string(), z.unknown()).superRefi
     return;
   }
   const size = Buffer.byteLength(JSON.stringify(m));
-  if (size > PAYLOAD_LIMITS.maxMetadataBytes) ctx.addIssue({ code: 'custom', message: `metadata is ${size} bytes as JSON, more than the ${PAYLOAD_LIMITS.maxMetadataBytes}-byte limit` });
+  if (size > PAYLOAD_LIMITS.maxMetadataBytes)
+    ctx.addIssue({ code: 'custom', message: `metadata is ${size} bytes as JSON, more than the ${PAYLOAD_LIMITS.maxMetadataBytes}-byte limit` });
 });
 export type PayloadMetadata = z.infer<typeof PayloadMetadataSchema>;
 

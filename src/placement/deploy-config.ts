@@ -9,8 +9,6 @@ import { MATMUL_DTYPES } from '../native/plan-builder';
 
 const MiB = 2 ** 20;
 
-
-
 /** What a deployment serves: the request tasks (`OmniRequest.task`) and `WORLD` (interactive sessions, `Engine.session`). */
 export const DeployTaskSchema = z.union([TaskSchema, z.literal('WORLD')]);
 export type DeployTask = z.infer<typeof DeployTaskSchema>;

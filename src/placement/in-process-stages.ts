@@ -26,7 +26,14 @@ export function createInProcessStages(o: StageExecutorOptions, sink: StageSink):
   };
   const hosts = {
     encode: new StageHost({ ...common, role: 'encode', input: toEncode.receiver, output: toDenoise.sender, maxInFlight: s.encode.maxInFlight }),
-    denoise: new StageHost({ ...common, load: o.load, role: 'denoise', input: toDenoise.receiver, output: toDecode.sender, maxInFlight: s.denoise.maxInFlight }),
+    denoise: new StageHost({
+      ...common,
+      load: o.load,
+      role: 'denoise',
+      input: toDenoise.receiver,
+      output: toDecode.sender,
+      maxInFlight: s.denoise.maxInFlight,
+    }),
     decode: new StageHost({ ...common, role: 'decode', input: toDecode.receiver, output: results.sender, maxInFlight: s.decode.maxInFlight }),
   };
   for (const h of Object.values(hosts)) void h.worker.start();

@@ -1,5 +1,14 @@
 import { crc32Function } from './crc32';
-import { DTYPE_BYTES, PAYLOAD_LIMITS, PayloadDtypeSchema, PayloadError, parseStagePayload, tensorByteLength, type DiffusionStagePayload, type PayloadTensor } from '../pipeline/stage-payload';
+import {
+  DTYPE_BYTES,
+  PAYLOAD_LIMITS,
+  PayloadDtypeSchema,
+  PayloadError,
+  parseStagePayload,
+  tensorByteLength,
+  type DiffusionStagePayload,
+  type PayloadTensor,
+} from '../pipeline/stage-payload';
 
 /**
  * The wire framing of a `DiffusionStagePayload` (docs/disaggregation.md has the byte table). All integers are
@@ -106,7 +115,10 @@ function declaredLength(view: DataView): number {
 function checkMagic(buf: Uint8Array, n: number, at: number): void {
   for (let i = 0; i < Math.min(n, 4); i++) {
     if (buf[i] !== FRAME_MAGIC[i]) {
-      throw new PayloadError(`payload frame at byte ${at + i}: bad magic (expected "OMXP", got bytes ${[...buf.subarray(0, Math.min(n, 4))].map((b) => `0x${b.toString(16).padStart(2, '0')}`).join(' ')})`, { byteOffset: at + i });
+      throw new PayloadError(
+        `payload frame at byte ${at + i}: bad magic (expected "OMXP", got bytes ${[...buf.subarray(0, Math.min(n, 4))].map((b) => `0x${b.toString(16).padStart(2, '0')}`).join(' ')})`,
+        { byteOffset: at + i },
+      );
     }
   }
 }
@@ -118,9 +130,13 @@ function checkEntry(e: unknown, i: number, bodyStart: number, total: number): Te
   if (o === null || typeof o !== 'object' || typeof o.name !== 'string' || typeof o.dtype !== 'string' || !Array.isArray(o.shape)) {
     throw new PayloadError(`${where} is not { name, dtype, shape, offset, length }`, { byteOffset: FIXED_HEADER_BYTES });
   }
-  if (!PayloadDtypeSchema.safeParse(o.dtype).success) throw new PayloadError(`${where} ("${o.name}") has unknown dtype ${JSON.stringify(o.dtype)}`, { byteOffset: FIXED_HEADER_BYTES });
+  if (!PayloadDtypeSchema.safeParse(o.dtype).success)
+    throw new PayloadError(`${where} ("${o.name}") has unknown dtype ${JSON.stringify(o.dtype)}`, { byteOffset: FIXED_HEADER_BYTES });
   if (!Number.isSafeInteger(o.offset) || !Number.isSafeInteger(o.length) || o.offset! < 0 || o.length! < 0 || o.offset! % 8 !== 0) {
-    throw new PayloadError(`${where} ("${o.name}") has offset ${o.offset} / length ${o.length}; both must be non-negative integers and the offset a multiple of 8`, { byteOffset: FIXED_HEADER_BYTES });
+    throw new PayloadError(
+      `${where} ("${o.name}") has offset ${o.offset} / length ${o.length}; both must be non-negative integers and the offset a multiple of 8`,
+      { byteOffset: FIXED_HEADER_BYTES },
+    );
   }
   const start = bodyStart + o.offset!;
   if (start + o.length! > total) {
@@ -131,7 +147,10 @@ function checkEntry(e: unknown, i: number, bodyStart: number, total: number): Te
   }
   const want = tensorByteLength(o.dtype as keyof typeof DTYPE_BYTES, o.shape);
   if (want !== o.length) {
-    throw new PayloadError(`tensor "${o.name}" at byte ${start}: shape [${o.shape.join(', ')}] of ${o.dtype} is ${want} bytes, but the frame gives it ${o.length} bytes`, { byteOffset: start });
+    throw new PayloadError(
+      `tensor "${o.name}" at byte ${start}: shape [${o.shape.join(', ')}] of ${o.dtype} is ${want} bytes, but the frame gives it ${o.length} bytes`,
+      { byteOffset: start },
+    );
   }
   return o as TensorEntry;
 }
@@ -146,42 +165,62 @@ function checkEntry(e: unknown, i: number, bodyStart: number, total: number): Te
 export function decodePayload(buf: Uint8Array): DiffusionStagePayload {
   if (buf.length < FIXED_HEADER_BYTES) {
     checkMagic(buf, buf.length, 0);
-    throw new PayloadError(`payload frame at byte ${buf.length}: truncated: ${buf.length} bytes, shorter than the ${FIXED_HEADER_BYTES}-byte fixed header`, { byteOffset: buf.length });
+    throw new PayloadError(`payload frame at byte ${buf.length}: truncated: ${buf.length} bytes, shorter than the ${FIXED_HEADER_BYTES}-byte fixed header`, {
+      byteOffset: buf.length,
+    });
   }
   checkMagic(buf, 4, 0);
   const view = new DataView(buf.buffer, buf.byteOffset, buf.byteLength);
   const version = view.getUint16(4, true);
   if (version !== FRAMING_VERSION) {
-    throw new PayloadError(`payload frame at byte 4: framing version ${version} is ${version > FRAMING_VERSION ? 'newer' : 'older'} than this omnirx (${FRAMING_VERSION})`, { byteOffset: 4 });
+    throw new PayloadError(
+      `payload frame at byte 4: framing version ${version} is ${version > FRAMING_VERSION ? 'newer' : 'older'} than this omnirx (${FRAMING_VERSION})`,
+      { byteOffset: 4 },
+    );
   }
   const flags = view.getUint16(6, true);
   if (flags !== 0) throw new PayloadError(`payload frame at byte 6: unknown flags 0x${flags.toString(16)} (this omnirx knows none)`, { byteOffset: 6 });
   const total = declaredLength(view);
-  if (total < FIXED_HEADER_BYTES) throw new PayloadError(`payload frame at byte 8: declares ${total} bytes, less than the ${FIXED_HEADER_BYTES}-byte fixed header`, { byteOffset: 8 });
-  if (total > buf.length) throw new PayloadError(`payload frame at byte ${buf.length}: truncated: it declares ${total} bytes (at byte 8) but only ${buf.length} are present`, { byteOffset: buf.length });
-  if (total < buf.length) throw new PayloadError(`payload frame at byte ${total}: ${buf.length - total} bytes follow the end of the frame`, { byteOffset: total });
+  if (total < FIXED_HEADER_BYTES)
+    throw new PayloadError(`payload frame at byte 8: declares ${total} bytes, less than the ${FIXED_HEADER_BYTES}-byte fixed header`, { byteOffset: 8 });
+  if (total > buf.length)
+    throw new PayloadError(`payload frame at byte ${buf.length}: truncated: it declares ${total} bytes (at byte 8) but only ${buf.length} are present`, {
+      byteOffset: buf.length,
+    });
+  if (total < buf.length)
+    throw new PayloadError(`payload frame at byte ${total}: ${buf.length - total} bytes follow the end of the frame`, { byteOffset: total });
   const headerLength = view.getUint32(16, true);
-  if (headerLength > MAX_HEADER_BYTES) throw new PayloadError(`payload frame at byte 16: header length ${headerLength} exceeds the ${MAX_HEADER_BYTES}-byte limit`, { byteOffset: 16 });
+  if (headerLength > MAX_HEADER_BYTES)
+    throw new PayloadError(`payload frame at byte 16: header length ${headerLength} exceeds the ${MAX_HEADER_BYTES}-byte limit`, { byteOffset: 16 });
   const bodyStart = align8(FIXED_HEADER_BYTES + headerLength);
-  if (bodyStart > total) throw new PayloadError(`payload frame at byte 16: header length ${headerLength} runs past the frame end (byte ${total})`, { byteOffset: 16 });
+  if (bodyStart > total)
+    throw new PayloadError(`payload frame at byte 16: header length ${headerLength} runs past the frame end (byte ${total})`, { byteOffset: 16 });
 
   const crc = crc32Function();
   const got = crc(buf.subarray(FIXED_HEADER_BYTES, total), crc(buf.subarray(0, 20)));
   const want = view.getUint32(20, true);
-  if (got !== want) throw new PayloadError(`payload frame at byte 20: checksum mismatch (frame says 0x${want.toString(16)}, bytes give 0x${got.toString(16)})`, { byteOffset: 20 });
+  if (got !== want)
+    throw new PayloadError(`payload frame at byte 20: checksum mismatch (frame says 0x${want.toString(16)}, bytes give 0x${got.toString(16)})`, {
+      byteOffset: 20,
+    });
 
   let header: Record<string, unknown>;
   try {
     const text = new TextDecoder('utf-8', { fatal: true }).decode(buf.subarray(FIXED_HEADER_BYTES, FIXED_HEADER_BYTES + headerLength));
     header = JSON.parse(text) as Record<string, unknown>;
   } catch (e) {
-    throw new PayloadError(`payload frame header at byte ${FIXED_HEADER_BYTES}: not valid UTF-8 JSON (${(e as Error).message})`, { byteOffset: FIXED_HEADER_BYTES, cause: e });
+    throw new PayloadError(`payload frame header at byte ${FIXED_HEADER_BYTES}: not valid UTF-8 JSON (${(e as Error).message})`, {
+      byteOffset: FIXED_HEADER_BYTES,
+      cause: e,
+    });
   }
   if (header === null || typeof header !== 'object' || Array.isArray(header) || !Array.isArray(header.tensors)) {
     throw new PayloadError(`payload frame header at byte ${FIXED_HEADER_BYTES}: not an object with a tensors array`, { byteOffset: FIXED_HEADER_BYTES });
   }
   if (header.tensors.length > PAYLOAD_LIMITS.maxTensors) {
-    throw new PayloadError(`payload frame header at byte ${FIXED_HEADER_BYTES}: ${header.tensors.length} tensors, more than ${PAYLOAD_LIMITS.maxTensors}`, { byteOffset: FIXED_HEADER_BYTES });
+    throw new PayloadError(`payload frame header at byte ${FIXED_HEADER_BYTES}: ${header.tensors.length} tensors, more than ${PAYLOAD_LIMITS.maxTensors}`, {
+      byteOffset: FIXED_HEADER_BYTES,
+    });
   }
   const entries = header.tensors.map((e, i) => checkEntry(e, i, bodyStart, total));
   const byOffset = [...entries].sort((a, b) => a.offset - b.offset);
@@ -189,12 +228,16 @@ export function decodePayload(buf: Uint8Array): DiffusionStagePayload {
     const prev = byOffset[i - 1]!;
     const cur = byOffset[i]!;
     if (cur.offset < prev.offset + prev.length) {
-      throw new PayloadError(`tensor "${cur.name}" at byte ${bodyStart + cur.offset} overlaps tensor "${prev.name}" (bytes ${bodyStart + prev.offset}..${bodyStart + prev.offset + prev.length})`, { byteOffset: bodyStart + cur.offset });
+      throw new PayloadError(
+        `tensor "${cur.name}" at byte ${bodyStart + cur.offset} overlaps tensor "${prev.name}" (bytes ${bodyStart + prev.offset}..${bodyStart + prev.offset + prev.length})`,
+        { byteOffset: bodyStart + cur.offset },
+      );
     }
   }
   const tensors: Record<string, PayloadTensor> = {};
   for (const e of entries) {
-    if (Object.hasOwn(tensors, e.name)) throw new PayloadError(`payload frame header at byte ${FIXED_HEADER_BYTES}: tensor "${e.name}" appears twice`, { byteOffset: FIXED_HEADER_BYTES });
+    if (Object.hasOwn(tensors, e.name))
+      throw new PayloadError(`payload frame header at byte ${FIXED_HEADER_BYTES}: tensor "${e.name}" appears twice`, { byteOffset: FIXED_HEADER_BYTES });
     const start = buf.byteOffset + bodyStart + e.offset;
     tensors[e.name] = { dtype: e.dtype as PayloadTensor['dtype'], shape: e.shape, bytes: new Uint8Array(buf.buffer, start, e.length) };
   }
@@ -229,7 +272,8 @@ export class PayloadFrameReader {
 
   /** @param maxFrameBytes largest frame accepted, bytes (at least the 24-byte fixed header). */
   constructor(maxFrameBytes: number) {
-    if (!Number.isSafeInteger(maxFrameBytes) || maxFrameBytes < FIXED_HEADER_BYTES) throw new RangeError(`PayloadFrameReader: maxFrameBytes must be an integer ≥ ${FIXED_HEADER_BYTES}, got ${maxFrameBytes}`);
+    if (!Number.isSafeInteger(maxFrameBytes) || maxFrameBytes < FIXED_HEADER_BYTES)
+      throw new RangeError(`PayloadFrameReader: maxFrameBytes must be an integer ≥ ${FIXED_HEADER_BYTES}, got ${maxFrameBytes}`);
     this.#maxFrameBytes = maxFrameBytes;
   }
 
@@ -256,10 +300,15 @@ export class PayloadFrameReader {
         if (this.#prefixFill < STABLE_PREFIX_BYTES) break;
         const total = declaredLength(new DataView(this.#prefix.buffer));
         if (total > this.#maxFrameBytes) {
-          throw new PayloadError(`payload stream at byte ${this.#frameStart + 8}: a frame of ${total} bytes exceeds the ${this.#maxFrameBytes}-byte limit`, { byteOffset: this.#frameStart + 8 });
+          throw new PayloadError(`payload stream at byte ${this.#frameStart + 8}: a frame of ${total} bytes exceeds the ${this.#maxFrameBytes}-byte limit`, {
+            byteOffset: this.#frameStart + 8,
+          });
         }
         if (total < FIXED_HEADER_BYTES) {
-          throw new PayloadError(`payload stream at byte ${this.#frameStart + 8}: a frame declares ${total} bytes, less than the ${FIXED_HEADER_BYTES}-byte fixed header`, { byteOffset: this.#frameStart + 8 });
+          throw new PayloadError(
+            `payload stream at byte ${this.#frameStart + 8}: a frame declares ${total} bytes, less than the ${FIXED_HEADER_BYTES}-byte fixed header`,
+            { byteOffset: this.#frameStart + 8 },
+          );
         }
         this.#frame = new Uint8Array(total);
         this.#frame.set(this.#prefix);
@@ -285,7 +334,10 @@ export class PayloadFrameReader {
     const have = this.bufferedBytes;
     if (have === 0) return;
     const of = this.#frame === null ? 'a frame prefix' : `a frame of ${this.#frame.length} bytes`;
-    throw new PayloadError(`payload stream at byte ${this.#frameStart + have}: truncated: the stream ended ${have} bytes into ${of} (starting at byte ${this.#frameStart})`, { byteOffset: this.#frameStart + have });
+    throw new PayloadError(
+      `payload stream at byte ${this.#frameStart + have}: truncated: the stream ended ${have} bytes into ${of} (starting at byte ${this.#frameStart})`,
+      { byteOffset: this.#frameStart + have },
+    );
   }
 
   #decode(frame: Uint8Array): FrameResult {
@@ -294,7 +346,11 @@ export class PayloadFrameReader {
     } catch (e) {
       if (!(e instanceof PayloadError)) throw e;
       const at = this.#frameStart + (e.byteOffset ?? 0);
-      return { ok: false, error: new PayloadError(`frame at stream byte ${this.#frameStart}: ${e.message}`, { byteOffset: at, param: e.param, cause: e }), frameBytes: frame.length };
+      return {
+        ok: false,
+        error: new PayloadError(`frame at stream byte ${this.#frameStart}: ${e.message}`, { byteOffset: at, param: e.param, cause: e }),
+        frameBytes: frame.length,
+      };
     }
   }
 }

@@ -13,7 +13,13 @@ const StageErrorMetaSchema = z.strictObject({
  * The failure of the payload `of` (its request, and session when it has one) in stage `stage` (node `node`) as a
  * payload for the next stage, `target`.
  */
-export function stageErrorPayload(of: { requestId: string; sessionId?: string }, err: unknown, stage: StageRole, target: StageRole, node?: string): DiffusionStagePayload {
+export function stageErrorPayload(
+  of: { requestId: string; sessionId?: string },
+  err: unknown,
+  stage: StageRole,
+  target: StageRole,
+  node?: string,
+): DiffusionStagePayload {
   const e = err instanceof Error ? err : new Error(String(err));
   const code = e instanceof OmniError ? e.code : 'OMNIRX_ERR_INTERNAL';
   return {

@@ -61,7 +61,10 @@ export class StageExecutor implements Executor, StageSink {
    */
   static async start(o: StageExecutorOptions): Promise<StageExecutor> {
     if (o.topology.connector === 'in-process') return StageExecutor.over((sink) => createInProcessStages(o, sink));
-    if (o.customPolicies) throw new OmniError('OMNIRX_ERR_CONFIG', 'stage processes run the default policies; custom policies need the monolithic or in-process topology', { param: 'topology.connector' });
+    if (o.customPolicies)
+      throw new OmniError('OMNIRX_ERR_CONFIG', 'stage processes run the default policies; custom policies need the monolithic or in-process topology', {
+        param: 'topology.connector',
+      });
     return StageExecutor.over((sink) => StageProcesses.start(o, sink));
   }
 
@@ -210,12 +213,18 @@ export class StageExecutor implements Executor, StageSink {
     if (this.closed) throw new OmniError('OMNIRX_ERR_UNAVAILABLE', 'the pipeline is closed');
     const id = session.sessionId;
     let released!: () => void;
-    const state: StageSessionState = { events: new Subject(), ended: false, released: () => released(), whenReleased: new Promise<void>((r) => (released = r)) };
+    const state: StageSessionState = {
+      events: new Subject(),
+      ended: false,
+      released: () => released(),
+      whenReleased: new Promise<void>((r) => (released = r)),
+    };
     this.sessions.set(id, state);
     try {
       await new Promise<void>((resolve, reject) => {
         this.opening.set(id, { resolve, reject });
-        const tensors: Record<string, PayloadTensor> = image === undefined ? {} : { image: { dtype: 'uint8', shape: [image.height, image.width, 3], bytes: image.data } };
+        const tensors: Record<string, PayloadTensor> =
+          image === undefined ? {} : { image: { dtype: 'uint8', shape: [image.height, image.width, 3], bytes: image.data } };
         this.stages.toEncode.put(sessionPayload(id, `${id}:open`, 'encode', 'encode', SESSION_PAYLOAD.open, { session }, tensors)).catch(reject);
       });
     } catch (e) {

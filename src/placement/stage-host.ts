@@ -62,7 +62,8 @@ export interface StageMemory {
 
 /** The stage phases of `family`. @throws PayloadError when the family cannot run on stages. */
 function stagesOf(family: ModelFamily): FamilyStages {
-  if (family.stages === undefined) throw new PayloadError(`model family '${family.name}' has no stage phases: it runs in process only`, { param: 'metadata.job.family' });
+  if (family.stages === undefined)
+    throw new PayloadError(`model family '${family.name}' has no stage phases: it runs in process only`, { param: 'metadata.job.family' });
   return family.stages;
 }
 
@@ -85,7 +86,14 @@ export class StageHost {
     this.models = new ModelLoader(o.native, catalog, (f) => f.stages?.components(o.role, o.policies) ?? new Set(), o.load);
     this.caches = new CacheManager(o.budgets, { features: o.role === 'encode', chunkKv: o.role === 'denoise' && o.world, tokenKv: false });
     const steps = new StepScheduler();
-    const env = { role: o.role, native: o.native, model: (id: string) => this.models.get(id), steps, caches: this.caches, conditioning: o.policies.conditioning };
+    const env = {
+      role: o.role,
+      native: o.native,
+      model: (id: string) => this.models.get(id),
+      steps,
+      caches: this.caches,
+      conditioning: o.policies.conditioning,
+    };
     this.sessions = o.families.list().flatMap((f) => (f.stages?.sessions === undefined ? [] : [f.stages.sessions(env)]));
     this.worker = new StageWorker({
       role: o.role,
@@ -96,7 +104,10 @@ export class StageHost {
           claims: (p) => p.sessionId !== undefined,
           handle: (p, emit, report) => {
             const handler = this.sessions.find((h) => h.claims(p));
-            if (handler === undefined) throw new PayloadError(`${p.payloadType} of session '${p.sessionId}': no model family's session handler on the ${o.role} stage takes it`, { param: 'payloadType' });
+            if (handler === undefined)
+              throw new PayloadError(`${p.payloadType} of session '${p.sessionId}': no model family's session handler on the ${o.role} stage takes it`, {
+                param: 'payloadType',
+              });
             return handler.handle(p, emit, report);
           },
         },
@@ -127,13 +138,22 @@ export class StageHost {
    * @throws PayloadError for a payload this stage cannot take; the model's load errors.
    */
   private async open(role: StageRole, p: DiffusionStagePayload): Promise<PhaseRun> {
-    if (role === 'encode' && p.payloadType !== RUNTIME_PAYLOAD.request) throw new PayloadError(`the encode stage expects an ${RUNTIME_PAYLOAD.request} payload, got ${p.payloadType}`, { param: 'payloadType' });
+    if (role === 'encode' && p.payloadType !== RUNTIME_PAYLOAD.request)
+      throw new PayloadError(`the encode stage expects an ${RUNTIME_PAYLOAD.request} payload, got ${p.payloadType}`, { param: 'payloadType' });
     const job = unpackJob(p);
     const family = this.o.families.get(job.family, `request ${job.requestId}`);
     const stages = stagesOf(family);
     const model: LoadedModel = await this.models.get(job.params.model);
     const abort = new AbortController();
-    const ctx: RequestContext = { requestId: job.requestId, model, params: job.params, nodeParams: job.nodeParams, native: this.o.native, signal: abort.signal, featureCache: this.caches.features };
+    const ctx: RequestContext = {
+      requestId: job.requestId,
+      model,
+      params: job.params,
+      nodeParams: job.nodeParams,
+      native: this.o.native,
+      signal: abort.signal,
+      featureCache: this.caches.features,
+    };
     const state = family.createState();
     try {
       if (role !== 'encode') stages.restore(role, ctx, p, state);
@@ -173,7 +193,14 @@ export class StageHost {
     }
     const encoderBytes = [...encoders].reduce((n, c) => n + (weightBytes[c] ?? 0), 0);
     const sessions = this.sessions.reduce((s, h) => ({ open: s.open + h.stats().open, chunkKvSlabs: h.stats().chunkKvSlabs }), { open: 0, chunkKvSlabs: 0 });
-    return { role: this.o.role, components: [...components].sort(), weightBytes, encoderBytes, sessions, caches: { budgets: this.caches.budgets, ...this.caches.stats() } };
+    return {
+      role: this.o.role,
+      components: [...components].sort(),
+      weightBytes,
+      encoderBytes,
+      sessions,
+      caches: { budgets: this.caches.budgets, ...this.caches.stats() },
+    };
   }
 
   async close(): Promise<void> {

@@ -6,7 +6,10 @@ import type { StageProgress } from '../pipeline/family/session';
 import type { StageMemory } from './stage-host';
 
 /** Where a stage process listens or sends: a Unix socket path (shm links) or a TCP port on 127.0.0.1. */
-export const LinkAddressSchema = z.union([z.strictObject({ socketPath: z.string().min(1).max(4096) }), z.strictObject({ port: z.number().int().min(0).max(65535) })]);
+export const LinkAddressSchema = z.union([
+  z.strictObject({ socketPath: z.string().min(1).max(4096) }),
+  z.strictObject({ port: z.number().int().min(0).max(65535) }),
+]);
 export type LinkAddress = z.infer<typeof LinkAddressSchema>;
 
 /** What a stage process is started with (one JSON argument). */

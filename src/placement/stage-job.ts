@@ -1,7 +1,17 @@
 import { z } from 'zod';
 import type { AdmittedRequest } from '../executor/executor';
 import { ResolvedParamsSchema } from '../pipeline/params';
-import { expectTensor, float32Elements, float32Tensor, PAYLOAD_SCHEMA_VERSION, PayloadError, RUNTIME_PAYLOAD, type DiffusionStagePayload, type PayloadTensor, type StageRole } from '../pipeline/stage-payload';
+import {
+  expectTensor,
+  float32Elements,
+  float32Tensor,
+  PAYLOAD_SCHEMA_VERSION,
+  PayloadError,
+  RUNTIME_PAYLOAD,
+  type DiffusionStagePayload,
+  type PayloadTensor,
+  type StageRole,
+} from '../pipeline/stage-payload';
 import type { Artifact } from '../request/artifacts';
 
 /** `metadata.job` of every request payload: the admitted request as the stages need it (validated again on arrival). */
@@ -11,7 +21,14 @@ const JobSchema = z.strictObject({ family: z.string().min(1).max(64), params: Re
  * A payload of request `job` from `source` to `target`, its job in `metadata.job` beside `extra`: the runtime's own
  * request and outputs payloads, and the families' hand-offs between stages, all carry it.
  */
-export function jobPayload(job: AdmittedRequest, source: StageRole, target: StageRole, payloadType: string, tensors: Record<string, PayloadTensor>, extra: Record<string, unknown> = {}): DiffusionStagePayload {
+export function jobPayload(
+  job: AdmittedRequest,
+  source: StageRole,
+  target: StageRole,
+  payloadType: string,
+  tensors: Record<string, PayloadTensor>,
+  extra: Record<string, unknown> = {},
+): DiffusionStagePayload {
   return {
     schemaVersion: PAYLOAD_SCHEMA_VERSION,
     requestId: job.requestId,
@@ -66,7 +83,13 @@ export function packOutputs(job: AdmittedRequest, artifacts: Readonly<Record<str
 const ArtifactMetaSchema = z.record(
   z.string().regex(/^[A-Za-z][A-Za-z0-9_]{0,63}$/),
   z.discriminatedUnion('kind', [
-    z.strictObject({ kind: z.literal('video'), width: z.number().int().positive(), height: z.number().int().positive(), numFrames: z.number().int().positive(), fps: z.number().positive() }),
+    z.strictObject({
+      kind: z.literal('video'),
+      width: z.number().int().positive(),
+      height: z.number().int().positive(),
+      numFrames: z.number().int().positive(),
+      fps: z.number().positive(),
+    }),
     z.strictObject({ kind: z.literal('image'), width: z.number().int().positive(), height: z.number().int().positive() }),
     z.strictObject({ kind: z.literal('latents'), shape: z.array(z.number().int().nonnegative()).max(8) }),
   ]),
@@ -77,7 +100,8 @@ const ArtifactMetaSchema = z.record(
  * @throws PayloadError for a wrong payload type, malformed `metadata.artifacts` or a tensor that does not match it.
  */
 export function unpackOutputs(p: DiffusionStagePayload): Record<string, Artifact> {
-  if (p.payloadType !== RUNTIME_PAYLOAD.outputs) throw new PayloadError(`expected an ${RUNTIME_PAYLOAD.outputs} payload, got ${p.payloadType}`, { param: 'payloadType' });
+  if (p.payloadType !== RUNTIME_PAYLOAD.outputs)
+    throw new PayloadError(`expected an ${RUNTIME_PAYLOAD.outputs} payload, got ${p.payloadType}`, { param: 'payloadType' });
   const r = ArtifactMetaSchema.safeParse(p.metadata.artifacts);
   if (!r.success) throw new PayloadError(`${RUNTIME_PAYLOAD.outputs}: metadata.artifacts: ${r.error.issues[0].message}`, { param: 'metadata.artifacts' });
   const artifacts: Record<string, Artifact> = {};

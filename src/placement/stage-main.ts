@@ -21,8 +21,11 @@ async function main(): Promise<void> {
   const native = loadNative();
   const families = new FamilyRegistry(config.families.map(loadFamilyModule));
   const listen = (a: LinkAddress): SocketStageReceiver =>
-    'socketPath' in a ? listenShm({ socketPath: a.socketPath, dir: config.shmDir, credits: config.credits }) : listenTcp({ port: a.port, credits: config.credits });
-  const connect = (a: LinkAddress): SocketStageSender => ('socketPath' in a ? connectShm({ socketPath: a.socketPath, dir: config.shmDir }) : connectTcp({ port: a.port }));
+    'socketPath' in a
+      ? listenShm({ socketPath: a.socketPath, dir: config.shmDir, credits: config.credits })
+      : listenTcp({ port: a.port, credits: config.credits });
+  const connect = (a: LinkAddress): SocketStageSender =>
+    'socketPath' in a ? connectShm({ socketPath: a.socketPath, dir: config.shmDir }) : connectTcp({ port: a.port });
   const input = listen(config.listen);
   await input.ready;
   const output = connect(config.downstream);
@@ -52,7 +55,10 @@ async function main(): Promise<void> {
   process.on('disconnect', () => void stop());
   process.on('message', (m: ParentToStage) => {
     if (m.type === 'holding?') send({ type: 'holding', seq: m.seq, requestIds: host.worker.holding() });
-    if (m.type === 'memory?') void host.memory().then((stage) => send({ type: 'memory', seq: m.seq, rssBytes: process.memoryUsage().rss, nativeBytesInUse: native.stats().bytesInUse, stage }));
+    if (m.type === 'memory?')
+      void host
+        .memory()
+        .then((stage) => send({ type: 'memory', seq: m.seq, rssBytes: process.memoryUsage().rss, nativeBytesInUse: native.stats().bytesInUse, stage }));
     if (m.type === 'cancel') host.worker.cancel(m.requestId);
     if (m.type === 'shutdown') void stop();
   });

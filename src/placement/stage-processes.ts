@@ -74,9 +74,17 @@ export class StageProcesses implements StageHosting {
    */
   static async start(o: StageProcessesOptions, sink: StageSink): Promise<StageProcesses> {
     const connector = o.topology.connector;
-    if (connector === 'in-process') throw new OmniError('OMNIRX_ERR_CONFIG', 'StageProcesses needs the shm or tcp connector (in-process stages: createInProcessStages)', { param: 'topology.connector' });
+    if (connector === 'in-process')
+      throw new OmniError('OMNIRX_ERR_CONFIG', 'StageProcesses needs the shm or tcp connector (in-process stages: createInProcessStages)', {
+        param: 'topology.connector',
+      });
     const families = o.catalog.families.list().map((f) => {
-      if (f.module === undefined) throw new OmniError('OMNIRX_ERR_CONFIG', `model family '${f.name}' has no \`module\` a stage process could load it from; run it in process or give its definition a module`, { param: 'families' });
+      if (f.module === undefined)
+        throw new OmniError(
+          'OMNIRX_ERR_CONFIG',
+          `model family '${f.name}' has no \`module\` a stage process could load it from; run it in process or give its definition a module`,
+          { param: 'families' },
+        );
       return f.module;
     });
     const shmDir = defaultShmDir();
@@ -179,7 +187,8 @@ export class StageProcesses implements StageHosting {
   /** Asks stage `role` and waits for the answer (a `fatal` stand-in when it is gone or does not answer in time). */
   private ask(role: StageRole, m: ParentToStage & { seq: number }, timeoutMs = 5000): Promise<StageToParent> {
     const child = this.children.get(role);
-    if (child === undefined || child.proc.exitCode !== null || child.proc.signalCode !== null || !child.proc.connected) return Promise.resolve({ type: 'fatal', message: 'not running' });
+    if (child === undefined || child.proc.exitCode !== null || child.proc.signalCode !== null || !child.proc.connected)
+      return Promise.resolve({ type: 'fatal', message: 'not running' });
     return new Promise((resolve) => {
       const timer = setTimeout(() => {
         child.replies.delete(m.seq);
@@ -202,9 +211,13 @@ export class StageProcesses implements StageHosting {
     await new Promise<void>((resolve) => setImmediate(resolve));
     if (upstream !== undefined) await this.ask(upstream, { type: 'holding?', seq: ++this.seq });
     const why = `the ${role} stage process exited (${signal ?? `code ${code}`}) while it held the request`;
-    for (const [id, loc] of this.sink.locations()) if (loc === role) this.sink.fail(id, new OmniError('OMNIRX_ERR_STAGE_FAILED', `${why}; it is being restarted`));
+    for (const [id, loc] of this.sink.locations())
+      if (loc === role) this.sink.fail(id, new OmniError('OMNIRX_ERR_STAGE_FAILED', `${why}; it is being restarted`));
     // Session state (KV on Denoise, decoder state on Decode) died with the process: those sessions end.
-    if (role !== 'encode') this.sink.failSessions(new OmniError('OMNIRX_ERR_STAGE_FAILED', `the ${role} stage process exited (${signal ?? `code ${code}`}); the session's state on it is lost`));
+    if (role !== 'encode')
+      this.sink.failSessions(
+        new OmniError('OMNIRX_ERR_STAGE_FAILED', `the ${role} stage process exited (${signal ?? `code ${code}`}); the session's state on it is lost`),
+      );
     if (this.closing) return;
     if (++this.restartCount > (this.o.maxRestarts ?? 5)) {
       for (const id of this.sink.locations().keys()) this.sink.fail(id, new OmniError('OMNIRX_ERR_STAGE_FAILED', `${why}, and the restart budget is spent`));
@@ -257,7 +270,8 @@ export class StageProcesses implements StageHosting {
     const out = {} as Record<StageRole, StageProcessMemory>;
     for (const role of ORDER) {
       const m = await this.ask(role, { type: 'memory?', seq: ++this.seq });
-      if (m.type !== 'memory') throw new OmniError('OMNIRX_ERR_STAGE_FAILED', `the ${role} stage process did not report its memory (${m.type === 'fatal' ? m.message : m.type})`);
+      if (m.type !== 'memory')
+        throw new OmniError('OMNIRX_ERR_STAGE_FAILED', `the ${role} stage process did not report its memory (${m.type === 'fatal' ? m.message : m.type})`);
       out[role] = { ...m.stage, pid: this.children.get(role)!.proc.pid ?? -1, rssBytes: m.rssBytes, nativeBytesInUse: m.nativeBytesInUse };
     }
     return out;

@@ -88,7 +88,8 @@ export class StageWorker {
   private loop: Promise<void> | undefined;
 
   constructor(private readonly o: StageWorkerOptions) {
-    if (!Number.isSafeInteger(o.maxInFlight) || o.maxInFlight < 1) throw new RangeError(`StageWorker: maxInFlight must be a positive integer, got ${o.maxInFlight}`);
+    if (!Number.isSafeInteger(o.maxInFlight) || o.maxInFlight < 1)
+      throw new RangeError(`StageWorker: maxInFlight must be a positive integer, got ${o.maxInFlight}`);
   }
 
   get role(): StageRole {
@@ -137,7 +138,11 @@ export class StageWorker {
     const session = this.o.phases.session;
     if (session?.claims(p)) {
       try {
-        await session.handle(p, (out) => this.deliver(p, out), (ev) => this.o.onProgress?.(ev));
+        await session.handle(
+          p,
+          (out) => this.deliver(p, out),
+          (ev) => this.o.onProgress?.(ev),
+        );
       } catch (e) {
         await this.deliver(p, stageErrorPayload(p, e, role, NEXT[role]));
       }
@@ -152,7 +157,14 @@ export class StageWorker {
       if (this.cancelled.has(p.requestId)) run.abort.abort();
       const r = run;
       await lastValueFrom(
-        runGraph(r.nodes, r.consumes, r.ctx, r.state, { scheduler: this.o.steps, requestId: r.ctx.requestId, priority: r.job.params.priority }, (n) => (node = n)).pipe(
+        runGraph(
+          r.nodes,
+          r.consumes,
+          r.ctx,
+          r.state,
+          { scheduler: this.o.steps, requestId: r.ctx.requestId, priority: r.job.params.priority },
+          (n) => (node = n),
+        ).pipe(
           tap((ev) => {
             if (ev.type !== 'chunk') this.o.onProgress?.(ev);
           }),

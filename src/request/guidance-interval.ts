@@ -10,7 +10,8 @@ export type GuidanceInterval = [start: number, end: number];
 /** The guidance interval of a request, a model's defaults or a stage payload: two fractions in [0, 1], start ≤ end. */
 export const GuidanceIntervalSchema = z
   .tuple([z.number().min(0).max(1), z.number().min(0).max(1)], {
-    error: (issue) => (issue.code === 'invalid_type' ? 'expected [start, end], two fractions of the denoise steps in [0, 1] (as text: "start,end", e.g. "0,0.25")' : undefined),
+    error: (issue) =>
+      issue.code === 'invalid_type' ? 'expected [start, end], two fractions of the denoise steps in [0, 1] (as text: "start,end", e.g. "0,0.25")' : undefined,
   })
   .refine(([start, end]) => start <= end, { message: 'start must not exceed end ([start, end) are fractions of the denoise steps)' });
 

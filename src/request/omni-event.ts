@@ -46,7 +46,13 @@ export const RolloutInfoSchema = z.strictObject({
 });
 
 /** A streamed piece of output (preview frames, a decoded chunk). `rollout` is set for world-session chunks. */
-export const ChunkEventSchema = z.strictObject({ type: z.literal('chunk'), ...base, node: z.string(), artifact: ArtifactSchema, rollout: RolloutInfoSchema.optional() });
+export const ChunkEventSchema = z.strictObject({
+  type: z.literal('chunk'),
+  ...base,
+  node: z.string(),
+  artifact: ArtifactSchema,
+  rollout: RolloutInfoSchema.optional(),
+});
 /** A named output finished before the request did. */
 export const ArtifactEventSchema = z.strictObject({ type: z.literal('artifact'), ...base, name: z.string(), artifact: ArtifactSchema });
 

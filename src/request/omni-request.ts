@@ -85,7 +85,12 @@ export function createOmniRequestSchema(limits: RequestLimits = DEFAULT_LIMITS) 
     .superRefine((req, ctx) => {
       const d = req.diffusion;
       if (req.task === 'T2I' && d.numFrames !== undefined && d.numFrames !== 1) {
-        ctx.addIssue({ code: 'custom', path: ['diffusion', 'numFrames'], message: 'T2I generates one frame: numFrames must be 1', params: { ceiling: 'frames' } });
+        ctx.addIssue({
+          code: 'custom',
+          path: ['diffusion', 'numFrames'],
+          message: 'T2I generates one frame: numFrames must be 1',
+          params: { ceiling: 'frames' },
+        });
       }
     });
 }

@@ -46,10 +46,15 @@ export function createSessionRequestSchema(limits: RequestLimits = DEFAULT_LIMIT
       const img = req.image;
       if (img === undefined) return;
       if (img.data.length !== img.width * img.height * 3) {
-        ctx.addIssue({ code: 'custom', path: ['image', 'data'], message: `expected width · height · 3 = ${img.width * img.height * 3} bytes of RGB24, got ${img.data.length}` });
+        ctx.addIssue({
+          code: 'custom',
+          path: ['image', 'data'],
+          message: `expected width · height · 3 = ${img.width * img.height * 3} bytes of RGB24, got ${img.data.length}`,
+        });
       }
       for (const f of ['width', 'height'] as const) {
-        if (req[f] !== undefined && req[f] !== img[f]) ctx.addIssue({ code: 'custom', path: ['image', f], message: `the image ${f} ${img[f]} differs from the session ${f} ${req[f]}` });
+        if (req[f] !== undefined && req[f] !== img[f])
+          ctx.addIssue({ code: 'custom', path: ['image', f], message: `the image ${f} ${img[f]} differs from the session ${f} ${req[f]}` });
       }
     });
 }

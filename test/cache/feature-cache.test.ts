@@ -2,7 +2,13 @@ import { contentHash, FeatureCache, type FeatureKey } from '../../src/cache/feat
 import { createTensor, loadNative, type NativeTensor } from '../../src/native/binding';
 
 const native = loadNative();
-const key = (text: string, over: Partial<FeatureKey> = {}): FeatureKey => ({ contentHash: contentHash(text), encoderId: 'm/text_encoder', adapterHash: '', weightEpoch: 0, ...over });
+const key = (text: string, over: Partial<FeatureKey> = {}): FeatureKey => ({
+  contentHash: contentHash(text),
+  encoderId: 'm/text_encoder',
+  adapterHash: '',
+  weightEpoch: 0,
+  ...over,
+});
 /** A tensor of `n` float32 elements (4·n bytes) filled with `v`. */
 const tensor = (n: number, v = 1): NativeTensor => createTensor(native, [n], new Float32Array(n).fill(v));
 

@@ -2,7 +2,6 @@ import { PoolExhaustedError } from '../../src/cache/kv-handle';
 import { PagedBlockPool, type PagedSequence } from '../../src/cache/paged-pool';
 import { prng } from '../helpers/prng';
 
-
 /** No block owned twice, used + free = total, and every table exactly fits its length. */
 function checkInvariants(pool: PagedBlockPool, seqs: readonly PagedSequence[]): void {
   const seen = new Set<number>();
@@ -16,7 +15,9 @@ function checkInvariants(pool: PagedBlockPool, seqs: readonly PagedSequence[]): 
     held += s.blocks.length;
     const ok = s.released
       ? s.blocks.length === 0 && s.length === 0 && s.bytes === 0
-      : s.blocks.length === Math.ceil(s.length / pool.blockTokens) && s.capacity === s.blocks.length * pool.blockTokens && s.bytes === s.blocks.length * pool.blockBytes;
+      : s.blocks.length === Math.ceil(s.length / pool.blockTokens) &&
+        s.capacity === s.blocks.length * pool.blockTokens &&
+        s.bytes === s.blocks.length * pool.blockBytes;
     if (!ok) bad.push(-1 - held); // accounting of this sequence is off
   }
   expect(bad).toEqual([]);

@@ -2,7 +2,6 @@ import { PoolExhaustedError } from '../../src/cache/kv-handle';
 import { SlabPool, type SlabSession } from '../../src/cache/slab-pool';
 import { prng } from '../helpers/prng';
 
-
 const MB = 1 << 20;
 
 /** No slab owned twice, and used + free = total, with `used` matching what the sessions hold. */

@@ -180,9 +180,35 @@ describe('omnirx generate: success', () => {
     const out = path.join(dir, 'all.mp4');
     const r = await run(
       [
-        '--prompt', 'p', '--negative-prompt', 'blurry', '--steps', '7', '--seed', '0', '--width', '32', '--height', '16',
-        '--frames', '4', '--fps', '4', '--guidance-scale', '5.5', '--flow-shift=3', '--model', 'wan-tiny', '--task', 'T2V', '--out', out,
-        '--guidance-interval', '0,0.25', '--eta', '0.5',
+        '--prompt',
+        'p',
+        '--negative-prompt',
+        'blurry',
+        '--steps',
+        '7',
+        '--seed',
+        '0',
+        '--width',
+        '32',
+        '--height',
+        '16',
+        '--frames',
+        '4',
+        '--fps',
+        '4',
+        '--guidance-scale',
+        '5.5',
+        '--flow-shift=3',
+        '--model',
+        'wan-tiny',
+        '--task',
+        'T2V',
+        '--out',
+        out,
+        '--guidance-interval',
+        '0,0.25',
+        '--eta',
+        '0.5',
       ],
       fakeEngine(happyEvents(syntheticVideo(32, 16, 4, 4), 1)),
     );
@@ -192,7 +218,18 @@ describe('omnirx generate: success', () => {
       task: 'T2V',
       model: 'wan-tiny',
       inputs: { prompt: 'p', negativePrompt: 'blurry' },
-      diffusion: { numInferenceSteps: 7, seed: 0, width: 32, height: 16, numFrames: 4, fps: 4, guidanceScale: 5.5, flowShift: 3, eta: 0.5, guidanceInterval: [0, 0.25] },
+      diffusion: {
+        numInferenceSteps: 7,
+        seed: 0,
+        width: 32,
+        height: 16,
+        numFrames: 4,
+        fps: 4,
+        guidanceScale: 5.5,
+        flowShift: 3,
+        eta: 0.5,
+        guidanceInterval: [0, 0.25],
+      },
     });
   });
 
@@ -380,7 +417,13 @@ describe('omnirx generate: failures', () => {
   it('a final without a video artifact exits 1', async () => {
     const r = await run(
       [],
-      fakeEngine([{ type: 'final', requestId: RID, output: { requestId: RID, artifacts: { latents: { kind: 'latents', shape: [1], data: new Float32Array(1) } }, seed: 1, ms: 1 } }]),
+      fakeEngine([
+        {
+          type: 'final',
+          requestId: RID,
+          output: { requestId: RID, artifacts: { latents: { kind: 'latents', shape: [1], data: new Float32Array(1) } }, seed: 1, ms: 1 },
+        },
+      ]),
     );
     expect(r.code).toBe(1);
     expect(r.stderr.text).toMatch(/no video artifact \(got latents \(latents\)\)/);

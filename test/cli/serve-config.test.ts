@@ -34,7 +34,10 @@ describe('omnirx serve --config', () => {
   it('a bad deploy config exits 2 with the field named, before anything starts', async () => {
     const out = sink();
     const err = sink();
-    const code = await runServe(['--port', '0', '--config', configFile({ schemaVersion: 1, sessions: { steps: 0 } })], { stdout: out.stream, stderr: err.stream });
+    const code = await runServe(['--port', '0', '--config', configFile({ schemaVersion: 1, sessions: { steps: 0 } })], {
+      stdout: out.stream,
+      stderr: err.stream,
+    });
     expect(code).toBe(2);
     expect(err.text()).toMatch(/OMNIRX_ERR_CONFIG: .*sessions\.steps/);
     expect(out.text()).not.toMatch(/listening/);
@@ -44,10 +47,15 @@ describe('omnirx serve --config', () => {
 
   it('refuses to start (exit 1) when the default model is not in the models folder', async () => {
     const modelsDir = await makeModelsDir();
-    for (const config of [{ schemaVersion: 1, modelsDir, defaultModel: 'nope' }, { schemaVersion: 1, modelsDir: '/nonexistent/models', defaultModel: 'tiny' }]) {
+    for (const config of [
+      { schemaVersion: 1, modelsDir, defaultModel: 'nope' },
+      { schemaVersion: 1, modelsDir: '/nonexistent/models', defaultModel: 'tiny' },
+    ]) {
       const out = sink();
       const err = sink();
-      expect(await runServe(['--port', '0', '--config', configFile(config)], { stdout: out.stream, stderr: err.stream, onSigterm: () => () => undefined })).toBe(1);
+      expect(
+        await runServe(['--port', '0', '--config', configFile(config)], { stdout: out.stream, stderr: err.stream, onSigterm: () => () => undefined }),
+      ).toBe(1);
       expect(err.text()).toMatch(/the default model '(nope|tiny)' is not in/);
       expect(out.text()).not.toMatch(/listening/);
     }
@@ -58,7 +66,12 @@ describe('omnirx serve --config', () => {
     const out = sink();
     const err = sink();
     const abort = new AbortController();
-    const running = runServe(['--port', '0', '--config', configFile({ schemaVersion: 1, modelsDir, defaultModel: 'tiny', tasks: ['T2V'] })], { stdout: out.stream, stderr: err.stream, signal: abort.signal, onSigterm: () => () => undefined });
+    const running = runServe(['--port', '0', '--config', configFile({ schemaVersion: 1, modelsDir, defaultModel: 'tiny', tasks: ['T2V'] })], {
+      stdout: out.stream,
+      stderr: err.stream,
+      signal: abort.signal,
+      onSigterm: () => () => undefined,
+    });
     while (!/listening on (\S+)/.test(out.text())) await new Promise((r) => setTimeout(r, 20));
     const base = /listening on (\S+)/.exec(out.text())![1];
     const models = (await (await fetch(`${base}/v1/models`)).json()) as { data: Array<{ id: string }> };
@@ -74,7 +87,12 @@ describe('omnirx serve --config', () => {
     const err = sink();
     const abort = new AbortController();
     const config = { schemaVersion: 1, modelsDir, defaultModel: 'tiny', tasks: ['T2V', 'WORLD'], topology: { kind: 'disaggregated', connector: 'in-process' } };
-    const running = runServe(['--port', '0', '--config', configFile(config)], { stdout: out.stream, stderr: err.stream, signal: abort.signal, onSigterm: () => () => undefined });
+    const running = runServe(['--port', '0', '--config', configFile(config)], {
+      stdout: out.stream,
+      stderr: err.stream,
+      signal: abort.signal,
+      onSigterm: () => () => undefined,
+    });
     while (!/listening on (\S+)/.test(out.text())) await new Promise((r) => setTimeout(r, 20));
     const base = /listening on (\S+)/.exec(out.text())![1];
     const ready = await fetch(`${base}/ready`);

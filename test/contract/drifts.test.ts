@@ -27,7 +27,8 @@ beforeAll(async () => {
   modelsDir = await makeModelsDir([{ spec: tinyWorldSpec(), seed: 3 }]);
 });
 
-const open = (options: Partial<EngineOptions> = {}) => Engine.create({ families: builtinFamilies(), modelsDir, defaultModel: 'tiny-world', sessions, ...options });
+const open = (options: Partial<EngineOptions> = {}) =>
+  Engine.create({ families: builtinFamilies(), modelsDir, defaultModel: 'tiny-world', sessions, ...options });
 
 /** Runs one chunk per action (action k set before the credit of chunk k), then closes; the chunk events. */
 async function chunks(s: WorldSession, actions: Action[]): Promise<ChunkEvent[]> {
@@ -76,7 +77,11 @@ describe('the disaggregated topology keeps what the engine was given', () => {
 
   it('2. the cache budgets: Encode keeps the configured feature cache and Denoise the configured chunk-KV pool', async () => {
     const spec = tinyWorldSpec() as ModelSpec;
-    const kv = builtinFamilies()[0].sessions!.kv(spec, { width: 16, height: 16, fps: 20, seed: 1, flowShift: 2, eta: 0, priority: 1 }, SessionConfigSchema.parse(sessions));
+    const kv = builtinFamilies()[0].sessions!.kv(
+      spec,
+      { width: 16, height: 16, fps: 20, seed: 1, flowShift: 2, eta: 0, priority: 1 },
+      SessionConfigSchema.parse(sessions),
+    );
     const budgets = { chunkKvBytes: 3 * kv.slabs * kv.slabBytes + 7, featureCacheBytes: 123_456 };
     const staged = await open({ topology: stages, caches: budgets });
     try {
@@ -98,7 +103,11 @@ describe('the disaggregated topology keeps what the engine was given', () => {
 
   it('3. the slab reservation: a session the chunk-KV budget cannot hold beside the open ones is refused when it opens', async () => {
     const spec = tinyWorldSpec() as ModelSpec;
-    const kv = builtinFamilies()[0].sessions!.kv(spec, { width: 16, height: 16, fps: 20, seed: 1, flowShift: 2, eta: 0, priority: 1 }, SessionConfigSchema.parse(sessions));
+    const kv = builtinFamilies()[0].sessions!.kv(
+      spec,
+      { width: 16, height: 16, fps: 20, seed: 1, flowShift: 2, eta: 0, priority: 1 },
+      SessionConfigSchema.parse(sessions),
+    );
     const staged = await open({ topology: stages, caches: { chunkKvBytes: kv.slabs * kv.slabBytes } });
     try {
       const first = await staged.session({ prompt: 'a' });

@@ -12,7 +12,13 @@ let modelsDir: string;
 let reference: { requests: Record<string, unknown[]>; sessions: Record<string, unknown[]> };
 
 async function run(topology?: Parameters<typeof TopologySchema.parse>[0]) {
-  const engine = await Engine.create({ families: builtinFamilies(), modelsDir, defaultModel: 'tiny-world', sessions: CONTRACT_SESSIONS, ...(topology ? { topology: TopologySchema.parse(topology) } : {}) });
+  const engine = await Engine.create({
+    families: builtinFamilies(),
+    modelsDir,
+    defaultModel: 'tiny-world',
+    sessions: CONTRACT_SESSIONS,
+    ...(topology ? { topology: TopologySchema.parse(topology) } : {}),
+  });
   try {
     return { requests: await runRequests(engine), sessions: await runSessions(engine) };
   } finally {

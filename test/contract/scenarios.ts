@@ -28,9 +28,23 @@ export const CONTRACT_SESSIONS = { chunkFrames: 1, sinkFrames: 1, localWindowFra
 /** The requests every topology runs, concurrently. */
 export const CONTRACT_REQUESTS: OmniRequestInput[] = [
   { requestId: 't2v', model: 'tiny', task: 'T2V', inputs: { prompt: 'a red ball in a blue room' }, diffusion: { seed: 7, numInferenceSteps: 3 } },
-  { requestId: 't2v-latents', model: 'tiny', task: 'T2V', inputs: { prompt: 'a blue ball' }, diffusion: { seed: 11, numFrames: 5, numInferenceSteps: 4, guidanceInterval: [0, 0.5] }, outputs: { returnLatents: true } },
+  {
+    requestId: 't2v-latents',
+    model: 'tiny',
+    task: 'T2V',
+    inputs: { prompt: 'a blue ball' },
+    diffusion: { seed: 11, numFrames: 5, numInferenceSteps: 4, guidanceInterval: [0, 0.5] },
+    outputs: { returnLatents: true },
+  },
   { requestId: 't2v-unguided', model: 'tiny', task: 'T2V', inputs: { prompt: 'room' }, diffusion: { seed: 3, guidanceScale: 1, eta: 0.5 } },
-  { requestId: 't2v-sigmas', model: 'tiny', task: 'T2V', inputs: { prompt: 'a ball' }, diffusion: { seed: 4 }, nodeParams: { denoise: { sigmas: [1, 0.7, 0.3, 0] } } },
+  {
+    requestId: 't2v-sigmas',
+    model: 'tiny',
+    task: 'T2V',
+    inputs: { prompt: 'a ball' },
+    diffusion: { seed: 4 },
+    nodeParams: { denoise: { sigmas: [1, 0.7, 0.3, 0] } },
+  },
   { requestId: 't2i-unipc', model: 'tiny', task: 'T2I', inputs: { prompt: 'a red room' }, diffusion: { seed: 5, sampler: 'unipc', numInferenceSteps: 4 } },
   { requestId: 't2v-world-model', model: 'tiny-world', task: 'T2V', inputs: { prompt: 'a red ball' }, diffusion: { seed: 9, numInferenceSteps: 2 } },
   { requestId: 'nan', model: 'tiny-nan', task: 'T2V', inputs: { prompt: 'a' }, diffusion: { seed: 1, numInferenceSteps: 2 } },
@@ -70,7 +84,9 @@ function bytesOf(artifacts: Record<string, import('../../src/request/artifacts')
 export async function runRequests(engine: Engine): Promise<Record<string, unknown[]>> {
   const all = await Promise.all(CONTRACT_REQUESTS.map((r) => lastValueFrom(engine.generate(r).pipe(toArray()))));
   // `queued` positions depend on how fast the others resolve: the contract is that each request is queued once.
-  return Object.fromEntries(CONTRACT_REQUESTS.map((r, i) => [r.requestId!, all[i].map((e) => (e.type === 'queued' ? { type: 'queued', requestId: e.requestId } : normalised(e)))]));
+  return Object.fromEntries(
+    CONTRACT_REQUESTS.map((r, i) => [r.requestId!, all[i].map((e) => (e.type === 'queued' ? { type: 'queued', requestId: e.requestId } : normalised(e)))]),
+  );
 }
 
 /** Drives `s` one chunk per action (action k set before the credit of chunk k) and closes it; its normalised events. */
@@ -95,6 +111,10 @@ export async function runSessions(engine: Engine): Promise<Record<string, unknow
   const image = { width: 16, height: 16, data: new Uint8Array(16 * 16 * 3).map((_, i) => (i * 37 + (i >> 4) * 11) & 255) };
   return {
     prompt: await scriptedSession(await engine.session({ sessionId: 'world', prompt: 'a red ball in a blue room', seed: 21, fps: 10 }), keys),
-    image: await scriptedSession(await engine.session({ sessionId: 'from-image', prompt: 'a red ball', seed: 9, image }), [{ key: 'none' }, { key: 'up' }, { key: 'up' }]),
+    image: await scriptedSession(await engine.session({ sessionId: 'from-image', prompt: 'a red ball', seed: 9, image }), [
+      { key: 'none' },
+      { key: 'up' },
+      { key: 'up' },
+    ]),
   };
 }

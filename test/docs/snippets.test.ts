@@ -22,7 +22,12 @@ import { builtinFamilies } from '../../src/families';
 import { createServer } from 'omnirx/server';
 
 const ROOT = path.resolve(__dirname, '..', '..');
-const DOCS = ['README.md', ...readdirSync(path.join(ROOT, 'docs')).filter((f) => f.endsWith('.md')).map((f) => `docs/${f}`)];
+const DOCS = [
+  'README.md',
+  ...readdirSync(path.join(ROOT, 'docs'))
+    .filter((f) => f.endsWith('.md'))
+    .map((f) => `docs/${f}`),
+];
 
 interface Block {
   file: string;
@@ -60,10 +65,13 @@ beforeAll(async () => {
     if (name.startsWith('.') || name === '@types') continue;
     symlinkSync(path.join(ROOT, 'node_modules', name), path.join(scratch, 'node_modules', name));
   }
-  for (const name of readdirSync(path.join(ROOT, 'node_modules', '@types'))) symlinkSync(path.join(ROOT, 'node_modules', '@types', name), path.join(scratch, 'node_modules', '@types', name));
+  for (const name of readdirSync(path.join(ROOT, 'node_modules', '@types')))
+    symlinkSync(path.join(ROOT, 'node_modules', '@types', name), path.join(scratch, 'node_modules', '@types', name));
   symlinkSync(ROOT, path.join(scratch, 'node_modules', 'omnirx'));
   mkdirSync(path.join(scratch, 'bin'));
-  writeFileSync(path.join(scratch, 'bin', 'omnirx'), `#!/bin/sh\nexec "${process.execPath}" "${path.join(ROOT, 'dist', 'src', 'cli', 'main.js')}" "$@"\n`, { mode: 0o755 });
+  writeFileSync(path.join(scratch, 'bin', 'omnirx'), `#!/bin/sh\nexec "${process.execPath}" "${path.join(ROOT, 'dist', 'src', 'cli', 'main.js')}" "$@"\n`, {
+    mode: 0o755,
+  });
   server = await createServer({ families: builtinFamilies() });
   await server.omnirx.engineReady;
   await server.listen({ host: '127.0.0.1', port: 0 });
@@ -95,7 +103,8 @@ const sh = blocks.filter((b) => b.lang === 'sh' && runnable(b));
 describe('documentation code blocks', () => {
   it('there are runnable blocks in the README and the docs, and every block that is not says why on its fence', () => {
     expect(ts.length).toBeGreaterThan(3);
-    for (const b of blocks.filter((x) => (x.lang === 'ts' || x.lang === 'sh') && !runnable(x))) expect(`${b.file}:${b.line} ${b.info}`).toMatch(/no-run \(.+\)/);
+    for (const b of blocks.filter((x) => (x.lang === 'ts' || x.lang === 'sh') && !runnable(x)))
+      expect(`${b.file}:${b.line} ${b.info}`).toMatch(/no-run \(.+\)/);
   });
 
   it('every ts block compiles strict as a user project', () => {
@@ -106,24 +115,49 @@ describe('documentation code blocks', () => {
       writeFileSync(path.join(dir, name), program(b.code));
       return name;
     });
-    const config = { compilerOptions: { strict: true, target: 'ES2022', module: 'node16', moduleResolution: 'node16', skipLibCheck: true, types: ['node'], outDir: 'out', rootDir: '.' }, files: names };
+    const config = {
+      compilerOptions: {
+        strict: true,
+        target: 'ES2022',
+        module: 'node16',
+        moduleResolution: 'node16',
+        skipLibCheck: true,
+        types: ['node'],
+        outDir: 'out',
+        rootDir: '.',
+      },
+      files: names,
+    };
     writeFileSync(path.join(dir, 'tsconfig.json'), JSON.stringify(config));
     const tsc = spawnSync(process.execPath, [path.join(ROOT, 'node_modules', 'typescript', 'bin', 'tsc'), '-p', dir], { encoding: 'utf8' });
     expect(tsc.stdout + tsc.stderr).toBe('');
     expect(tsc.status).toBe(0);
   }, 120_000);
 
-  it.each(ts.map((b, i) => [`${b.file}:${b.line}`, i] as const))('%s runs to completion', (_where, i) => {
-    const b = ts[i];
-    const js = path.join(scratch, 'ts', 'out', `${path.basename(b.file, '.md')}-${b.line}-${i}.js`);
-    const r = spawnSync(process.execPath, [js], { cwd: scratch, encoding: 'utf8', timeout: 290_000 });
-    expect({ status: r.status, stderr: r.status === 0 ? '' : r.stderr }).toEqual({ status: 0, stderr: '' });
-  }, 300_000);
+  it.each(ts.map((b, i) => [`${b.file}:${b.line}`, i] as const))(
+    '%s runs to completion',
+    (_where, i) => {
+      const b = ts[i];
+      const js = path.join(scratch, 'ts', 'out', `${path.basename(b.file, '.md')}-${b.line}-${i}.js`);
+      const r = spawnSync(process.execPath, [js], { cwd: scratch, encoding: 'utf8', timeout: 290_000 });
+      expect({ status: r.status, stderr: r.status === 0 ? '' : r.stderr }).toEqual({ status: 0, stderr: '' });
+    },
+    300_000,
+  );
 
-  it.each(sh.map((b, i) => [`${b.file}:${b.line}`, i] as const))('%s runs in bash', (_where, i) => {
-    const cwd = mkdtempSync(path.join(scratch, 'sh-'));
-    for (const dir of ['dist', 'models', 'node_modules']) symlinkSync(path.join(ROOT, dir), path.join(cwd, dir));
-    const r = spawnSync('bash', ['-euo', 'pipefail', '-c', sh[i].code], { cwd, encoding: 'utf8', timeout: 110_000, env: { ...process.env, PATH: `${path.join(scratch, 'bin')}:${process.env.PATH}` } });
-    expect({ status: r.status, stderr: r.status === 0 ? '' : r.stderr }).toEqual({ status: 0, stderr: '' });
-  }, 120_000);
+  it.each(sh.map((b, i) => [`${b.file}:${b.line}`, i] as const))(
+    '%s runs in bash',
+    (_where, i) => {
+      const cwd = mkdtempSync(path.join(scratch, 'sh-'));
+      for (const dir of ['dist', 'models', 'node_modules']) symlinkSync(path.join(ROOT, dir), path.join(cwd, dir));
+      const r = spawnSync('bash', ['-euo', 'pipefail', '-c', sh[i].code], {
+        cwd,
+        encoding: 'utf8',
+        timeout: 110_000,
+        env: { ...process.env, PATH: `${path.join(scratch, 'bin')}:${process.env.PATH}` },
+      });
+      expect({ status: r.status, stderr: r.status === 0 ? '' : r.stderr }).toEqual({ status: 0, stderr: '' });
+    },
+    120_000,
+  );
 });

@@ -26,7 +26,29 @@ describe('omnirx generate (compiled CLI, real engine, real ffmpeg)', () => {
   it('writes an H.264 MP4 with the requested frames, fps and size from a seeded model', async () => {
     const modelsDir = await makeModelsDir();
     const file = path.join(out, 'tiny.mp4');
-    const r = omnirx(['generate', '--models-dir', modelsDir, '--model', 'tiny', '--prompt', 'a red ball', '--frames', '5', '--fps', '10', '--width', '24', '--height', '16', '--steps', '2', '--seed', '3', '--out', file]);
+    const r = omnirx([
+      'generate',
+      '--models-dir',
+      modelsDir,
+      '--model',
+      'tiny',
+      '--prompt',
+      'a red ball',
+      '--frames',
+      '5',
+      '--fps',
+      '10',
+      '--width',
+      '24',
+      '--height',
+      '16',
+      '--steps',
+      '2',
+      '--seed',
+      '3',
+      '--out',
+      file,
+    ]);
     expect(r.stderr).toBe('');
     expect(r.status).toBe(0);
     expect(r.stdout.trim().split('\n').pop()).toContain(file);

@@ -42,7 +42,6 @@ const bytes = (events: OmniEvent[]) => {
   return Buffer.from(v.frames);
 };
 
-
 beforeAll(async () => {
   // A second model whose DiT output weights hold a NaN, and a third whose transformer file is truncated.
   const nanSpec = tinySpec('tiny-nan');
@@ -80,14 +79,27 @@ describe('Engine.generate', () => {
       'final',
     ]);
     const steps = events.filter((e) => e.type === 'step');
-    expect(steps.map((s) => (s.type === 'step' ? [s.index, s.total] : []))).toEqual([[0, 3], [1, 3], [2, 3]]);
+    expect(steps.map((s) => (s.type === 'step' ? [s.index, s.total] : []))).toEqual([
+      [0, 3],
+      [1, 3],
+      [2, 3],
+    ]);
     // flow shift 2, N = 3: σ = 1, 2·(2/3)/(1 + 2/3) = 0.8, 2·(1/3)/(1 + 1/3) = 0.5
     const sigmas = steps.map((s) => (s.type === 'step' ? s.sigma : NaN));
     expect(sigmas[0]).toBe(1);
     expect(sigmas[1]).toBeCloseTo(0.8, 12);
     expect(sigmas[2]).toBeCloseTo(0.5, 12);
     const admitted = events[1];
-    expect(admitted.type === 'admitted' && admitted.params).toMatchObject({ width: 16, height: 16, numFrames: 3, fps: 6, numInferenceSteps: 3, seed: 7, guidanceScale: 4, flowShift: 2 });
+    expect(admitted.type === 'admitted' && admitted.params).toMatchObject({
+      width: 16,
+      height: 16,
+      numFrames: 3,
+      fps: 6,
+      numInferenceSteps: 3,
+      seed: 7,
+      guidanceScale: 4,
+      flowShift: 2,
+    });
     expect(admitted.type === 'admitted' && admitted.estimate).toMatchObject({ steps: 3, forwards: 6, ms: expect.any(Number) });
     const out = finalOf(events);
     const video = out.artifacts.video;
@@ -115,7 +127,9 @@ describe('Engine.generate', () => {
   });
 
   it('T2I returns an image; returnLatents adds the final latents [C, F, h, w]', async () => {
-    const out = finalOf(await run({ model: 'tiny', task: 'T2I', inputs: { prompt: 'a ball' }, diffusion: { seed: 1, width: 24, height: 16 }, outputs: { returnLatents: true } }));
+    const out = finalOf(
+      await run({ model: 'tiny', task: 'T2I', inputs: { prompt: 'a ball' }, diffusion: { seed: 1, width: 24, height: 16 }, outputs: { returnLatents: true } }),
+    );
     expect(out.artifacts.image).toMatchObject({ kind: 'image', width: 24, height: 16 });
     expect(out.artifacts.image.kind === 'image' && out.artifacts.image.pixels.length).toBe(24 * 16 * 3);
     expect(out.artifacts.latents).toMatchObject({ kind: 'latents', shape: [4, 1, 8, 12] });
@@ -160,7 +174,8 @@ describe('Engine.generate', () => {
 
   describe('guidance interval', () => {
     /** The step previews' pixels (previewEvery 1: the clean first frame each step predicts from its guided velocity). */
-    const previews = (events: OmniEvent[]) => events.flatMap((e) => (e.type === 'chunk' && e.artifact.kind === 'image' ? [Buffer.from(e.artifact.pixels)] : []));
+    const previews = (events: OmniEvent[]) =>
+      events.flatMap((e) => (e.type === 'chunk' && e.artifact.kind === 'image' ? [Buffer.from(e.artifact.pixels)] : []));
 
     it('guides only the steps whose fraction i/N lies in [start, end), reports the interval and counts the forwards', async () => {
       const all = await run(req({ numInferenceSteps: 4 }, { outputs: { previewEvery: 1 } }));
@@ -199,7 +214,8 @@ describe('Engine.generate', () => {
       const dir = await makeModelsDir([{ spec: { ...tinySpec('tiny-gi'), defaults: { ...tinySpec().defaults, guidanceInterval: [0, 0.5] } }, seed: 1 }]);
       const e = await Engine.create({ families: builtinFamilies(), modelsDir: dir, defaultModel: 'tiny' });
       try {
-        const go = (over: Partial<OmniRequestInput['diffusion']>) => lastValueFrom(e.generate(req({ numInferenceSteps: 4, ...over }, { model: 'tiny-gi' })).pipe(toArray()));
+        const go = (over: Partial<OmniRequestInput['diffusion']>) =>
+          lastValueFrom(e.generate(req({ numInferenceSteps: 4, ...over }, { model: 'tiny-gi' })).pipe(toArray()));
         const byModel = await go({});
         expect(admittedOf(byModel).params).toMatchObject({ guidanceIntervalStart: 0, guidanceIntervalEnd: 0.5 });
         expect(admittedOf(byModel).estimate).toMatchObject({ forwards: 6 });
@@ -248,7 +264,12 @@ describe('Engine.generate', () => {
 
     it('the admitted time estimate prices guided steps at the guided cost and the others at a single forward', async () => {
       const key = (guidance: string) => CostModel.keyOf({ model: 'tiny/transformer', phase: 'denoise', shape: '3x8x8', guidance });
-      const e = await Engine.create({ families: builtinFamilies(), modelsDir, defaultModel: 'tiny', costSeed: { [key('sequential')]: 30, [key('single')]: 10 } });
+      const e = await Engine.create({
+        families: builtinFamilies(),
+        modelsDir,
+        defaultModel: 'tiny',
+        costSeed: { [key('sequential')]: 30, [key('single')]: 10 },
+      });
       try {
         // 4 steps, [0, 0.5): steps 0 and 1 guided (2 × 30 ms), steps 2 and 3 not (2 × 10 ms).
         const events = await lastValueFrom(e.generate(req({ numInferenceSteps: 4, guidanceInterval: [0, 0.5] })).pipe(toArray()));
@@ -279,7 +300,9 @@ describe('Engine.generate', () => {
     // DMD: the default timestep list [1000, 750, 500, 250] → 4 steps at σ = t/1000 shifted by the model's flow shift 2.
     const dmd = await run(req({ sampler: 'dmd', guidanceScale: 1 }));
     const steps = dmd.filter((e) => e.type === 'step');
-    expect(steps.map((e) => (e.type === 'step' ? e.sigma : NaN))).toEqual([1, (2 * 0.75) / (1 + 0.75), (2 * 0.5) / 1.5, (2 * 0.25) / 1.25].map((x) => expect.closeTo(x, 12)));
+    expect(steps.map((e) => (e.type === 'step' ? e.sigma : NaN))).toEqual(
+      [1, (2 * 0.75) / (1 + 0.75), (2 * 0.5) / 1.5, (2 * 0.25) / 1.25].map((x) => expect.closeTo(x, 12)),
+    );
     const again = await run(req({ sampler: 'dmd', guidanceScale: 1 }));
     const a = finalOf(dmd).artifacts.video;
     const b = finalOf(again).artifacts.video;
@@ -290,7 +313,6 @@ describe('Engine.generate', () => {
   });
 
   describe('η (stochastic Euler steps)', () => {
-
     it('η > 0 re-noises between steps: seeded, reported, other bytes than η 0; η 0 is the default Euler run', async () => {
       const euler = await run(req({ numInferenceSteps: 3 }));
       expect(admittedOf(euler).params).toMatchObject({ sampler: 'euler', eta: 0 });
@@ -312,7 +334,8 @@ describe('Engine.generate', () => {
       const dir = await makeModelsDir([{ spec: { ...tinySpec('tiny-eta'), defaults: { ...tinySpec().defaults, eta: 1 } }, seed: 1 }]);
       const e = await Engine.create({ families: builtinFamilies(), modelsDir: dir, defaultModel: 'tiny' });
       try {
-        const go = (over: Partial<OmniRequestInput['diffusion']>, model = 'tiny-eta') => lastValueFrom(e.generate(req({ numInferenceSteps: 3, ...over }, { model })).pipe(toArray()));
+        const go = (over: Partial<OmniRequestInput['diffusion']>, model = 'tiny-eta') =>
+          lastValueFrom(e.generate(req({ numInferenceSteps: 3, ...over }, { model })).pipe(toArray()));
         const byModel = await go({});
         expect(admittedOf(byModel).params).toMatchObject({ eta: 1 });
         // The same seed-1 weights as 'tiny', so the bytes are 'tiny''s at η 1…
@@ -379,7 +402,12 @@ describe('Engine.generate', () => {
   });
 
   it('rejects work over the ceiling at admission', async () => {
-    const small = await Engine.create({ families: builtinFamilies(), modelsDir, defaultModel: 'tiny', limits: { maxSide: 1024, maxPixels: 512 * 512, maxFrames: 256, maxSteps: 200, maxWork: 16 * 16 * 3 * 3, maxTokens: 4096, maxPromptChars: 100 } });
+    const small = await Engine.create({
+      families: builtinFamilies(),
+      modelsDir,
+      defaultModel: 'tiny',
+      limits: { maxSide: 1024, maxPixels: 512 * 512, maxFrames: 256, maxSteps: 200, maxWork: 16 * 16 * 3 * 3, maxTokens: 4096, maxPromptChars: 100 },
+    });
     const events = await lastValueFrom(small.generate(req({ numInferenceSteps: 4 })).pipe(toArray()));
     expect(events[events.length - 1]).toMatchObject({ type: 'error', code: 'OMNIRX_ERR_INVALID_REQUEST', param: 'diffusion' });
     await small.close();
@@ -439,7 +467,13 @@ describe('Engine.generate', () => {
     const baseline = await settledBytesInUse(native);
     const completedBefore = native.stats().completed;
     // Stop after the second step event.
-    await firstValueFrom(engine.generate(req(shape)).pipe(filter((e) => e.type === 'step'), take(2), toArray()));
+    await firstValueFrom(
+      engine.generate(req(shape)).pipe(
+        filter((e) => e.type === 'step'),
+        take(2),
+        toArray(),
+      ),
+    );
     await new Promise((r) => setTimeout(r, 50));
     const stats = native.stats();
     expect(stats.running).toBe(0);
@@ -505,7 +539,12 @@ describe('native memory under changing sizes', () => {
   it('stays bounded: plans of sizes not used lately are freed (LRU)', async () => {
     const e = await Engine.create({ families: builtinFamilies(), modelsDir, defaultModel: 'tiny' });
     const sizes = [8, 12, 16, 20, 24, 28, 32, 36, 40, 44, 48, 52];
-    const go = (w: number) => lastValueFrom(e.generate({ model: 'tiny', task: 'T2V', inputs: { prompt: 'a' }, diffusion: { width: w, height: 8, numFrames: 1, numInferenceSteps: 1, seed: 1 } }).pipe(toArray()));
+    const go = (w: number) =>
+      lastValueFrom(
+        e
+          .generate({ model: 'tiny', task: 'T2V', inputs: { prompt: 'a' }, diffusion: { width: w, height: 8, numFrames: 1, numInferenceSteps: 1, seed: 1 } })
+          .pipe(toArray()),
+      );
     for (const w of sizes.slice(0, 8)) finalOf(await go(w));
     const after8 = native.stats().bytesInUse;
     for (const w of sizes.slice(8)) finalOf(await go(w));
@@ -519,7 +558,12 @@ describe('Engine.close', () => {
   it('ends queued and running requests with OMNIRX_ERR_UNAVAILABLE, waits for their native work, and frees every byte', async () => {
     const baseline = await settledBytesInUse(native);
     const e = await Engine.create({ families: builtinFamilies(), modelsDir, defaultModel: 'tiny', maxRunning: 1 });
-    const long = { model: 'tiny', task: 'T2V' as const, inputs: { prompt: 'a' }, diffusion: { width: 40, height: 40, numFrames: 40, numInferenceSteps: 50, seed: 1 } };
+    const long = {
+      model: 'tiny',
+      task: 'T2V' as const,
+      inputs: { prompt: 'a' },
+      diffusion: { width: 40, height: 40, numFrames: 40, numInferenceSteps: 50, seed: 1 },
+    };
     const ran: OmniEvent[] = [];
     let twoSteps!: () => void;
     const stepped = new Promise<void>((resolve) => (twoSteps = resolve));

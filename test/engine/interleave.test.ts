@@ -48,7 +48,6 @@ const req = (over: Partial<OmniRequestInput['diffusion']> = {}, extra: Partial<O
 
 const collect = (e: Engine, r: OmniRequestInput): Promise<OmniEvent[]> => lastValueFrom(e.generate(r).pipe(toArray()));
 
-
 function videoBytes(out: OmniOutput): Buffer {
   const v = out.artifacts.video;
   if (v?.kind !== 'video') throw new Error('expected a video artifact');
@@ -78,7 +77,13 @@ afterAll(async () => {
 });
 
 describe('interleaving at the graph-runner level (one StepScheduler, two pipelines)', () => {
-  const policiesA: PipelinePolicies = { cfg: CFGPolicy.classic(), expert: ExpertRouting.single(), flowShift: FlowShiftPolicy.fixed(), sampler: SamplerPolicy.of('euler'), conditioning: actionAdaLNInjector };
+  const policiesA: PipelinePolicies = {
+    cfg: CFGPolicy.classic(),
+    expert: ExpertRouting.single(),
+    flowShift: FlowShiftPolicy.fixed(),
+    sampler: SamplerPolicy.of('euler'),
+    conditioning: actionAdaLNInjector,
+  };
   const policiesB: PipelinePolicies = {
     cfg: CFGPolicy.batched([0, 0.5]),
     sampler: SamplerPolicy.of('unipc'),
@@ -110,7 +115,14 @@ describe('interleaving at the graph-runner level (one StepScheduler, two pipelin
     const abort = new AbortController();
     const ctx: WanT2VContext = { requestId, model, params, nodeParams, native, signal: abort.signal };
     const state = new WanT2VState();
-    const events$: Observable<OmniEvent[]> = runGraph(pipe.activeNodes(params), Object.keys(pipe.spec.requestInputs), ctx, state, { scheduler, requestId, priority: params.priority }, () => undefined).pipe(toArray());
+    const events$: Observable<OmniEvent[]> = runGraph(
+      pipe.activeNodes(params),
+      Object.keys(pipe.spec.requestInputs),
+      ctx,
+      state,
+      { scheduler, requestId, priority: params.priority },
+      () => undefined,
+    ).pipe(toArray());
     return { params, state, events$ };
   }
 
@@ -186,9 +198,31 @@ describe('graph runner: missing inputs', () => {
         components: {},
         requestInputs: { prompt: 'text' },
         nodes: [
-          { name: 'preview', run: { kind: 'stage', stage: stage('preview') }, inputs: { prompt: 'text' }, outputs: { thumb: 'image' }, components: [], tasks: ['T2V'], when: (p) => p.returnLatents },
-          { name: 'encode', run: { kind: 'stage', stage: stage('encode') }, inputs: { prompt: 'text' }, outputs: { embeds: 'embeds' }, components: [], tasks: ['T2V'] },
-          { name: 'pack', run: { kind: 'stage', stage: stage('pack') }, inputs: { thumb: 'image', embeds: 'embeds' }, outputs: { file: 'file' }, components: [], tasks: ['T2V'] },
+          {
+            name: 'preview',
+            run: { kind: 'stage', stage: stage('preview') },
+            inputs: { prompt: 'text' },
+            outputs: { thumb: 'image' },
+            components: [],
+            tasks: ['T2V'],
+            when: (p) => p.returnLatents,
+          },
+          {
+            name: 'encode',
+            run: { kind: 'stage', stage: stage('encode') },
+            inputs: { prompt: 'text' },
+            outputs: { embeds: 'embeds' },
+            components: [],
+            tasks: ['T2V'],
+          },
+          {
+            name: 'pack',
+            run: { kind: 'stage', stage: stage('pack') },
+            inputs: { thumb: 'image', embeds: 'embeds' },
+            outputs: { file: 'file' },
+            components: [],
+            tasks: ['T2V'],
+          },
         ],
       },
       { tasks: ['T2V'] },
@@ -196,7 +230,14 @@ describe('graph runner: missing inputs', () => {
     const nodes = built.activeNodes({ task: 'T2V', returnLatents: false } as ResolvedParams);
     expect(nodes.map((n) => n.name)).toEqual(['encode', 'pack']);
     let failedAt = '';
-    const run$ = runGraph(nodes, ['prompt'], { requestId: 'r' }, new RequestState(), { scheduler: new StepScheduler(), requestId: 'r', priority: 0 }, (n) => (failedAt = n));
+    const run$ = runGraph(
+      nodes,
+      ['prompt'],
+      { requestId: 'r' },
+      new RequestState(),
+      { scheduler: new StepScheduler(), requestId: 'r', priority: 0 },
+      (n) => (failedAt = n),
+    );
     const err = await lastValueFrom(run$.pipe(toArray(), timeout(2000))).then(
       () => undefined,
       (e: unknown) => e,
@@ -208,7 +249,11 @@ describe('graph runner: missing inputs', () => {
     expect(ran).toEqual([]);
     // With the producer on, the same graph runs to the end.
     const all = built.activeNodes({ task: 'T2V', returnLatents: true } as ResolvedParams);
-    const events = await lastValueFrom(runGraph(all, ['prompt'], { requestId: 'r' }, new RequestState(), { scheduler: new StepScheduler(), requestId: 'r', priority: 0 }, () => undefined).pipe(toArray()));
+    const events = await lastValueFrom(
+      runGraph(all, ['prompt'], { requestId: 'r' }, new RequestState(), { scheduler: new StepScheduler(), requestId: 'r', priority: 0 }, () => undefined).pipe(
+        toArray(),
+      ),
+    );
     expect(events.filter((e) => e.type === 'node_end').map((e) => (e.type === 'node_end' ? e.node : ''))).toContain('pack');
     expect(ran.sort()).toEqual(['encode', 'pack', 'preview']);
   });
@@ -236,7 +281,13 @@ describe('T2I step batching across requests', () => {
     const batching = await engineWith({ batchWindowMs: 50 });
     const solo = await engineWith();
     const seeds = [1, 2, 3, 4];
-    const input = (seed: number): OmniRequestInput => ({ model: 'tiny', task: 'T2I', inputs: { prompt: 'a blue ball' }, diffusion: { seed, width: 16, height: 16, numInferenceSteps: 3 }, requestId: `img-${seed}` });
+    const input = (seed: number): OmniRequestInput => ({
+      model: 'tiny',
+      task: 'T2I',
+      inputs: { prompt: 'a blue ball' },
+      diffusion: { seed, width: 16, height: 16, numInferenceSteps: 3 },
+      requestId: `img-${seed}`,
+    });
     const decisions: ScheduleDecision[] = [];
     const sub = inProcess(batching).steps.decisions$.subscribe((d) => decisions.push(d));
     const together = await Promise.all(seeds.map((s) => collect(batching, input(s))));
@@ -264,7 +315,13 @@ describe('T2I step batching across requests', () => {
   it('requests at η > 0 batch too: each re-noises from its own seeded stream and equals its solo run', async () => {
     const batching = await engineWith({ batchWindowMs: 50 });
     const solo = await engineWith();
-    const input = (seed: number, eta: number): OmniRequestInput => ({ model: 'tiny', task: 'T2I', inputs: { prompt: 'a blue ball' }, diffusion: { seed, eta, width: 16, height: 16, numInferenceSteps: 3 }, requestId: `eta-${seed}-${eta}` });
+    const input = (seed: number, eta: number): OmniRequestInput => ({
+      model: 'tiny',
+      task: 'T2I',
+      inputs: { prompt: 'a blue ball' },
+      diffusion: { seed, eta, width: 16, height: 16, numInferenceSteps: 3 },
+      requestId: `eta-${seed}-${eta}`,
+    });
     const runs = [input(1, 1), input(2, 0.5), input(3, 0)];
     const decisions: ScheduleDecision[] = [];
     const sub = inProcess(batching).steps.decisions$.subscribe((d) => decisions.push(d));

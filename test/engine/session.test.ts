@@ -20,14 +20,21 @@ import { makeModelsDir, tinyWorldSpec } from '../helpers/tiny-model';
 import { builtinFamilies } from '../../src/families';
 import { inProcess } from '../helpers/engine';
 
-
 let modelsDir: string;
 let engine: Engine;
 
 beforeAll(async () => {
   // tiny-world-eta: the same seed-3 weights with a world-session default η of 1 (and a T2V one of 0.5, not the sessions').
-  modelsDir = await makeModelsDir([{ spec: tinyWorldSpec(), seed: 3 }, { spec: { ...tinyWorldSpec(), id: 'tiny-world-eta', defaults: { ...tinyWorldSpec().defaults, eta: 0.5, world: { eta: 1 } } }, seed: 3 }]);
-  engine = await Engine.create({ families: builtinFamilies(), modelsDir, defaultModel: 'tiny-world', sessions: { chunkFrames: 1, sinkFrames: 1, localWindowFrames: 2, steps: 2, firstChunkSteps: 3, maxSessions: 3 } });
+  modelsDir = await makeModelsDir([
+    { spec: tinyWorldSpec(), seed: 3 },
+    { spec: { ...tinyWorldSpec(), id: 'tiny-world-eta', defaults: { ...tinyWorldSpec().defaults, eta: 0.5, world: { eta: 1 } } }, seed: 3 },
+  ]);
+  engine = await Engine.create({
+    families: builtinFamilies(),
+    modelsDir,
+    defaultModel: 'tiny-world',
+    sessions: { chunkFrames: 1, sinkFrames: 1, localWindowFrames: 2, steps: 2, firstChunkSteps: 3, maxSessions: 3 },
+  });
 });
 
 afterAll(async () => {
@@ -86,7 +93,14 @@ async function scripted(s: WorldSession, actions: Array<{ key: 'none' | 'up' | '
   return rec.chunks();
 }
 
-const PLAN: Array<{ key: 'none' | 'up' | 'down' | 'left' | 'right'; id?: string }> = [{ key: 'none' }, { key: 'up', id: 'a1' }, { key: 'up' }, { key: 'left', id: 'a2' }, { key: 'down' }, { key: 'right' }];
+const PLAN: Array<{ key: 'none' | 'up' | 'down' | 'left' | 'right'; id?: string }> = [
+  { key: 'none' },
+  { key: 'up', id: 'a1' },
+  { key: 'up' },
+  { key: 'left', id: 'a2' },
+  { key: 'down' },
+  { key: 'right' },
+];
 
 describe('Engine.session', () => {
   it('emits admitted, then per chunk its denoise steps and one chunk event with RGB24 frames, PTS and the action used; close → final', async () => {
@@ -96,7 +110,12 @@ describe('Engine.session', () => {
     await rec.wait(isChunk(2));
     s.close();
     const events = await rec.done;
-    expect(events[0]).toMatchObject({ type: 'admitted', requestId: s.id, model: 'tiny-world', params: { task: 'WORLD', width: 16, height: 16, fps: 10, seed: 11, chunkFrames: 1, stepsPerChunk: 2, firstChunkSteps: 3 } });
+    expect(events[0]).toMatchObject({
+      type: 'admitted',
+      requestId: s.id,
+      model: 'tiny-world',
+      params: { task: 'WORLD', width: 16, height: 16, fps: 10, seed: 11, chunkFrames: 1, stepsPerChunk: 2, firstChunkSteps: 3 },
+    });
     // Chunk 0 (no history) runs firstChunkSteps, the others steps.
     expect(events.slice(1).map((e) => e.type)).toEqual(['step', 'step', 'step', 'chunk', 'step', 'step', 'chunk', 'step', 'step', 'chunk', 'final']);
     const chunks = rec.chunks();
@@ -109,9 +128,17 @@ describe('Engine.session', () => {
     const [f0, f1] = chunks.map((c) => (c.artifact.kind === 'video' ? c.artifact.frames : new Uint8Array()));
     expect(Buffer.compare(Buffer.from(f0), Buffer.from(f1))).not.toBe(0);
     const steps = events.filter((e) => e.type === 'step');
-    expect(steps.map((e) => (e.type === 'step' ? [e.index, e.total] : []))).toEqual([[0, 3], [1, 3], [2, 3], [0, 2], [1, 2], [0, 2], [1, 2]]);
+    expect(steps.map((e) => (e.type === 'step' ? [e.index, e.total] : []))).toEqual([
+      [0, 3],
+      [1, 3],
+      [2, 3],
+      [0, 2],
+      [1, 2],
+      [0, 2],
+      [1, 2],
+    ]);
     // Each chunk's σ follow its own shifted schedule: flowMatchSigmas(3) for chunk 0, flowMatchSigmas(2) after.
-    const shift = (events[0].type === 'admitted' ? (events[0].params as { flowShift: number }).flowShift : NaN);
+    const shift = events[0].type === 'admitted' ? (events[0].params as { flowShift: number }).flowShift : NaN;
     const expected = [...Array.from(flowMatchSigmas(3, shift)).slice(0, 3), ...[0, 1].flatMap(() => Array.from(flowMatchSigmas(2, shift)).slice(0, 2))];
     steps.forEach((e, i) => expect(e.type === 'step' ? e.sigma : NaN).toBeCloseTo(expected[i], 12));
     expect(finalOf(events).seed).toBe(11);
@@ -136,13 +163,23 @@ describe('Engine.session', () => {
 
   it('an action applies from the chunk that starts after it, and chunk events echo its id; runs are deterministic', async () => {
     const a = await scripted(await engine.session({ prompt: 'a red ball', seed: 21 }), PLAN);
-    expect(a.map((c) => c.rollout?.action)).toEqual([{ key: 'none' }, { key: 'up', id: 'a1' }, { key: 'up' }, { key: 'left', id: 'a2' }, { key: 'down' }, { key: 'right' }]);
+    expect(a.map((c) => c.rollout?.action)).toEqual([
+      { key: 'none' },
+      { key: 'up', id: 'a1' },
+      { key: 'up' },
+      { key: 'left', id: 'a2' },
+      { key: 'down' },
+      { key: 'right' },
+    ]);
     const b = await scripted(await engine.session({ prompt: 'a red ball', seed: 21 }), PLAN);
     expect(b.map((c) => Buffer.from(c.artifact.kind === 'video' ? c.artifact.frames : []).toString('base64'))).toEqual(
       a.map((c) => Buffer.from(c.artifact.kind === 'video' ? c.artifact.frames : []).toString('base64')),
     );
     // The actions change the frames: the same seed with all-none differs from chunk 1 on, not at chunk 0.
-    const n = await scripted(await engine.session({ prompt: 'a red ball', seed: 21 }), PLAN.map(() => ({ key: 'none' as const })));
+    const n = await scripted(
+      await engine.session({ prompt: 'a red ball', seed: 21 }),
+      PLAN.map(() => ({ key: 'none' as const })),
+    );
     const frames = (cs: ChunkEvent[]) => cs.map((c) => Buffer.from(c.artifact.kind === 'video' ? c.artifact.frames : []));
     expect(Buffer.compare(frames(n)[0], frames(a)[0])).toBe(0);
     expect(Buffer.compare(frames(n)[1], frames(a)[1])).not.toBe(0);
@@ -151,7 +188,12 @@ describe('Engine.session', () => {
   it('two sessions and a T2V request running together give the same outputs as their solo runs', async () => {
     const solo1 = await scripted(await engine.session({ prompt: 'a red ball', seed: 31 }), PLAN);
     const solo2 = await scripted(await engine.session({ prompt: 'a blue room', seed: 32 }), [...PLAN].reverse());
-    const t2v = { model: 'tiny-world', task: 'T2V' as const, inputs: { prompt: 'a ball in a room' }, diffusion: { seed: 4, numFrames: 3, numInferenceSteps: 3 } };
+    const t2v = {
+      model: 'tiny-world',
+      task: 'T2V' as const,
+      inputs: { prompt: 'a ball in a room' },
+      diffusion: { seed: 4, numFrames: 3, numInferenceSteps: 3 },
+    };
     const soloVideo = finalOf(await lastValueFrom(engine.generate(t2v).pipe(toArray()))).artifacts.video;
 
     const [c1, c2, ev] = await Promise.all([
@@ -185,7 +227,9 @@ describe('Engine.session', () => {
     expect(afterFirst.map((e) => (e.type === 'step' ? e.index : e.type))).toEqual([0, 0, 1]);
 
     const ref = await scripted(await engine.session({ prompt: 'a red ball', seed: 41 }), [{ key: 'none' }, { key: 'left' }]);
-    expect(Buffer.from(c1.artifact.kind === 'video' ? c1.artifact.frames : [])).toEqual(Buffer.from(ref[1].artifact.kind === 'video' ? ref[1].artifact.frames : []));
+    expect(Buffer.from(c1.artifact.kind === 'video' ? c1.artifact.frames : [])).toEqual(
+      Buffer.from(ref[1].artifact.kind === 'video' ? ref[1].artifact.frames : []),
+    );
   });
 
   it("η re-noises every chunk's Euler steps: reported, seeded per chunk (a flushed attempt redraws the same noise), other frames than η 0", async () => {
@@ -255,7 +299,12 @@ describe('Engine.session', () => {
     const img = rec.chunks();
     // Same seed and actions: the image changes chunk 0 and, through the KV cache and decoder state, chunk 1.
     for (const k of [0, 1]) {
-      expect(Buffer.compare(Buffer.from(img[k].artifact.kind === 'video' ? img[k].artifact.frames : []), Buffer.from(plain[k].artifact.kind === 'video' ? plain[k].artifact.frames : []))).not.toBe(0);
+      expect(
+        Buffer.compare(
+          Buffer.from(img[k].artifact.kind === 'video' ? img[k].artifact.frames : []),
+          Buffer.from(plain[k].artifact.kind === 'video' ? plain[k].artifact.frames : []),
+        ),
+      ).not.toBe(0);
     }
   });
 
@@ -294,10 +343,19 @@ describe('Engine.session: hostile input', () => {
   it('bad actions and credits throw a clear error and change nothing; the session keeps running', async () => {
     const s = await engine.session({ prompt: 'a', seed: 3 });
     const rec = record(s);
-    const bad: unknown[] = [null, 'up', { key: 'jump' }, { key: 'up', vector: [1] }, { key: 'up', vector: [Number.NaN, 0] }, { key: 'up', extra: 1 }, { key: 'up', id: 'x'.repeat(65) }];
+    const bad: unknown[] = [
+      null,
+      'up',
+      { key: 'jump' },
+      { key: 'up', vector: [1] },
+      { key: 'up', vector: [Number.NaN, 0] },
+      { key: 'up', extra: 1 },
+      { key: 'up', id: 'x'.repeat(65) },
+    ];
     for (const a of bad) expect(() => s.actions.next(a)).toThrow(expect.objectContaining({ code: 'OMNIRX_ERR_INVALID_REQUEST' }));
     expect(() => s.actions.next({ key: 'jump' })).toThrow(/action\.key/);
-    for (const c of [0, -1, 1.5, Number.NaN, Number.MAX_VALUE]) expect(() => s.credits.next(c)).toThrow(expect.objectContaining({ code: 'OMNIRX_ERR_INVALID_REQUEST', param: 'credits' }));
+    for (const c of [0, -1, 1.5, Number.NaN, Number.MAX_VALUE])
+      expect(() => s.credits.next(c)).toThrow(expect.objectContaining({ code: 'OMNIRX_ERR_INVALID_REQUEST', param: 'credits' }));
     s.credits.next(1);
     const c0 = (await rec.wait(isChunk(0))) as ChunkEvent;
     expect(c0.rollout?.action).toEqual({ key: 'none' });
@@ -329,7 +387,13 @@ describe('Engine.session: hostile input', () => {
     await rec.done;
     await Promise.all([s, ...more].map((m) => m.whenReleased()));
 
-    const small = await Engine.create({ families: builtinFamilies(), modelsDir, defaultModel: 'tiny-world', caches: { chunkKvBytes: 4 * 2 * 1 * 16 * 32 * 2 * 4 }, sessions: { localWindowFrames: 2 } });
+    const small = await Engine.create({
+      families: builtinFamilies(),
+      modelsDir,
+      defaultModel: 'tiny-world',
+      caches: { chunkKvBytes: 4 * 2 * 1 * 16 * 32 * 2 * 4 },
+      sessions: { localWindowFrames: 2 },
+    });
     try {
       const ok = await small.session({ prompt: 'a' });
       await expect(small.session({ prompt: 'a' })).rejects.toMatchObject({ code: 'OMNIRX_ERR_CACHE_EXHAUSTED' });

@@ -13,7 +13,13 @@ import { worldFixtureFrames, worldFixtures } from '../helpers/world-fixtures';
 
 const doc = worldFixtures;
 
-const clips: WorldEvalClip[] = doc.clips.map((c, i) => ({ prompt: c.prompt, width: doc.size, height: doc.size, frames: worldFixtureFrames(i), actions: c.actions }));
+const clips: WorldEvalClip[] = doc.clips.map((c, i) => ({
+  prompt: c.prompt,
+  width: doc.size,
+  height: doc.size,
+  frames: worldFixtureFrames(i),
+  actions: c.actions,
+}));
 
 describe('world palette', () => {
   it('mirrors the generator', () => {
@@ -27,11 +33,24 @@ describe('world palette', () => {
   it('parses the grammar', () => {
     for (const c of doc.clips) {
       const scene = parseWorldPrompt(c.prompt);
-      expect(scene).toEqual({ room: c.room, agentColor: c.agent_color, agentShape: c.agent_shape, obstacleColor: c.obstacle_color ?? undefined, obstacleCount: c.obstacles.length || undefined });
+      expect(scene).toEqual({
+        room: c.room,
+        agentColor: c.agent_color,
+        agentShape: c.agent_shape,
+        obstacleColor: c.obstacle_color ?? undefined,
+        obstacleCount: c.obstacles.length || undefined,
+      });
       expect(scene!.obstacleCount).toBe(c.obstacles.length || undefined);
     }
     // every count word, and as permissive about "block(s)" as the grammar's regular expression
-    for (const [words, n] of [['a white block', 1], ['an orange block', 1], ['two cyan blocks', 2], ['three red blocks', 3], ['two cyan block', 2], ['a white blocks', 1]] as const) {
+    for (const [words, n] of [
+      ['a white block', 1],
+      ['an orange block', 1],
+      ['two cyan blocks', 2],
+      ['three red blocks', 3],
+      ['two cyan block', 2],
+      ['a white blocks', 1],
+    ] as const) {
       expect(parseWorldPrompt(`a red ball in a gray room with ${words}`)).toMatchObject({ obstacleColor: words.split(' ')[1], obstacleCount: n });
     }
     expect(parseWorldPrompt('a red ball in a gray room')!.obstacleCount).toBeUndefined();
@@ -40,7 +59,14 @@ describe('world palette', () => {
     expect(parseWorldPrompt('a purple ball in a dark blue room')).toBeUndefined();
     expect(parseWorldPrompt('a red ball')).toBeUndefined();
     // names of Object.prototype are not colours or nouns of the grammar
-    for (const p of ['a red ball in a constructor room', 'a constructor ball in a gray room', 'a red constructor in a gray room', 'a red ball in a gray room with a __proto__ block', 'a tostring ball in a gray room', 'a red hasownproperty in a black room']) {
+    for (const p of [
+      'a red ball in a constructor room',
+      'a constructor ball in a gray room',
+      'a red constructor in a gray room',
+      'a red ball in a gray room with a __proto__ block',
+      'a tostring ball in a gray room',
+      'a red hasownproperty in a black room',
+    ]) {
       expect(parseWorldPrompt(p)).toBeUndefined();
     }
   });
@@ -65,7 +91,17 @@ describe('world detector on ground truth', () => {
   it('scores 1 on every figure, over every directional frame pair', () => {
     const directional = doc.clips.flatMap((c) => c.actions.filter((a, f) => f > 0 && a > 0)).length;
     expect(directional).toBeGreaterThan(20);
-    expect(evaluateWorld(clips)).toEqual({ prompt_color_acc: 1, room_color_acc: 1, block_count_acc: 1, action_follow_acc: 1, action_pairs: directional, agent_present_rate: 1, t2v_motion_rate: null, motion_pairs: 0, frames: 72 });
+    expect(evaluateWorld(clips)).toEqual({
+      prompt_color_acc: 1,
+      room_color_acc: 1,
+      block_count_acc: 1,
+      action_follow_acc: 1,
+      action_pairs: directional,
+      agent_present_rate: 1,
+      t2v_motion_rate: null,
+      motion_pairs: 0,
+      frames: 72,
+    });
   });
 
   it('t2v_motion_rate: the generator clips scored as T2V (no actions) move in the frames where their positions change', () => {
@@ -85,11 +121,26 @@ describe('world detector on ground truth', () => {
   });
 
   it('reports the figures in a stable order (the order eval:world prints them)', () => {
-    expect(Object.keys(evaluateWorld(clips))).toEqual(['prompt_color_acc', 'room_color_acc', 'block_count_acc', 'action_follow_acc', 'action_pairs', 'agent_present_rate', 't2v_motion_rate', 'motion_pairs', 'frames']);
+    expect(Object.keys(evaluateWorld(clips))).toEqual([
+      'prompt_color_acc',
+      'room_color_acc',
+      'block_count_acc',
+      'action_follow_acc',
+      'action_pairs',
+      'agent_present_rate',
+      't2v_motion_rate',
+      'motion_pairs',
+      'frames',
+    ]);
   });
 
   it('counts as many blocks as the generator drew in every frame, and none for a prompt without blocks', () => {
-    expect(doc.clips.filter((c) => c.obstacles.length > 0).map((c) => c.obstacles.length).sort()).toEqual([1, 1, 1, 2, 3]);
+    expect(
+      doc.clips
+        .filter((c) => c.obstacles.length > 0)
+        .map((c) => c.obstacles.length)
+        .sort(),
+    ).toEqual([1, 1, 1, 2, 3]);
     doc.clips.forEach((c, i) => {
       const scene = parseWorldPrompt(c.prompt)!;
       const noBlocks = parseWorldPrompt(c.prompt.replace(/ with .*$/, ''))!;
@@ -101,7 +152,11 @@ describe('world detector on ground truth', () => {
   });
 
   it('covers blocked moves (a wall or obstacle stops the agent) and still scores them as followed', () => {
-    const blocked = doc.clips.flatMap((c) => c.actions.map((a, f) => (f > 0 && a > 0 && c.positions[f][0] === c.positions[f - 1][0] && c.positions[f][1] === c.positions[f - 1][1] ? 1 : 0))).reduce((x: number, y: number) => x + y, 0);
+    const blocked = doc.clips
+      .flatMap((c) =>
+        c.actions.map((a, f) => (f > 0 && a > 0 && c.positions[f][0] === c.positions[f - 1][0] && c.positions[f][1] === c.positions[f - 1][1] ? 1 : 0)),
+      )
+      .reduce((x: number, y: number) => x + y, 0);
     expect(blocked).toBeGreaterThanOrEqual(5);
   });
 
@@ -112,7 +167,10 @@ describe('world detector on ground truth', () => {
   });
 
   it('notices the wrong prompt colours', () => {
-    const swapped = clips.map((c) => ({ ...c, prompt: c.prompt.replace(/in a [a-z ]+ room/, c.prompt.includes('in a gray room') ? 'in a brown room' : 'in a gray room') }));
+    const swapped = clips.map((c) => ({
+      ...c,
+      prompt: c.prompt.replace(/in a [a-z ]+ room/, c.prompt.includes('in a gray room') ? 'in a brown room' : 'in a gray room'),
+    }));
     expect(evaluateWorld(swapped).prompt_color_acc).toBe(0);
     expect(evaluateWorld(swapped).room_color_acc).toBe(0);
   });
@@ -130,8 +188,17 @@ describe('blocked moves', () => {
         if (f === 0 || a === 0) return;
         const stayed = c.positions[f][0] === c.positions[f - 1][0] && c.positions[f][1] === c.positions[f - 1][1];
         expect([i, f, moveBlocked(detectFrame(clips[i].frames[f - 1], S, S, scene), S, S, scene, a)]).toEqual([i, f, stayed]);
-        const [x, y] = c.positions[f - 1], d = [[0, 0], [0, -1], [0, 1], [-1, 0], [1, 0]][a], h = doc.agent / 2;
-        const nx = x + doc.step * d[0], ny = y + doc.step * d[1];
+        const [x, y] = c.positions[f - 1],
+          d = [
+            [0, 0],
+            [0, -1],
+            [0, 1],
+            [-1, 0],
+            [1, 0],
+          ][a],
+          h = doc.agent / 2;
+        const nx = x + doc.step * d[0],
+          ny = y + doc.step * d[1];
         const inside = nx - h >= doc.wall && ny - h >= doc.wall && nx + h <= S - doc.wall && ny + h <= S - doc.wall;
         seen[!stayed ? 'free' : inside ? 'obstacle' : 'wall']++;
       });
@@ -146,13 +213,15 @@ describe('blocked moves', () => {
     // the 2-px ring just outside the agent's box
     const scene = parseWorldPrompt(doc.clips[2].prompt)!;
     const rgb = Uint8Array.from(clips[2].frames[1]);
-    const [cx, cy] = doc.clips[2].positions[1], h = doc.agent / 2;
+    const [cx, cy] = doc.clips[2].positions[1],
+      h = doc.agent / 2;
     expect([cx, cy]).toEqual([17, 40]);
     const halo = [wallColor(ROOM_COLORS.brown), wallColor(ROOM_COLORS.gray), OBJECT_COLORS.magenta];
-    for (let y = cy - h - 3; y < cy + h + 3; y++) for (let x = cx - h - 3; x < cx + h + 3; x++) {
-      const ring = Math.max(Math.abs(x + 0.5 - cx), Math.abs(y + 0.5 - cy));
-      if (ring > h && ring < h + 3) paint(rgb, x, y, halo[(x + y) % 3]);
-    }
+    for (let y = cy - h - 3; y < cy + h + 3; y++)
+      for (let x = cx - h - 3; x < cx + h + 3; x++) {
+        const ring = Math.max(Math.abs(x + 0.5 - cx), Math.abs(y + 0.5 - cy));
+        if (ring > h && ring < h + 3) paint(rgb, x, y, halo[(x + y) % 3]);
+      }
     const d = detectFrame(rgb, S, S, scene);
     expect(d.present).toBe(true);
     for (const a of [1, 2, 3, 4]) expect([a, moveBlocked(d, S, S, scene, a)]).toEqual([a, false]);
@@ -162,10 +231,16 @@ describe('blocked moves', () => {
     // clip 5: a cyan dot in a gray room with an orange block, at (52, 17) in frame 0; the step left is free. The strip a
     // step left adds is x in [cx − h − step, cx − h); a patch must reach a quarter of the disc's area (π·12²/16 ≈ 28 px)
     const scene = parseWorldPrompt(doc.clips[5].prompt)!;
-    const [cx, cy] = doc.clips[5].positions[0], h = doc.agent / 2;
+    const [cx, cy] = doc.clips[5].positions[0],
+      h = doc.agent / 2;
     expect([cx, cy]).toEqual([52, 17]);
     const strayed = Uint8Array.from(clips[5].frames[0]);
-    for (const [x, y] of [[cx - h - 2, cy - 3], [cx - h - 1, cy + 1], [cx - h - 2, cy + 3]]) paint(strayed, x, y, OBJECT_COLORS.orange);
+    for (const [x, y] of [
+      [cx - h - 2, cy - 3],
+      [cx - h - 1, cy + 1],
+      [cx - h - 2, cy + 3],
+    ])
+      paint(strayed, x, y, OBJECT_COLORS.orange);
     expect(moveBlocked(detectFrame(strayed, S, S, scene), S, S, scene, 3)).toBe(false);
     const patch = Uint8Array.from(clips[5].frames[0]);
     for (let y = cy - 5; y < cy + 5; y++) for (let x = cx - h - doc.step; x < cx - h; x++) paint(patch, x, y, OBJECT_COLORS.orange);
@@ -203,7 +278,9 @@ describe('block count', () => {
   };
   /** A `side`-px square on the floor of clip i's frame f, at least 1 px clear of its blocks and its agent's box. */
   const freeSquare = (i: number, f: number, side: number): [number, number, number, number] => {
-    const c = doc.clips[i], h = doc.agent / 2, [ax, ay] = c.positions[f];
+    const c = doc.clips[i],
+      h = doc.agent / 2,
+      [ax, ay] = c.positions[f];
     const taken = [...c.obstacles, [ax - h, ay - h, ax + h, ay + h]];
     for (let y = doc.wall; y + side <= S - doc.wall; y++) {
       for (let x = doc.wall; x + side <= S - doc.wall; x++) {
@@ -217,7 +294,8 @@ describe('block count', () => {
   it('a block painted over with the floor colour: one component less, and every frame fails the count', () => {
     expect(withBlocks).toHaveLength(5);
     for (const i of withBlocks) {
-      const c = doc.clips[i], scene = parseWorldPrompt(c.prompt)!;
+      const c = doc.clips[i],
+        scene = parseWorldPrompt(c.prompt)!;
       const frames = clips[i].frames.map((rgb) => filled(rgb, c.obstacles[0], ROOM_COLORS[c.room]));
       frames.forEach((rgb, f) => expect([i, f, detectFrame(rgb, S, S, scene).blockComponents]).toEqual([i, f, c.obstacles.length - 1]));
       const n = frames.length;
@@ -227,7 +305,8 @@ describe('block count', () => {
 
   it('an extra block painted on the floor: one component more, and every frame fails the count', () => {
     for (const i of withBlocks) {
-      const c = doc.clips[i], scene = parseWorldPrompt(c.prompt)!;
+      const c = doc.clips[i],
+        scene = parseWorldPrompt(c.prompt)!;
       const frames = clips[i].frames.map((rgb, f) => filled(rgb, freeSquare(i, f, doc.block), OBJECT_COLORS[c.obstacle_color!]));
       frames.forEach((rgb, f) => expect([i, f, detectFrame(rgb, S, S, scene).blockComponents]).toEqual([i, f, c.obstacles.length + 1]));
       const n = frames.length;
@@ -238,7 +317,8 @@ describe('block count', () => {
 
   it('counts a patch of at least a quarter of a block (25 px), not a smaller one', () => {
     // clip 1: a green ball in a brown room with a cyan block
-    const c = doc.clips[1], scene = parseWorldPrompt(c.prompt)!;
+    const c = doc.clips[1],
+      scene = parseWorldPrompt(c.prompt)!;
     expect(BLOCK_AREA / 4).toBe(25);
     const at = (side: number) => detectFrame(filled(clips[1].frames[0], freeSquare(1, 0, side), OBJECT_COLORS.cyan), S, S, scene).blockComponents;
     expect(at(4)).toBe(1); // 16 px: stray pixels, not a block
@@ -247,8 +327,14 @@ describe('block count', () => {
 
   it('two blocks joined by a bridge of their colour count as one, and fail the count', () => {
     // clip 0: three red blocks, two of them side by side at y 12–22 (x 12–22 and 36–46); the agent is at (54, 16)
-    const c = doc.clips[0], scene = parseWorldPrompt(c.prompt)!;
-    expect(c.obstacles).toEqual(expect.arrayContaining([[12, 12, 22, 22], [36, 12, 46, 22]]));
+    const c = doc.clips[0],
+      scene = parseWorldPrompt(c.prompt)!;
+    expect(c.obstacles).toEqual(
+      expect.arrayContaining([
+        [12, 12, 22, 22],
+        [36, 12, 46, 22],
+      ]),
+    );
     const bridged = filled(clips[0].frames[0], [22, 16, 36, 18], OBJECT_COLORS.red);
     expect(detectFrame(bridged, S, S, scene).blockComponents).toBe(c.obstacles.length - 1);
     expect(tallyWorldClip({ ...clips[0], frames: [bridged], actions: [0] })).toMatchObject({ frames: 1, blockFrames: 1, blockOk: 0 });
@@ -256,7 +342,8 @@ describe('block count', () => {
 
   it('blocks drawn in another colour than the prompt names are not counted', () => {
     // clip 3: an orange box in a black room with two white blocks
-    const c = doc.clips[3], scene = parseWorldPrompt(c.prompt)!;
+    const c = doc.clips[3],
+      scene = parseWorldPrompt(c.prompt)!;
     const recoloured = c.obstacles.reduce((rgb, r) => filled(rgb, r, OBJECT_COLORS.yellow), clips[3].frames[0]);
     expect(detectFrame(recoloured, S, S, scene).blockComponents).toBe(0);
   });
@@ -276,7 +363,10 @@ describe('block count', () => {
 describe('world detector on noise', () => {
   it('scores low', () => {
     const rng = new Rng(3);
-    const noise = clips.map((c) => ({ ...c, frames: c.frames.map(() => Uint8Array.from({ length: doc.size * doc.size * 3 }, () => Math.floor(rng.uniform() * 256))) }));
+    const noise = clips.map((c) => ({
+      ...c,
+      frames: c.frames.map(() => Uint8Array.from({ length: doc.size * doc.size * 3 }, () => Math.floor(rng.uniform() * 256))),
+    }));
     const r = evaluateWorld(noise);
     expect(r.frames).toBe(72);
     expect(r.prompt_color_acc).toBeLessThan(0.1);
@@ -293,11 +383,47 @@ describe('per-clip counts', () => {
       const pairs = c.actions.filter((a, f) => f > 0 && a > 0).length;
       const blocks = c.obstacles.length > 0 ? frames : 0;
       const moved = c.positions.slice(1).filter((p, f) => p[0] !== c.positions[f][0] || p[1] !== c.positions[f][1]).length;
-      expect(tallyWorldClip(clips[i])).toEqual({ frames, colorOk: frames, roomOk: frames, blockFrames: blocks, blockOk: blocks, present: frames, pairs, followed: pairs, motionPairs: 0, moved: 0 });
-      const wrongRoom = { ...clips[i], prompt: c.prompt.replace(/in a [a-z ]+ room/, c.prompt.includes('in a gray room') ? 'in a brown room' : 'in a gray room') };
-      expect(tallyWorldClip(wrongRoom)).toEqual({ frames, colorOk: 0, roomOk: 0, blockFrames: blocks, blockOk: blocks, present: frames, pairs, followed: pairs, motionPairs: 0, moved: 0 });
+      expect(tallyWorldClip(clips[i])).toEqual({
+        frames,
+        colorOk: frames,
+        roomOk: frames,
+        blockFrames: blocks,
+        blockOk: blocks,
+        present: frames,
+        pairs,
+        followed: pairs,
+        motionPairs: 0,
+        moved: 0,
+      });
+      const wrongRoom = {
+        ...clips[i],
+        prompt: c.prompt.replace(/in a [a-z ]+ room/, c.prompt.includes('in a gray room') ? 'in a brown room' : 'in a gray room'),
+      };
+      expect(tallyWorldClip(wrongRoom)).toEqual({
+        frames,
+        colorOk: 0,
+        roomOk: 0,
+        blockFrames: blocks,
+        blockOk: blocks,
+        present: frames,
+        pairs,
+        followed: pairs,
+        motionPairs: 0,
+        moved: 0,
+      });
       const { actions: _actions, ...t2v } = clips[i];
-      expect(tallyWorldClip(t2v)).toEqual({ frames, colorOk: frames, roomOk: frames, blockFrames: blocks, blockOk: blocks, present: frames, pairs: 0, followed: 0, motionPairs: frames - 1, moved });
+      expect(tallyWorldClip(t2v)).toEqual({
+        frames,
+        colorOk: frames,
+        roomOk: frames,
+        blockFrames: blocks,
+        blockOk: blocks,
+        present: frames,
+        pairs: 0,
+        followed: 0,
+        motionPairs: frames - 1,
+        moved,
+      });
     });
   });
 
@@ -308,7 +434,8 @@ describe('per-clip counts', () => {
 
 describe('frame strip', () => {
   it('lays frames side by side with white gutters, pixel-exact', () => {
-    const f0 = clips[0].frames[0], f1 = clips[0].frames[1];
+    const f0 = clips[0].frames[0],
+      f1 = clips[0].frames[1];
     const png = PNG.sync.read(frameStripPng([f0, f1], doc.size, doc.size, 2));
     expect([png.width, png.height]).toEqual([2 * doc.size + 2, doc.size]);
     const at = (x: number, y: number) => Array.from(png.data.subarray(4 * (y * png.width + x), 4 * (y * png.width + x) + 4));

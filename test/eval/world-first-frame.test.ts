@@ -74,7 +74,9 @@ describe('layoutWorldScene', () => {
   });
 
   it('refuses a prompt outside the grammar, naming it', () => {
-    expect(() => layoutWorldScene('a purple ball in a dark blue room', 0, 'spawn')).toThrow('world layout: prompt outside the world grammar: "a purple ball in a dark blue room"');
+    expect(() => layoutWorldScene('a purple ball in a dark blue room', 0, 'spawn')).toThrow(
+      'world layout: prompt outside the world grammar: "a purple ball in a dark blue room"',
+    );
     expect(() => layoutWorldScene('', 0, 'off-centre')).toThrow(/outside the world grammar/);
     expect(() => layoutWorldScene('a red ball in a gray room with four cyan blocks', 0, 'spawn')).toThrow(/outside the world grammar/);
     expect(() => layoutWorldScene('a red ball in a constructor room', 0, 'spawn')).toThrow(/outside the world grammar/);

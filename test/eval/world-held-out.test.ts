@@ -36,12 +36,17 @@ describe('the held-out prompt set', () => {
     expect(WORLD_HELD_OUT_SESSIONS.map((s) => s.shift)).toEqual(WORLD_EVAL_SESSIONS.map((s) => s.shift));
     for (const s of WORLD_HELD_OUT_SESSIONS) expect(s).toMatchObject({ frames: 24, run: 4 });
     const defaultSeeds = new Set([...T2V_EVAL_PROMPTS.map((_, i) => 100 + i), ...WORLD_EVAL_SESSIONS.map((s) => s.seed)]);
-    for (const seed of [...T2V_HELD_OUT_PROMPTS.map((_, i) => T2V_HELD_OUT_SEED + i), ...WORLD_HELD_OUT_SESSIONS.map((s) => s.seed)]) expect(defaultSeeds.has(seed)).toBe(false);
+    for (const seed of [...T2V_HELD_OUT_PROMPTS.map((_, i) => T2V_HELD_OUT_SEED + i), ...WORLD_HELD_OUT_SESSIONS.map((s) => s.seed)])
+      expect(defaultSeeds.has(seed)).toBe(false);
   });
 
   it("is what the generator's CLI draws from seed 777000, in order, without repeats and the default set's prompts", () => {
     const out = path.join(scratchDir('held-out'), 'w.png');
-    const r = spawnSync(PYTHON, [path.join(ROOT, 'tools', 'train', 'procedural_world.py'), '--out', out, '--clips', '48', '--frames', '1', '--seed', '777000'], { cwd: ROOT, encoding: 'utf8', timeout: 60_000 });
+    const r = spawnSync(
+      PYTHON,
+      [path.join(ROOT, 'tools', 'train', 'procedural_world.py'), '--out', out, '--clips', '48', '--frames', '1', '--seed', '777000'],
+      { cwd: ROOT, encoding: 'utf8', timeout: 60_000 },
+    );
     expect(r.status).toBe(0);
     const drawn: string[] = [];
     for (const line of r.stdout.trim().split('\n')) {

@@ -9,13 +9,37 @@ import { clipUnits, pairedClipUnits, worldDifference, worldIntervals, type Paire
 import { mkdtempSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import * as path from 'node:path';
-import { MAX_TALLIES_BYTES, SettingsMismatchError, baselineRecord, figuresByPrompt, pairWithBaseline, parseWorldTallies, readWorldTallies, settingDifference, splitByBlocks, unitsByMode, worldTalliesFile, type WorldTallyRecord } from '../../bench/eval/world-tallies';
+import {
+  MAX_TALLIES_BYTES,
+  SettingsMismatchError,
+  baselineRecord,
+  figuresByPrompt,
+  pairWithBaseline,
+  parseWorldTallies,
+  readWorldTallies,
+  settingDifference,
+  splitByBlocks,
+  unitsByMode,
+  worldTalliesFile,
+  type WorldTallyRecord,
+} from '../../bench/eval/world-tallies';
 
 /**
  * A 24-frame clip with `colorOk` prompt-colour frames, `present` agent frames and `followed` of `pairs` action pairs,
  * whose prompt names no blocks.
  */
-const clip = (colorOk: number, present = 24, pairs = 0, followed = 0): WorldClipTally => ({ frames: 24, colorOk, roomOk: 24, blockFrames: 0, blockOk: 0, present, pairs, followed, motionPairs: 0, moved: 0 });
+const clip = (colorOk: number, present = 24, pairs = 0, followed = 0): WorldClipTally => ({
+  frames: 24,
+  colorOk,
+  roomOk: 24,
+  blockFrames: 0,
+  blockOk: 0,
+  present,
+  pairs,
+  followed,
+  motionPairs: 0,
+  moved: 0,
+});
 /** A T2V clip whose agent moved in `moved` of its 23 frame pairs (all present). */
 const moving = (moved: number): WorldClipTally => ({ ...clip(24), motionPairs: 23, moved });
 /** A clip whose prompt names blocks, with the blocks counted right in `blockOk` of its frames. */
@@ -24,7 +48,13 @@ const withBlocks = (t: WorldClipTally, blockOk: number): WorldClipTally => ({ ..
 describe('worldIntervals', () => {
   it('perfect clips: every interval is [1, 1]; without pairs, the action interval is null', () => {
     const units = Array.from({ length: 8 }, () => [clip(24, 24, 20, 20)]);
-    expect(worldIntervals([units])).toEqual({ prompt_color_acc: [1, 1], action_follow_acc: [1, 1], agent_present_rate: [1, 1], block_count_acc: null, t2v_motion_rate: null });
+    expect(worldIntervals([units])).toEqual({
+      prompt_color_acc: [1, 1],
+      action_follow_acc: [1, 1],
+      agent_present_rate: [1, 1],
+      block_count_acc: null,
+      t2v_motion_rate: null,
+    });
     expect(worldIntervals([Array.from({ length: 8 }, () => [clip(24)])]).action_follow_acc).toBeNull();
   });
 
@@ -54,7 +84,8 @@ describe('worldIntervals', () => {
   });
 
   it('modes are strata: a mode that always lacks the agent and one that always has it give a zero-width overall interval', () => {
-    const t2v = Array.from({ length: 5 }, () => [clip(24, 0)]), world = Array.from({ length: 5 }, () => [clip(24, 24)]);
+    const t2v = Array.from({ length: 5 }, () => [clip(24, 0)]),
+      world = Array.from({ length: 5 }, () => [clip(24, 24)]);
     expect(worldIntervals([t2v, world]).agent_present_rate).toEqual([0.5, 0.5]);
     expect(worldIntervals([[...t2v, ...world]]).agent_present_rate![1] - worldIntervals([[...t2v, ...world]]).agent_present_rate![0]).toBeGreaterThan(0.4);
   });
@@ -175,13 +206,42 @@ describe('worldDifference', () => {
 });
 
 describe('tallies file', () => {
-  const settings = { width: 64, height: 64, fps: 8, flowShift: 3, chunkFrames: 1, sinkFrames: 1, localWindowFrames: 6, stepsPerChunk: 2, firstChunkSteps: 16, task: 'WORLD', matmulDtype: 'float32' };
-  const rec = (o: Partial<WorldTallyRecord> = {}): WorldTallyRecord => ({ mode: 'world', unit: 0, seed: 200, prompt: 'a yellow ball in a dark green room with two red blocks', frames: 24, colorOk: 10, roomOk: 24, blockFrames: 24, blockOk: 18, present: 12, pairs: 8, followed: 5, motionPairs: 0, moved: 0, settings, ...o });
+  const settings = {
+    width: 64,
+    height: 64,
+    fps: 8,
+    flowShift: 3,
+    chunkFrames: 1,
+    sinkFrames: 1,
+    localWindowFrames: 6,
+    stepsPerChunk: 2,
+    firstChunkSteps: 16,
+    task: 'WORLD',
+    matmulDtype: 'float32',
+  };
+  const rec = (o: Partial<WorldTallyRecord> = {}): WorldTallyRecord => ({
+    mode: 'world',
+    unit: 0,
+    seed: 200,
+    prompt: 'a yellow ball in a dark green room with two red blocks',
+    frames: 24,
+    colorOk: 10,
+    roomOk: 24,
+    blockFrames: 24,
+    blockOk: 18,
+    present: 12,
+    pairs: 8,
+    followed: 5,
+    motionPairs: 0,
+    moved: 0,
+    settings,
+    ...o,
+  });
   const file = (clips: unknown) => JSON.stringify({ format: 'omnirx-world-tallies', version: 4, clips });
   const { settings: _settings, ...recNoSettings } = rec();
   const { blockFrames: _blockFrames, blockOk: _blockOk, ...recNoBlocks } = rec();
 
-  it('reads a file this version writes, and groups a prompt\'s seeds into one unit per mode', () => {
+  it("reads a file this version writes, and groups a prompt's seeds into one unit per mode", () => {
     const clips = [rec(), rec({ seed: 1200 }), rec({ unit: 1, seed: 201 }), rec({ mode: 't2v', unit: 0, seed: 100, pairs: 0, followed: 0 })];
     const parsed = parseWorldTallies(file(clips), 'base.json');
     expect(parsed.clips).toEqual(clips);
@@ -200,7 +260,13 @@ describe('tallies file', () => {
 
   it('splits records by whether their prompt names blocks, each part in order, so its figures can be read apart', () => {
     const plain = (o: Partial<WorldTallyRecord>) => rec({ prompt: 'a yellow ball in a dark green room', blockFrames: 0, blockOk: 0, ...o });
-    const clips = [rec(), plain({ unit: 1 }), rec({ seed: 1200, blockOk: 0 }), plain({ mode: 't2v', unit: 2, seed: 102, pairs: 0, followed: 0 }), plain({ unit: 1, seed: 1201 })];
+    const clips = [
+      rec(),
+      plain({ unit: 1 }),
+      rec({ seed: 1200, blockOk: 0 }),
+      plain({ mode: 't2v', unit: 2, seed: 102, pairs: 0, followed: 0 }),
+      plain({ unit: 1, seed: 1201 }),
+    ];
     const { withoutBlocks, withBlocks } = splitByBlocks(parseWorldTallies(file(clips), 'base.json').clips);
     expect(withBlocks).toEqual([clips[0], clips[2]]);
     expect(withoutBlocks).toEqual([clips[1], clips[3], clips[4]]);
@@ -212,9 +278,16 @@ describe('tallies file', () => {
 
   it("gives each prompt's figures over its seeds, T2V prompts first, each mode in order of first appearance", () => {
     const plain = 'a cyan ball in a gray room';
-    const t2v = (o: Partial<WorldTallyRecord>) => rec({ mode: 't2v', prompt: plain, frames: 16, colorOk: 16, roomOk: 16, blockFrames: 0, blockOk: 0, present: 4, pairs: 0, followed: 0, ...o });
+    const t2v = (o: Partial<WorldTallyRecord>) =>
+      rec({ mode: 't2v', prompt: plain, frames: 16, colorOk: 16, roomOk: 16, blockFrames: 0, blockOk: 0, present: 4, pairs: 0, followed: 0, ...o });
     // world unit 0 at two seeds, then a T2V prompt at two seeds, then world unit 1 once
-    const clips = [rec(), t2v({ unit: 0, seed: 100 }), rec({ seed: 1200, colorOk: 20, blockOk: 6, present: 24, pairs: 12, followed: 11 }), rec({ unit: 1, seed: 201, prompt: plain, blockFrames: 0, blockOk: 0 }), t2v({ unit: 0, seed: 1100, present: 12, colorOk: 8 })];
+    const clips = [
+      rec(),
+      t2v({ unit: 0, seed: 100 }),
+      rec({ seed: 1200, colorOk: 20, blockOk: 6, present: 24, pairs: 12, followed: 11 }),
+      rec({ unit: 1, seed: 201, prompt: plain, blockFrames: 0, blockOk: 0 }),
+      t2v({ unit: 0, seed: 1100, present: 12, colorOk: 8 }),
+    ];
     const byPrompt = figuresByPrompt(parseWorldTallies(file(clips), 'base.json').clips);
     expect(byPrompt.map((p) => [p.mode, p.prompt, p.clips, p.frames])).toEqual([
       ['t2v', plain, 2, 32],
@@ -234,39 +307,99 @@ describe('tallies file', () => {
     ['not JSON', '{"format": ', /^base\.json: not JSON/],
     ['another format', JSON.stringify({ format: 'other', version: 1, clips: [rec()] }), /^base\.json: format: /],
     ['a later version', JSON.stringify({ format: 'omnirx-world-tallies', version: 5, clips: [rec()] }), /^base\.json: version: /],
-    ['a version-3 file (no block counts)', JSON.stringify({ format: 'omnirx-world-tallies', version: 3, clips: [recNoBlocks] }), /^base\.json: version: 3 has no block counts \(block_count_acc, since 2026-12-04\); re-run that evaluation to write version 4$/],
-    ['a version-2 file (action counts by the earlier blocked-move rule)', JSON.stringify({ format: 'omnirx-world-tallies', version: 2, clips: [rec()] }), /^base\.json: version: 2 counts followed actions by the detector's blocked-move rule before 2026-12-02; re-run that evaluation to write version 4$/],
-    ['a version-1 file', JSON.stringify({ format: 'omnirx-world-tallies', version: 1, clips: [recNoSettings] }), /^base\.json: version: 1 counts followed actions/],
+    [
+      'a version-3 file (no block counts)',
+      JSON.stringify({ format: 'omnirx-world-tallies', version: 3, clips: [recNoBlocks] }),
+      /^base\.json: version: 3 has no block counts \(block_count_acc, since 2026-12-04\); re-run that evaluation to write version 4$/,
+    ],
+    [
+      'a version-2 file (action counts by the earlier blocked-move rule)',
+      JSON.stringify({ format: 'omnirx-world-tallies', version: 2, clips: [rec()] }),
+      /^base\.json: version: 2 counts followed actions by the detector's blocked-move rule before 2026-12-02; re-run that evaluation to write version 4$/,
+    ],
+    [
+      'a version-1 file',
+      JSON.stringify({ format: 'omnirx-world-tallies', version: 1, clips: [recNoSettings] }),
+      /^base\.json: version: 1 counts followed actions/,
+    ],
     ['a record without settings', file([recNoSettings]), /^base\.json: clips\.0\.settings: /],
     ['settings that are not an object', file([rec({ settings: 'euler' as unknown as WorldTallyRecord['settings'] })]), /^base\.json: clips\.0\.settings: /],
-    ['a setting that is an object', file([rec({ settings: { ...settings, sampler: { kind: 'euler' } as unknown as string } })]), /^base\.json: clips\.0\.settings\.sampler: /],
-    ['more than 32 settings', file([rec({ settings: Object.fromEntries(Array.from({ length: 33 }, (_, i) => [`k${i}`, i])) })]), /^base\.json: clips\.0\.settings: more than 32 settings/],
+    [
+      'a setting that is an object',
+      file([rec({ settings: { ...settings, sampler: { kind: 'euler' } as unknown as string } })]),
+      /^base\.json: clips\.0\.settings\.sampler: /,
+    ],
+    [
+      'more than 32 settings',
+      file([rec({ settings: Object.fromEntries(Array.from({ length: 33 }, (_, i) => [`k${i}`, i])) })]),
+      /^base\.json: clips\.0\.settings: more than 32 settings/,
+    ],
     ['no clips', file([]), /^base\.json: clips: /],
     ['clips not an array', file({ 0: rec() }), /^base\.json: clips: /],
     ['an unknown field', file([{ ...rec(), extra: 1 }]), /^base\.json: clips\.0: .*extra/],
     ['an unknown mode', file([rec({ mode: 'video' as 'world' })]), /^base\.json: clips\.0\.mode: /],
     ['a negative count', file([rec(), rec({ unit: 1, present: -1 })]), /^base\.json: clips\.1\.present: /],
     ['a fractional count', file([rec({ frames: 23.5 })]), /^base\.json: clips\.0\.frames: /],
-    ['a clip of no frames', file([rec({ frames: 0, colorOk: 0, roomOk: 0, blockFrames: 0, blockOk: 0, present: 0, pairs: 0, followed: 0 })]), /^base\.json: clips\.0\.frames: /],
+    [
+      'a clip of no frames',
+      file([rec({ frames: 0, colorOk: 0, roomOk: 0, blockFrames: 0, blockOk: 0, present: 0, pairs: 0, followed: 0 })]),
+      /^base\.json: clips\.0\.frames: /,
+    ],
     ['a version-4 record without block counts', file([recNoBlocks]), /^base\.json: clips\.0\.blockFrames: /],
     ['a negative block count', file([rec({ blockOk: -1 })]), /^base\.json: clips\.0\.blockOk: /],
     ['a count that is a string', file([rec({ pairs: '8' as unknown as number })]), /^base\.json: clips\.0\.pairs: /],
-    ['a count too large for a number (1e400 parses as Infinity)', `{"format": "omnirx-world-tallies", "version": 4, "clips": [${JSON.stringify(rec()).replace('"frames":24', '"frames":1e400')}]}`, /^base\.json: clips\.0\.frames: /],
-    ['a count of 1e300, by the file\'s bound', file([rec({ pairs: 1e300 })]), /^base\.json: clips\.0\.pairs: Too big: expected number to be <=1000000000$/],
+    [
+      'a count too large for a number (1e400 parses as Infinity)',
+      `{"format": "omnirx-world-tallies", "version": 4, "clips": [${JSON.stringify(rec()).replace('"frames":24', '"frames":1e400')}]}`,
+      /^base\.json: clips\.0\.frames: /,
+    ],
+    ["a count of 1e300, by the file's bound", file([rec({ pairs: 1e300 })]), /^base\.json: clips\.0\.pairs: Too big: expected number to be <=1000000000$/],
     ['a seed over 32 bits', file([rec({ seed: 2 ** 32 })]), /^base\.json: clips\.0\.seed: /],
     ['more followed than pairs', file([rec({ followed: 9 })]), /^base\.json: clips\.0: counts are inconsistent/],
     ['more pairs than frames with the agent allow', file([rec({ present: 8, pairs: 8, followed: 0 })]), /^base\.json: clips\.0: counts are inconsistent/],
     ['more colour frames than room frames', file([rec({ colorOk: 24, roomOk: 20 })]), /^base\.json: clips\.0: counts are inconsistent/],
-    ['more blocks counted right than block frames', file([rec(), rec({ unit: 1, blockFrames: 12, blockOk: 13 })]), /^base\.json: clips\.1: counts are inconsistent: need .*blockOk ≤ blockFrames ≤ frames/],
-    ['more block frames than frames', file([rec({ blockFrames: 25, blockOk: 0 })]), /^base\.json: clips\.0: counts are inconsistent: need .*blockOk ≤ blockFrames ≤ frames/],
+    [
+      'more blocks counted right than block frames',
+      file([rec(), rec({ unit: 1, blockFrames: 12, blockOk: 13 })]),
+      /^base\.json: clips\.1: counts are inconsistent: need .*blockOk ≤ blockFrames ≤ frames/,
+    ],
+    [
+      'more block frames than frames',
+      file([rec({ blockFrames: 25, blockOk: 0 })]),
+      /^base\.json: clips\.0: counts are inconsistent: need .*blockOk ≤ blockFrames ≤ frames/,
+    ],
     ['action pairs in a T2V clip', file([rec({ mode: 't2v' })]), /^base\.json: clips\.0\.pairs: a t2v clip has no action pairs/],
     ['T2V motion pairs in a world clip', file([rec({ motionPairs: 3, moved: 1 })]), /^base\.json: clips\.0\.motionPairs: a world clip has no T2V motion pairs/],
-    ['more moved than motion pairs', file([rec({ mode: 't2v', pairs: 0, followed: 0, motionPairs: 3, moved: 4 })]), /^base\.json: clips\.0: counts are inconsistent: need .*moved ≤ motionPairs/],
-    ['more motion pairs than frames with the agent allow', file([rec({ mode: 't2v', pairs: 0, followed: 0, motionPairs: 12, moved: 0 })]), /^base\.json: clips\.0: counts are inconsistent/],
-    ['motion pairs as text', file([rec({ mode: 't2v', pairs: 0, followed: 0, motionPairs: '3' as unknown as number })]), /^base\.json: clips\.0\.motionPairs: /],
-    ['a repeated clip', file([rec(), rec({ prompt: 'a red ball in a brown room with a white block' })]), /^base\.json: clips\.1: world unit 0 seed 200 repeats clips\.0/],
-    ['block frames for a prompt that names no blocks', file([rec({ prompt: 'a yellow ball in a dark green room' })]), /^base\.json: clips\.0\.blockFrames: 24 block frames for 24 frames of "a yellow ball in a dark green room": a prompt that names blocks has every frame scored on them \(blockFrames = frames\), one that names none has 0$/],
-    ['fewer block frames than frames for a prompt that names blocks', file([rec({ blockFrames: 20 })]), /^base\.json: clips\.0\.blockFrames: 20 block frames for 24 frames of "a yellow ball in a dark green room with two red blocks"/],
+    [
+      'more moved than motion pairs',
+      file([rec({ mode: 't2v', pairs: 0, followed: 0, motionPairs: 3, moved: 4 })]),
+      /^base\.json: clips\.0: counts are inconsistent: need .*moved ≤ motionPairs/,
+    ],
+    [
+      'more motion pairs than frames with the agent allow',
+      file([rec({ mode: 't2v', pairs: 0, followed: 0, motionPairs: 12, moved: 0 })]),
+      /^base\.json: clips\.0: counts are inconsistent/,
+    ],
+    [
+      'motion pairs as text',
+      file([rec({ mode: 't2v', pairs: 0, followed: 0, motionPairs: '3' as unknown as number })]),
+      /^base\.json: clips\.0\.motionPairs: /,
+    ],
+    [
+      'a repeated clip',
+      file([rec(), rec({ prompt: 'a red ball in a brown room with a white block' })]),
+      /^base\.json: clips\.1: world unit 0 seed 200 repeats clips\.0/,
+    ],
+    [
+      'block frames for a prompt that names no blocks',
+      file([rec({ prompt: 'a yellow ball in a dark green room' })]),
+      /^base\.json: clips\.0\.blockFrames: 24 block frames for 24 frames of "a yellow ball in a dark green room": a prompt that names blocks has every frame scored on them \(blockFrames = frames\), one that names none has 0$/,
+    ],
+    [
+      'fewer block frames than frames for a prompt that names blocks',
+      file([rec({ blockFrames: 20 })]),
+      /^base\.json: clips\.0\.blockFrames: 20 block frames for 24 frames of "a yellow ball in a dark green room with two red blocks"/,
+    ],
   ])('refuses %s, naming the field', (_what, text, message) => {
     expect(() => parseWorldTallies(text, 'base.json')).toThrow(message);
   });
@@ -291,7 +424,9 @@ describe('tallies file', () => {
 
   it('pairs two sampler settings of the same clips only when asked, and names every setting that differs', () => {
     const base = [rec({ colorOk: 4, settings: { ...settings, stepsPerChunk: 4, firstChunkSteps: 8 } })];
-    expect(() => pairWithBaseline([rec({ colorOk: 7 })], base)).toThrow('baseline: clip world unit 0 seed 200 ran with firstChunkSteps 8, this run 16; stepsPerChunk 4, this run 2 (compare runs of the same sampler settings)');
+    expect(() => pairWithBaseline([rec({ colorOk: 7 })], base)).toThrow(
+      'baseline: clip world unit 0 seed 200 ran with firstChunkSteps 8, this run 16; stepsPerChunk 4, this run 2 (compare runs of the same sampler settings)',
+    );
     const p = pairWithBaseline([rec({ colorOk: 7 })], base, false);
     expect(p.world).toEqual([{ candidate: [expect.objectContaining({ colorOk: 7 })], baseline: [expect.objectContaining({ colorOk: 4 })] }]);
     expect(settingDifference(settings, { ...settings, sampler: 'dmd' })).toBe('sampler "dmd", this run none');
@@ -326,21 +461,27 @@ describe('tallies file', () => {
     expect(p.t2v[0]).toEqual({ candidate: [expect.objectContaining({ colorOk: 1 })], baseline: [expect.objectContaining({ colorOk: 10 })] });
   });
 
-  it('a baseline at more seeds: only the run\'s clips are compared', () => {
+  it("a baseline at more seeds: only the run's clips are compared", () => {
     const p = pairWithBaseline([rec({ colorOk: 7 })], [rec({ colorOk: 4 }), rec({ seed: 1200, colorOk: 6 })]);
     expect(p.world).toEqual([{ candidate: [expect.objectContaining({ colorOk: 7 })], baseline: [expect.objectContaining({ colorOk: 4 })] }]);
     expect(p.t2v).toEqual([]);
   });
 
   it('refuses a baseline of another set, naming the clip', () => {
-    expect(() => pairWithBaseline([rec(), rec({ seed: 1200 })], [rec()])).toThrow(/baseline: has no clip world unit 0 seed 1200 \(run it with at least as many --seeds\)/);
-    expect(() => pairWithBaseline([rec()], [rec({ prompt: 'a red ball in a brown room' })])).toThrow(/baseline: clip world unit 0 seed 200 has prompt "a red ball in a brown room", this run "a yellow ball in a dark green room with two red blocks"/);
+    expect(() => pairWithBaseline([rec(), rec({ seed: 1200 })], [rec()])).toThrow(
+      /baseline: has no clip world unit 0 seed 1200 \(run it with at least as many --seeds\)/,
+    );
+    expect(() => pairWithBaseline([rec()], [rec({ prompt: 'a red ball in a brown room' })])).toThrow(
+      /baseline: clip world unit 0 seed 200 has prompt "a red ball in a brown room", this run "a yellow ball in a dark green room with two red blocks"/,
+    );
     expect(() => pairWithBaseline([rec()], [rec({ frames: 16 })])).toThrow(/baseline: clip world unit 0 seed 200 has 16 frames, this run 24/);
   });
 
   it('refuses a baseline run with other sampler settings, naming the first setting that differs', () => {
     const other = (o: Record<string, string | number>) => [rec({ settings: { ...settings, ...o } })];
-    expect(() => pairWithBaseline([rec()], other({ stepsPerChunk: 4 }))).toThrow(/baseline: clip world unit 0 seed 200 ran with stepsPerChunk 4, this run 2 \(compare runs of the same sampler settings\)/);
+    expect(() => pairWithBaseline([rec()], other({ stepsPerChunk: 4 }))).toThrow(
+      /baseline: clip world unit 0 seed 200 ran with stepsPerChunk 4, this run 2 \(compare runs of the same sampler settings\)/,
+    );
     expect(() => pairWithBaseline([rec()], other({ matmulDtype: 'bfloat16' }))).toThrow(/ran with matmulDtype "bfloat16", this run "float32"/);
     // a setting only one side reports (a runtime that added one), in sorted key order
     expect(() => pairWithBaseline([rec()], other({ sampler: 'euler' }))).toThrow(/ran with sampler "euler", this run none/);

@@ -47,7 +47,8 @@ export function compileToyFamily(): { index: string; cleanup: () => void } {
         reportDiagnostics: true,
         compilerOptions: { module: ts.ModuleKind.CommonJS, target: ts.ScriptTarget.ES2022, esModuleInterop: true },
       });
-      if (r.diagnostics !== undefined && r.diagnostics.length > 0) throw new Error(`${f}: ${ts.flattenDiagnosticMessageText(r.diagnostics[0].messageText, '\n')}`);
+      if (r.diagnostics !== undefined && r.diagnostics.length > 0)
+        throw new Error(`${f}: ${ts.flattenDiagnosticMessageText(r.diagnostics[0].messageText, '\n')}`);
       writeFileSync(path.join(out, f.replace(/\.ts$/, '.js')), r.outputText);
     }
     mkdirSync(path.join(dir, 'node_modules'));
@@ -63,6 +64,11 @@ export function compileToyFamily(): { index: string; cleanup: () => void } {
 /** Toy-image requests that exercise each path of the family: guided, unguided (no negative embedding) and re-noised. */
 export const TOY_REQUESTS: OmniRequestInput[] = [
   { model: 'toy', task: 'T2I', inputs: { prompt: 'a red fox in the snow' }, diffusion: { width: 24, height: 16, seed: 7 } },
-  { model: 'toy', task: 'T2I', inputs: { prompt: 'a blue whale at dusk', negativePrompt: 'blurry' }, diffusion: { seed: 8, guidanceScale: 1, numInferenceSteps: 3 } },
+  {
+    model: 'toy',
+    task: 'T2I',
+    inputs: { prompt: 'a blue whale at dusk', negativePrompt: 'blurry' },
+    diffusion: { seed: 8, guidanceScale: 1, numInferenceSteps: 3 },
+  },
   { model: 'toy', task: 'T2I', inputs: { prompt: 'green hills' }, diffusion: { width: 16, height: 32, seed: 9, eta: 0.5, guidanceInterval: [0, 0.5] } },
 ];

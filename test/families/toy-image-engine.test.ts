@@ -39,9 +39,18 @@ describe('a second model family (toy-image) registered beside Wan', () => {
     expect([img.width, img.height, img.pixels.length]).toEqual([24, 16, 24 * 16 * 3]);
     expect(new Set(img.pixels).size).toBeGreaterThan(16);
     const admitted = events.find((e) => e.type === 'admitted');
-    expect(admitted).toMatchObject({ model: 'toy', params: { task: 'T2I', width: 24, height: 16, numFrames: 1, numInferenceSteps: 4, guidanceScale: 3, seed: 1 }, estimate: { steps: 4, forwards: 8 } });
+    expect(admitted).toMatchObject({
+      model: 'toy',
+      params: { task: 'T2I', width: 24, height: 16, numFrames: 1, numInferenceSteps: 4, guidanceScale: 3, seed: 1 },
+      estimate: { steps: 4, forwards: 8 },
+    });
     const steps = events.filter((e) => e.type === 'step');
-    expect(steps.map((e) => (e.type === 'step' ? `${e.node} ${e.index}/${e.total}` : ''))).toEqual(['denoise 0/4', 'denoise 1/4', 'denoise 2/4', 'denoise 3/4']);
+    expect(steps.map((e) => (e.type === 'step' ? `${e.node} ${e.index}/${e.total}` : ''))).toEqual([
+      'denoise 0/4',
+      'denoise 1/4',
+      'denoise 2/4',
+      'denoise 3/4',
+    ]);
     const nodes = events.filter((e) => e.type === 'node_end').map((e) => (e.type === 'node_end' ? e.node : ''));
     expect(nodes).toEqual(['embed_text', 'denoise', 'render']);
   });
@@ -64,7 +73,10 @@ describe('a second model family (toy-image) registered beside Wan', () => {
   });
 
   it('shares one engine with Wan: both families serve requests at once', async () => {
-    const [t, w] = await Promise.all([run(toy('a red fox', 3)), run({ model: 'tiny', task: 'T2V', inputs: { prompt: 'a red ball in a blue room' }, diffusion: { seed: 3 } })]);
+    const [t, w] = await Promise.all([
+      run(toy('a red fox', 3)),
+      run({ model: 'tiny', task: 'T2V', inputs: { prompt: 'a red ball in a blue room' }, diffusion: { seed: 3 } }),
+    ]);
     expect(imageOf(t).width).toBe(24);
     const video = outputOf(w).artifacts.video;
     expect(video).toMatchObject({ kind: 'video', width: 16, height: 16, numFrames: 3 });
@@ -77,7 +89,10 @@ describe('a second model family (toy-image) registered beside Wan', () => {
     expect(t2v.message).toMatch(/toy-image.*images only.*T2I/);
     expect(errorOf(await run(toy('a fox', 1, { width: 26 })))).toMatchObject({ code: 'OMNIRX_ERR_UNSUPPORTED_VALUE', param: 'diffusion.width' });
     expect(errorOf(await run(toy('a fox', 1, { sampler: 'unipc' })))).toMatchObject({ code: 'OMNIRX_ERR_UNSUPPORTED_VALUE', param: 'diffusion.sampler' });
-    expect(errorOf(await run({ ...toy('a fox', 1), outputs: { returnLatents: true } }))).toMatchObject({ code: 'OMNIRX_ERR_UNSUPPORTED_VALUE', param: 'outputs.returnLatents' });
+    expect(errorOf(await run({ ...toy('a fox', 1), outputs: { returnLatents: true } }))).toMatchObject({
+      code: 'OMNIRX_ERR_UNSUPPORTED_VALUE',
+      param: 'outputs.returnLatents',
+    });
   });
 
   it('refuses a malformed toy model.json naming the file and the field', async () => {

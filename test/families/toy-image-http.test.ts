@@ -49,7 +49,11 @@ describe('the HTTP server over a second model family', () => {
     // The same request on an engine of its own: the PNG holds exactly its pixels (RGBA, opaque).
     const engine = await Engine.create({ families: [...builtinFamilies(), toyFamily], modelsDir, defaultModel: 'tiny', tasks: ['T2I'] });
     try {
-      const events: OmniEvent[] = await lastValueFrom(engine.generate({ model: 'toy', task: 'T2I', inputs: { prompt: 'a red fox in the snow' }, diffusion: { width: 24, height: 16, seed: 7 } }).pipe(toArray()));
+      const events: OmniEvent[] = await lastValueFrom(
+        engine
+          .generate({ model: 'toy', task: 'T2I', inputs: { prompt: 'a red fox in the snow' }, diffusion: { width: 24, height: 16, seed: 7 } })
+          .pipe(toArray()),
+      );
       const rgb = imageOf(events).pixels;
       const fromPng = Buffer.alloc(24 * 16 * 3);
       for (let i = 0; i < 24 * 16; i++) {

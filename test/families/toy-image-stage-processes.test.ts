@@ -29,7 +29,13 @@ describe('the toy-image family on stage processes', () => {
   it('over shm: each process loads the family from its compiled module and gives the in-process engine’s bytes', async () => {
     const mono = await Engine.create({ families: [...builtinFamilies(), toyFamily], modelsDir, defaultModel: 'toy', tasks: ['T2V', 'T2I'] });
     const want = await Promise.all(TOY_REQUESTS.map((r) => run(mono, r))).finally(() => mono.close());
-    const config = parseDeployConfig({ schemaVersion: 1, modelsDir, defaultModel: 'toy', tasks: ['T2V', 'T2I'], topology: { kind: 'disaggregated', connector: 'shm' } });
+    const config = parseDeployConfig({
+      schemaVersion: 1,
+      modelsDir,
+      defaultModel: 'toy',
+      tasks: ['T2V', 'T2I'],
+      topology: { kind: 'disaggregated', connector: 'shm' },
+    });
     const procs = await Engine.fromDeployConfig(config, { families: [...builtinFamilies(), toyImageFamilyAt(compiled.index)], stageEntry: entry });
     try {
       const got = await Promise.all(TOY_REQUESTS.map((r) => run(procs, r)));

@@ -20,7 +20,13 @@ beforeAll(async () => {
   modelsDir = await makeMixedModelsDir();
   const families = [...builtinFamilies(), toyFamily];
   mono = await Engine.create({ families, modelsDir, defaultModel: 'toy', tasks: ['T2V', 'T2I'] });
-  stages = await Engine.create({ families, modelsDir, defaultModel: 'toy', tasks: ['T2V', 'T2I'], topology: { kind: 'disaggregated', connector: 'in-process', stages: { encode: { credits: 2 }, denoise: { credits: 2 }, decode: { credits: 2 } } } });
+  stages = await Engine.create({
+    families,
+    modelsDir,
+    defaultModel: 'toy',
+    tasks: ['T2V', 'T2I'],
+    topology: { kind: 'disaggregated', connector: 'in-process', stages: { encode: { credits: 2 }, denoise: { credits: 2 }, decode: { credits: 2 } } },
+  });
 });
 
 afterAll(async () => {

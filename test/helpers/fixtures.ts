@@ -40,8 +40,7 @@ export function maxAbsErr(a: ArrayLike<number>, ref: ArrayLike<number>): number 
 export function toChannelsLast(x: Float32Array, C: number, F: number, H: number, W: number): Float32Array {
   const out = new Float32Array(x.length);
   for (let c = 0; c < C; c++)
-    for (let f = 0; f < F; f++)
-      for (let y = 0; y < H; y++) for (let w = 0; w < W; w++) out[((f * H + y) * W + w) * C + c] = x[((c * F + f) * H + y) * W + w];
+    for (let f = 0; f < F; f++) for (let y = 0; y < H; y++) for (let w = 0; w < W; w++) out[((f * H + y) * W + w) * C + c] = x[((c * F + f) * H + y) * W + w];
   return out;
 }
 

@@ -24,8 +24,14 @@ export interface WorldFixtureClip {
 
 /** clips.json: the geometry and palette the TS side must mirror, and the clips. */
 export const worldFixtures = JSON.parse(readFileSync(path.join(DIR, 'clips.json'), 'utf8')) as {
-  size: number; wall: number; step: number; agent: number; block: number;
-  room_colors: Record<string, number[]>; object_colors: Record<string, number[]>; wall_colors: Record<string, number[]>;
+  size: number;
+  wall: number;
+  step: number;
+  agent: number;
+  block: number;
+  room_colors: Record<string, number[]>;
+  object_colors: Record<string, number[]>;
+  wall_colors: Record<string, number[]>;
   clips: WorldFixtureClip[];
 };
 
@@ -36,7 +42,8 @@ export function worldFixtureFrames(i: number): Uint8Array[] {
   const out: Uint8Array[] = [];
   for (let f = 0; f < png.width / s; f++) {
     const rgb = new Uint8Array(s * s * 3);
-    for (let y = 0; y < s; y++) for (let x = 0; x < s; x++) for (let c = 0; c < 3; c++) rgb[3 * (y * s + x) + c] = png.data[4 * (y * png.width + f * s + x) + c];
+    for (let y = 0; y < s; y++)
+      for (let x = 0; x < s; x++) for (let c = 0; c < 3; c++) rgb[3 * (y * s + x) + c] = png.data[4 * (y * png.width + f * s + x) + c];
     out.push(rgb);
   }
   return out;

@@ -21,7 +21,19 @@ function run(cmd: string, args: string[]): { status: number | null; out: string 
 
 beforeAll(() => {
   copy = mkdtempSync(path.join(tmpdir(), 'omnirx-lint-'));
-  for (const entry of ['src', 'operators', 'transports', 'bench', 'examples', 'package.json', 'tsconfig.json', '.dependency-cruiser.cjs', 'eslint.config.mjs', '.prettierrc.json', '.prettierignore']) {
+  for (const entry of [
+    'src',
+    'operators',
+    'transports',
+    'bench',
+    'examples',
+    'package.json',
+    'tsconfig.json',
+    '.dependency-cruiser.cjs',
+    'eslint.config.mjs',
+    '.prettierrc.json',
+    '.prettierignore',
+  ]) {
     cpSync(path.join(ROOT, entry), path.join(copy, entry), { recursive: true });
   }
   symlinkSync(path.join(ROOT, 'node_modules'), path.join(copy, 'node_modules'));

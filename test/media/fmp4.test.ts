@@ -26,7 +26,7 @@ const CONTAINERS = new Set(['moov', 'trak', 'mdia', 'minf', 'stbl', 'dinf', 'mve
 function walk(buf: Uint8Array, start = 0, end = buf.length): Box[] {
   const view = Buffer.from(buf.buffer, buf.byteOffset, buf.byteLength);
   const out: Box[] = [];
-  for (let off = start; off < end; ) {
+  for (let off = start; off < end;) {
     const size = view.readUInt32BE(off);
     const type = view.toString('latin1', off + 4, off + 8);
     const b: Box = { type, offset: off, size };
@@ -72,8 +72,26 @@ describe('box helpers', () => {
 
 describe('parseSps and the codec string', () => {
   it('reads profile, level and picture size of real x264 parameter sets', () => {
-    expect(parseSps(SPS_64)).toEqual({ profileIdc: 66, constraintFlags: 0xc0, levelIdc: 10, chromaFormatIdc: 1, bitDepthLuma: 8, bitDepthChroma: 8, width: 64, height: 64 });
-    expect(parseSps(SPS_320x240_HIGH)).toEqual({ profileIdc: 100, constraintFlags: 0, levelIdc: 12, chromaFormatIdc: 1, bitDepthLuma: 8, bitDepthChroma: 8, width: 320, height: 240 });
+    expect(parseSps(SPS_64)).toEqual({
+      profileIdc: 66,
+      constraintFlags: 0xc0,
+      levelIdc: 10,
+      chromaFormatIdc: 1,
+      bitDepthLuma: 8,
+      bitDepthChroma: 8,
+      width: 64,
+      height: 64,
+    });
+    expect(parseSps(SPS_320x240_HIGH)).toEqual({
+      profileIdc: 100,
+      constraintFlags: 0,
+      levelIdc: 12,
+      chromaFormatIdc: 1,
+      bitDepthLuma: 8,
+      bitDepthChroma: 8,
+      width: 320,
+      height: 240,
+    });
     expect(parseSps(SPS_98x50)).toMatchObject({ width: 98, height: 50 });
   });
   it('gives avc1.PPCCLL in upper-case hex', () => {
@@ -119,12 +137,36 @@ describe('initSegment', () => {
 
   it('has the hand-computed box sizes (ftyp 32 + moov 628)', () => {
     expect(init.length).toBe(660);
-    expect(tree.map((b) => [b.type, b.size])).toEqual([['ftyp', 32], ['moov', 628]]);
-    expect(find(tree, 'moov').children!.map((b) => [b.type, b.size])).toEqual([['mvhd', 108], ['trak', 472], ['mvex', 40]]);
-    expect(find(tree, 'moov/trak').children!.map((b) => [b.type, b.size])).toEqual([['tkhd', 92], ['mdia', 372]]);
-    expect(find(tree, 'moov/trak/mdia').children!.map((b) => [b.type, b.size])).toEqual([['mdhd', 32], ['hdlr', 45], ['minf', 287]]);
-    expect(find(tree, 'moov/trak/mdia/minf').children!.map((b) => [b.type, b.size])).toEqual([['vmhd', 20], ['dinf', 36], ['stbl', 223]]);
-    expect(find(tree, 'moov/trak/mdia/minf/stbl').children!.map((b) => [b.type, b.size])).toEqual([['stsd', 147], ['stts', 16], ['stsc', 16], ['stsz', 20], ['stco', 16]]);
+    expect(tree.map((b) => [b.type, b.size])).toEqual([
+      ['ftyp', 32],
+      ['moov', 628],
+    ]);
+    expect(find(tree, 'moov').children!.map((b) => [b.type, b.size])).toEqual([
+      ['mvhd', 108],
+      ['trak', 472],
+      ['mvex', 40],
+    ]);
+    expect(find(tree, 'moov/trak').children!.map((b) => [b.type, b.size])).toEqual([
+      ['tkhd', 92],
+      ['mdia', 372],
+    ]);
+    expect(find(tree, 'moov/trak/mdia').children!.map((b) => [b.type, b.size])).toEqual([
+      ['mdhd', 32],
+      ['hdlr', 45],
+      ['minf', 287],
+    ]);
+    expect(find(tree, 'moov/trak/mdia/minf').children!.map((b) => [b.type, b.size])).toEqual([
+      ['vmhd', 20],
+      ['dinf', 36],
+      ['stbl', 223],
+    ]);
+    expect(find(tree, 'moov/trak/mdia/minf/stbl').children!.map((b) => [b.type, b.size])).toEqual([
+      ['stsd', 147],
+      ['stts', 16],
+      ['stsc', 16],
+      ['stsz', 20],
+      ['stco', 16],
+    ]);
     expect(find(tree, 'moov/mvex').children!.map((b) => [b.type, b.size])).toEqual([['trex', 32]]);
   });
 
@@ -139,7 +181,9 @@ describe('initSegment', () => {
     expect([u32At(init, tkhd + 84), u32At(init, tkhd + 88)]).toEqual([64 << 16, 64 << 16]);
     const mdhd = find(tree, 'moov/trak/mdia/mdhd').offset;
     expect(u32At(init, mdhd + 20)).toBe(90000);
-    expect(Buffer.from(init.subarray(find(tree, 'moov/trak/mdia/hdlr').offset + 16, find(tree, 'moov/trak/mdia/hdlr').offset + 20)).toString('latin1')).toBe('vide');
+    expect(Buffer.from(init.subarray(find(tree, 'moov/trak/mdia/hdlr').offset + 16, find(tree, 'moov/trak/mdia/hdlr').offset + 20)).toString('latin1')).toBe(
+      'vide',
+    );
     const stsd = find(tree, 'moov/trak/mdia/minf/stbl/stsd').offset;
     const avc1 = stsd + 16;
     expect(Buffer.from(init.subarray(avc1 + 4, avc1 + 8)).toString('latin1')).toBe('avc1');
@@ -179,9 +223,19 @@ describe('mediaSegment', () => {
     const seg = mediaSegment({ sequenceNumber: 7, baseMediaDecodeTime: 2 ** 33 + 5, duration: 11250, sample, keyframe: true });
     expect(seg.length).toBe(MOOF_BYTES + 8 + 7);
     const tree = walk(seg);
-    expect(tree.map((b) => [b.type, b.size])).toEqual([['moof', 100], ['mdat', 15]]);
-    expect(find(tree, 'moof').children!.map((b) => [b.type, b.size])).toEqual([['mfhd', 16], ['traf', 76]]);
-    expect(find(tree, 'moof/traf').children!.map((b) => [b.type, b.offset, b.size])).toEqual([['tfhd', 32, 16], ['tfdt', 48, 20], ['trun', 68, 32]]);
+    expect(tree.map((b) => [b.type, b.size])).toEqual([
+      ['moof', 100],
+      ['mdat', 15],
+    ]);
+    expect(find(tree, 'moof').children!.map((b) => [b.type, b.size])).toEqual([
+      ['mfhd', 16],
+      ['traf', 76],
+    ]);
+    expect(find(tree, 'moof/traf').children!.map((b) => [b.type, b.offset, b.size])).toEqual([
+      ['tfhd', 32, 16],
+      ['tfdt', 48, 20],
+      ['trun', 68, 32],
+    ]);
     expect(u32At(seg, 20)).toBe(7); // mfhd sequence_number
     expect(u32At(seg, 40) & 0xffffff).toBe(0x020000); // tfhd default-base-is-moof
     expect(u32At(seg, 44)).toBe(1); // track_ID

@@ -80,7 +80,9 @@ describe('FlvVideoTagReader', () => {
 
 describe('encodeH264 with the real ffmpeg', () => {
   it('emits one access unit per frame, keyframes every keyframeInterval frames with SPS/PPS beside them', async () => {
-    const units = await lastValueFrom(from(framesOf(10)).pipe(encodeH264({ width: W, height: H, fps: FPS, keyframeInterval: 4, ffmpegPath: ffmpeg }), toArray()));
+    const units = await lastValueFrom(
+      from(framesOf(10)).pipe(encodeH264({ width: W, height: H, fps: FPS, keyframeInterval: 4, ffmpegPath: ffmpeg }), toArray()),
+    );
     expect(units.map((u) => u.pts)).toEqual([0, 1, 2, 3, 4, 5, 6, 7, 8, 9]);
     expect(units.map((u) => u.timeMs)).toEqual([0, 125, 250, 375, 500, 625, 750, 875, 1000, 1125]);
     expect(units.map((u) => u.keyframe)).toEqual([true, false, false, false, true, false, false, false, true, false]);
@@ -120,7 +122,10 @@ describe('encodeH264 with the real ffmpeg', () => {
       input.next(frames[k]!);
       // Guard only (no timing is asserted): a one-frame delay would leave unit k waiting for frame k+1 forever.
       let guard: NodeJS.Timeout | undefined;
-      await Promise.race([unitK, new Promise((_, reject) => (guard = setTimeout(() => reject(new Error(`unit ${k} did not come out before frame ${k + 1} was written`)), 20000)))]);
+      await Promise.race([
+        unitK,
+        new Promise((_, reject) => (guard = setTimeout(() => reject(new Error(`unit ${k} did not come out before frame ${k + 1} was written`)), 20000))),
+      ]);
       clearTimeout(guard);
     }
     expect(unitsBeforeWrite).toEqual([0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11]);
@@ -160,7 +165,9 @@ describe('encodeH264 with the real ffmpeg', () => {
   });
 
   it('fails on a frame of the wrong size and on a binary that cannot start', async () => {
-    const bad = await streamError(lastValueFrom(from([new Uint8Array(W * H * 3), new Uint8Array(10)]).pipe(encodeH264({ width: W, height: H, fps: FPS, ffmpegPath: ffmpeg }))));
+    const bad = await streamError(
+      lastValueFrom(from([new Uint8Array(W * H * 3), new Uint8Array(10)]).pipe(encodeH264({ width: W, height: H, fps: FPS, ffmpegPath: ffmpeg }))),
+    );
     expect(bad.code).toBe('OMNIRX_ERR_INVALID_REQUEST');
     expect(bad.message).toMatch(/frame 1 must be a Uint8Array of 64x64x3 = 12288 bytes \(RGB24\); got 10 bytes/);
     const missing = path.join(dir, 'no-such-ffmpeg');

@@ -226,7 +226,10 @@ describe('checkOutputPath (before any generation)', () => {
   it('refuses a device such as /dev/null, a symlink, a directory, and a path under a file', async () => {
     await expect(checkOutputPath('/dev/null')).rejects.toMatchObject({ code: 'OMNIRX_ERR_OUTPUT_PATH', message: expect.stringMatching(/not a regular file/) });
     symlinkSync(path.join(base, 'old.mp4'), path.join(base, 'link.mp4'));
-    await expect(checkOutputPath(path.join(base, 'link.mp4'))).rejects.toMatchObject({ code: 'OMNIRX_ERR_OUTPUT_PATH', message: expect.stringMatching(/symbolic link/) });
+    await expect(checkOutputPath(path.join(base, 'link.mp4'))).rejects.toMatchObject({
+      code: 'OMNIRX_ERR_OUTPUT_PATH',
+      message: expect.stringMatching(/symbolic link/),
+    });
     await expect(checkOutputPath(base)).rejects.toMatchObject({ code: 'OMNIRX_ERR_OUTPUT_PATH', message: expect.stringMatching(/directory/) });
     await expect(checkOutputPath(path.join(base, 'old.mp4', 'x.mp4'))).rejects.toMatchObject({ code: 'OMNIRX_ERR_OUTPUT_PATH' });
     expect(statSync('/dev/null').isCharacterDevice()).toBe(true);

@@ -29,7 +29,12 @@ describe('muxFmp4', () => {
       const frames = cold('-k----d-d-|', { k: frame(0, true), d: frame(1, false) });
       expectObservable(frames.pipe(muxFmp4({ width: 64, height: 64, fps: 8 }))).toBe('-(if)-g-g-|', {
         i: { kind: 'init', data: initSegment({ width: 64, height: 64, timescale: 90000, sps: SPS, pps: PPS }), codec: 'avc1.42C00A' },
-        f: { kind: 'fragment', data: mediaSegment({ sequenceNumber: 1, baseMediaDecodeTime: 0, duration: 11250, sample: IDR, keyframe: true }), pts: 0, keyframe: true },
+        f: {
+          kind: 'fragment',
+          data: mediaSegment({ sequenceNumber: 1, baseMediaDecodeTime: 0, duration: 11250, sample: IDR, keyframe: true }),
+          pts: 0,
+          keyframe: true,
+        },
         g: expect.objectContaining({ kind: 'fragment', pts: 1, keyframe: false }),
       });
     });
@@ -39,7 +44,8 @@ describe('muxFmp4', () => {
     scheduler().run(({ cold, expectObservable }) => {
       const frames = cold('a---bcd|', { a: frame(0, true), b: frame(1, false), c: frame(2, false), d: frame(3, false) });
       // fps 3 at timescale 1000: frames start at 0, 333, 667, 1000 ticks.
-      const seg = (seq: number, t: number, d: number, k: boolean) => mediaSegment({ sequenceNumber: seq, baseMediaDecodeTime: t, duration: d, sample: k ? IDR : P, keyframe: k });
+      const seg = (seq: number, t: number, d: number, k: boolean) =>
+        mediaSegment({ sequenceNumber: seq, baseMediaDecodeTime: t, duration: d, sample: k ? IDR : P, keyframe: k });
       const muxed = frames.pipe(muxFmp4({ width: 64, height: 64, fps: 3, timescale: 1000 }));
       const values = {
         i: expect.objectContaining({ kind: 'init' }),

@@ -162,8 +162,14 @@ describe('Tensor construction', () => {
 
   test('createTensor with the wrong data length is an OmniError and frees the tensor it allocated', () => {
     const buffers = native.stats().buffers;
-    expectNativeOmniError(syncFailure(() => createTensor(native, [2, 3], [1, 2, 3, 4, 5])), /createTensor: 5 values given for shape \[2, 3\] \(6 elements\)/);
-    expectNativeOmniError(syncFailure(() => createTensor(native, [2], new Float32Array(3))), /3 values given/);
+    expectNativeOmniError(
+      syncFailure(() => createTensor(native, [2, 3], [1, 2, 3, 4, 5])),
+      /createTensor: 5 values given for shape \[2, 3\] \(6 elements\)/,
+    );
+    expectNativeOmniError(
+      syncFailure(() => createTensor(native, [2], new Float32Array(3))),
+      /3 values given/,
+    );
     expect(native.stats().buffers).toBe(buffers);
   });
 
@@ -244,33 +250,107 @@ describe('hand-written PlanSpec: structure', () => {
     ['an arena over 32 GiB', { consts: [], slots: [], arenaFloats: 2 ** 34 }, /Plan: arena larger than 32 GiB/],
     ['values not an array', { consts: [], slots: [], arenaFloats: 0, values: {} }, /Plan: 'values' must be an array/],
     ['a value that is not an object', { consts: [], slots: [], arenaFloats: 0, values: [7] }, /Plan: values\[0\] must be an object/],
-    ['a value of kind 3', { consts: [], slots: [], arenaFloats: 4, values: [{ kind: 3, index: 0, offset: 0, shape: [1] }] }, /values\[0\]: kind must be 0 \(arena\), 1 \(const\) or 2 \(slot\)/],
-    ['a negative value index', { consts: [], slots: [[4]], arenaFloats: 0, values: [{ kind: 2, index: -1, offset: 0, shape: [4] }] }, /values\[0\]: 'index' must be a non-negative integer/],
-    ['a const index out of range', { consts: [], slots: [], arenaFloats: 0, values: [{ kind: 1, index: 0, offset: 0, shape: [1] }] }, /values\[0\]: const index out of range/],
-    ['a slot index out of range', { consts: [], slots: [[4]], arenaFloats: 0, values: [{ kind: 2, index: 1, offset: 0, shape: [4] }] }, /values\[0\]: slot index out of range/],
-    ['a bad value shape', { consts: [], slots: [[4]], arenaFloats: 0, values: [{ kind: 2, index: 0, offset: 0, shape: [-4] }] }, /values\[0\]: dim 0 must be a non-negative integer/],
+    [
+      'a value of kind 3',
+      { consts: [], slots: [], arenaFloats: 4, values: [{ kind: 3, index: 0, offset: 0, shape: [1] }] },
+      /values\[0\]: kind must be 0 \(arena\), 1 \(const\) or 2 \(slot\)/,
+    ],
+    [
+      'a negative value index',
+      { consts: [], slots: [[4]], arenaFloats: 0, values: [{ kind: 2, index: -1, offset: 0, shape: [4] }] },
+      /values\[0\]: 'index' must be a non-negative integer/,
+    ],
+    [
+      'a const index out of range',
+      { consts: [], slots: [], arenaFloats: 0, values: [{ kind: 1, index: 0, offset: 0, shape: [1] }] },
+      /values\[0\]: const index out of range/,
+    ],
+    [
+      'a slot index out of range',
+      { consts: [], slots: [[4]], arenaFloats: 0, values: [{ kind: 2, index: 1, offset: 0, shape: [4] }] },
+      /values\[0\]: slot index out of range/,
+    ],
+    [
+      'a bad value shape',
+      { consts: [], slots: [[4]], arenaFloats: 0, values: [{ kind: 2, index: 0, offset: 0, shape: [-4] }] },
+      /values\[0\]: dim 0 must be a non-negative integer/,
+    ],
     [
       'a slot value offset beyond its storage',
-      { consts: [], slots: [[4]], arenaFloats: 0, values: [{ kind: 2, index: 0, offset: 0, shape: [4] }, { kind: 2, index: 0, offset: 3, shape: [4] }] },
+      {
+        consts: [],
+        slots: [[4]],
+        arenaFloats: 0,
+        values: [
+          { kind: 2, index: 0, offset: 0, shape: [4] },
+          { kind: 2, index: 0, offset: 3, shape: [4] },
+        ],
+      },
       /values\[1\]: offset 3 \+ 4 elements exceed its storage of 4/,
     ],
-    ['an arena value beyond arenaFloats', { consts: [], slots: [], arenaFloats: 8, values: [{ kind: 0, index: 0, offset: 4, shape: [5] }] }, /values\[0\]: offset 4 \+ 5 elements exceed its storage of 8/],
+    [
+      'an arena value beyond arenaFloats',
+      { consts: [], slots: [], arenaFloats: 8, values: [{ kind: 0, index: 0, offset: 4, shape: [5] }] },
+      /values\[0\]: offset 4 \+ 5 elements exceed its storage of 8/,
+    ],
     ['ops not an array', { ...slotSpec([[2]], []), ops: 'copy' }, /Plan: 'ops' must be an array/],
     ['an op that is not an object', { ...slotSpec([[2]], []), ops: [null] }, /Plan: op #0 must be an object/],
-    ['an op name that is not a string', slotSpec([[2], [2]], [{ op: 7 as unknown as string, inputs: [0], outputs: [1] }]), /Plan: op #0: 'op' must be a string/],
+    [
+      'an op name that is not a string',
+      slotSpec([[2], [2]], [{ op: 7 as unknown as string, inputs: [0], outputs: [1] }]),
+      /Plan: op #0: 'op' must be a string/,
+    ],
     ['an unknown op', slotSpec([[2], [2]], [{ op: 'frobnicate', inputs: [0], outputs: [1] }]), /Plan: op #0: unknown op 'frobnicate'/],
     ['the op index of a later bad op', slotSpec([[2], [2]], [copy(0, 1), { op: 'softmax', inputs: [0], outputs: [1] }]), /Plan: op #1: unknown op 'softmax'/],
-    ['too few inputs', slotSpec([[2, 4], [3, 4], [2, 3]], [{ op: 'linear', inputs: [0], outputs: [2] }]), /Plan: op #0 linear: takes 2\.\.3 inputs, got 1/],
+    [
+      'too few inputs',
+      slotSpec(
+        [
+          [2, 4],
+          [3, 4],
+          [2, 3],
+        ],
+        [{ op: 'linear', inputs: [0], outputs: [2] }],
+      ),
+      /Plan: op #0 linear: takes 2\.\.3 inputs, got 1/,
+    ],
     ['too many inputs', slotSpec([[2], [2]], [{ op: 'add', inputs: [0, 0, 0], outputs: [1] }]), /Plan: op #0 add: takes 2\.\.2 inputs, got 3/],
     ['two outputs', slotSpec([[2], [2]], [{ op: 'copy', inputs: [0], outputs: [1, 1] }]), /Plan: op #0 copy: takes 1 outputs, got 2/],
-    ['inputs not an array', slotSpec([[2], [2]], [{ op: 'copy', inputs: 0 as unknown as number[], outputs: [1] }]), /Plan: op #0 copy: 'inputs' must be an array/],
-    ['an operand index out of range', slotSpec([[2, 4], [3, 4], [2, 3]], [{ op: 'linear', inputs: [0, 99], outputs: [2] }]), /Plan: op #0 linear: operand index 99(\.0+)? out of range/],
+    [
+      'inputs not an array',
+      slotSpec([[2], [2]], [{ op: 'copy', inputs: 0 as unknown as number[], outputs: [1] }]),
+      /Plan: op #0 copy: 'inputs' must be an array/,
+    ],
+    [
+      'an operand index out of range',
+      slotSpec(
+        [
+          [2, 4],
+          [3, 4],
+          [2, 3],
+        ],
+        [{ op: 'linear', inputs: [0, 99], outputs: [2] }],
+      ),
+      /Plan: op #0 linear: operand index 99(\.0+)? out of range/,
+    ],
     ['a fractional operand index', slotSpec([[2], [2]], [{ op: 'copy', inputs: [0.5], outputs: [1] }]), /Plan: op #0 copy: operand index 0\.50* out of range/],
     ['−1 for a required operand', slotSpec([[2], [2]], [{ op: 'copy', inputs: [-1], outputs: [1] }]), /Plan: op #0 copy: operand index -1(\.0+)? out of range/],
     ['−1 for the output', slotSpec([[2], [2]], [{ op: 'copy', inputs: [0], outputs: [-1] }]), /Plan: op #0 copy: operand index -1(\.0+)? out of range/],
-    ['a string operand index', slotSpec([[2], [2]], [{ op: 'copy', inputs: ['0' as unknown as number], outputs: [1] }]), /Plan: op #0 copy: operand indices must be numbers/],
-    ['a label in the message', slotSpec([[2], [3]], [{ op: 'copy', label: 'blk3.out', inputs: [0], outputs: [1] }]), /Plan: op #0 copy 'blk3\.out': output has shape \[3\]/],
-    ['a const that is a plain object', { ...slotSpec([], []), consts: [{ data: new Float32Array(2), shape: [2], numel: 2 }] }, /Plan: consts\[0\] is not a Tensor/],
+    [
+      'a string operand index',
+      slotSpec([[2], [2]], [{ op: 'copy', inputs: ['0' as unknown as number], outputs: [1] }]),
+      /Plan: op #0 copy: operand indices must be numbers/,
+    ],
+    [
+      'a label in the message',
+      slotSpec([[2], [3]], [{ op: 'copy', label: 'blk3.out', inputs: [0], outputs: [1] }]),
+      /Plan: op #0 copy 'blk3\.out': output has shape \[3\]/,
+    ],
+    [
+      'a const that is a plain object',
+      { ...slotSpec([], []), consts: [{ data: new Float32Array(2), shape: [2], numel: 2 }] },
+      /Plan: consts\[0\] is not a Tensor/,
+    ],
     ['a const that is a number', { ...slotSpec([], []), consts: [42] }, /Plan: consts\[0\] is not a Tensor/],
     ['a const that is null', { ...slotSpec([], []), consts: [null] }, /Plan: consts\[0\] is not a Tensor/],
   ])('%s', (_name, spec, re) => {
@@ -286,7 +366,10 @@ describe('hand-written PlanSpec: structure', () => {
       arenaFloats: 0,
       consts: [c],
       slots: [[2]],
-      values: [{ kind: 2, index: 0, offset: 0, shape: [2] }, { kind: 1, index: 0, offset: 0, shape: [2] }],
+      values: [
+        { kind: 2, index: 0, offset: 0, shape: [2] },
+        { kind: 1, index: 0, offset: 0, shape: [2] },
+      ],
       ops: [{ op: 'copy', inputs: [0], outputs: [1] }],
     };
     expect(specError(spec).message).toMatch(/Plan: op #0 copy: cannot write to a constant/);
@@ -299,47 +382,358 @@ describe('hand-written PlanSpec: operand shapes per op', () => {
   const att = (extra: Record<string, number> = {}) => ({ batch: 1, heads: 2, headDim: 4, scale: 0.5, ...extra });
   const mod = (extra: Record<string, number> = {}) => ({ batch: 1, groups: 1, chunks: 6, shift: 0, scale: 1, ...extra });
   test.each<[string, number[][], PlanOpSpec, RegExp]>([
-    ['linear: K mismatch', [[3, 5], [2, 4], [3, 2]], { op: 'linear', inputs: [0, 1], outputs: [2] }, /Plan: op #0 linear: input \[3, 5\] is not a multiple of K = 4/],
-    ['linear: wrong output size', [[2, 4], [3, 4], [2, 2]], { op: 'linear', inputs: [0, 1], outputs: [2] }, /Plan: op #0 linear: output has shape \[2, 2\] \(4 elements\), expected 6 elements/],
+    [
+      'linear: K mismatch',
+      [
+        [3, 5],
+        [2, 4],
+        [3, 2],
+      ],
+      { op: 'linear', inputs: [0, 1], outputs: [2] },
+      /Plan: op #0 linear: input \[3, 5\] is not a multiple of K = 4/,
+    ],
+    [
+      'linear: wrong output size',
+      [
+        [2, 4],
+        [3, 4],
+        [2, 2],
+      ],
+      { op: 'linear', inputs: [0, 1], outputs: [2] },
+      /Plan: op #0 linear: output has shape \[2, 2\] \(4 elements\), expected 6 elements/,
+    ],
     ['linear: 1-D weight', [[2, 4], [4], [2, 1]], { op: 'linear', inputs: [0, 1], outputs: [2] }, /Plan: op #0 linear: weight must be 2-D \[N, K\], got \[4\]/],
-    ['linear: K = 0', [[2, 0], [3, 0], [2, 3]], { op: 'linear', inputs: [0, 1], outputs: [2] }, /Plan: op #0 linear: input \[2, 0\] is not a multiple of K = 0/],
-    ['linear: bias size', [[2, 4], [3, 4], [2], [2, 3]], { op: 'linear', inputs: [0, 1, 2], outputs: [3] }, /Plan: op #0 linear: bias has shape \[2\] \(2 elements\), expected 3 elements/],
-    ['linear: matmulDtype 2', [[2, 4], [3, 4], [2, 3]], { op: 'linear', inputs: [0, 1], outputs: [2], attrs: { matmulDtype: 2 } }, /Plan: op #0 linear: matmulDtype must be 0 \(float32\) or 1 \(bfloat16\)/],
-    ['linear: act 3', [[2, 4], [3, 4], [2, 3]], { op: 'linear', inputs: [0, 1], outputs: [2], attrs: { act: 3 } }, /Plan: op #0 linear: act must be 0 \(none\), 1 \(gelu_tanh\) or 2 \(silu\)/],
-    ['attention: matmulDtype -1', [[1, 2, 8], [1, 3, 8], [1, 3, 8], [1, 2, 8]], { op: 'attention', inputs: [0, 1, 2], outputs: [3], attrs: att({ matmulDtype: -1 }) }, /Plan: op #0 attention: matmulDtype must be 0 \(float32\) or 1 \(bfloat16\)/],
-    ['attention: v size ≠ k size', [[1, 2, 8], [1, 3, 8], [1, 2, 8], [1, 2, 8]], { op: 'attention', inputs: [0, 1, 2], outputs: [3], attrs: att() }, /Plan: op #0 attention: v has shape \[1, 2, 8\] \(16 elements\), expected 24 elements/],
-    ['attention: q not [B, Lq, H·D]', [[1, 3, 6], [1, 3, 8], [1, 3, 8], [1, 3, 6]], { op: 'attention', inputs: [0, 1, 2], outputs: [3], attrs: att() }, /Plan: op #0 attention: q \[1, 3, 6\] is not \[B=1, Lq, H·D=8\]/],
-    ['attention: no keys', [[1, 2, 8], [0], [0], [1, 2, 8]], { op: 'attention', inputs: [0, 1, 2], outputs: [3], attrs: att() }, /Plan: op #0 attention: k has no keys/],
-    ['attention: bias size', [[1, 2, 8], [1, 3, 8], [1, 3, 8], [1, 2, 8], [1, 2, 2, 2]], { op: 'attention', inputs: [0, 1, 2, 4], outputs: [3], attrs: att() }, /Plan: op #0 attention: bias \[1, 2, 2, 2\] must be \[1 or B, H, Lq=2, Lk=3\]/],
-    ['attention: zero heads', [[1, 2, 8], [1, 3, 8], [1, 3, 8], [1, 2, 8]], { op: 'attention', inputs: [0, 1, 2], outputs: [3], attrs: att({ heads: 0 }) }, /Plan: op #0 attention: attribute 'heads' must be an integer in \[1, 2\^31\), got 0/],
-    ['attention: no scale', [[1, 2, 8], [1, 3, 8], [1, 3, 8], [1, 2, 8]], { op: 'attention', inputs: [0, 1, 2], outputs: [3], attrs: { batch: 1, heads: 2, headDim: 4 } }, /Plan: op #0 attention: attribute 'scale' must be a number/],
-    ['attention: NaN scale', [[1, 2, 8], [1, 3, 8], [1, 3, 8], [1, 2, 8]], { op: 'attention', inputs: [0, 1, 2], outputs: [3], attrs: att({ scale: NaN }) }, /Plan: op #0 attention: attribute 'scale' must be finite/],
-    ['attention: fractional heads', [[1, 2, 8], [1, 3, 8], [1, 3, 8], [1, 2, 8]], { op: 'attention', inputs: [0, 1, 2], outputs: [3], attrs: att({ heads: 1.5 }) }, /Plan: op #0 attention: attribute 'heads' must be an integer/],
-    ['modulate: wrong e size', [[1, 4, 8], [1, 1, 6, 4], [1, 4, 8]], { op: 'modulate', inputs: [0, 1], outputs: [2], attrs: mod() }, /Plan: op #0 modulate: modulation e \[B, G, eChunks, N\] has shape \[1, 1, 6, 4\] \(24 elements\), expected 48 elements/],
-    ['modulate: L not split into groups', [[1, 5, 8], [1, 2, 6, 8], [1, 5, 8]], { op: 'modulate', inputs: [0, 1], outputs: [2], attrs: mod({ groups: 2 }) }, /Plan: op #0 modulate: L = 5 tokens do not split into 2 groups/],
-    ['modulate: shift index ≥ chunks', [[1, 4, 8], [1, 1, 6, 8], [1, 4, 8]], { op: 'modulate', inputs: [0, 1], outputs: [2], attrs: mod({ shift: 6 }) }, /Plan: op #0 modulate: attribute 'shift' = 6 is outside \[0, 6\)/],
-    ['gated_add: residual size', [[1, 4, 8], [1, 4, 7], [1, 4, 8]], { op: 'gated_add', inputs: [0, 1], outputs: [2] }, /Plan: op #0 gated_add: residual has shape \[1, 4, 7\]/],
-    ['gated_add: gate index ≥ chunks', [[1, 4, 8], [1, 4, 8], [1, 1, 2, 8], [1, 4, 8]], { op: 'gated_add', inputs: [0, 1, 2], outputs: [3], attrs: { batch: 1, groups: 1, chunks: 2, gate: 2 } }, /Plan: op #0 gated_add: attribute 'gate' = 2 is outside \[0, 2\)/],
-    ['rope: odd headDim', [[1, 2, 1, 3], [2, 1], [2, 1], [1, 2, 1, 3]], { op: 'rope', inputs: [0, 1, 2], outputs: [3], attrs: { batch: 1, heads: 1, headDim: 3 } }, /Plan: op #0 rope: headDim must be even/],
-    ['rope: cos size', [[1, 2, 1, 4], [2, 3], [2, 2], [1, 2, 1, 4]], { op: 'rope', inputs: [0, 1, 2], outputs: [3], attrs: { batch: 1, heads: 1, headDim: 4 } }, /Plan: op #0 rope: cos \[L, D\/2\] has shape \[2, 3\]/],
-    ['layer_norm: weight size', [[3, 8], [7], [3, 8]], { op: 'layer_norm', inputs: [0, 1], outputs: [2], attrs: { eps: 1e-5 } }, /Plan: op #0 layer_norm: weight has shape \[7\]/],
-    ['layer_norm: negative eps', [[3, 8], [3, 8]], { op: 'layer_norm', inputs: [0], outputs: [1], attrs: { eps: -1 } }, /Plan: op #0 layer_norm: eps must be finite and ≥ 0/],
-    ['layer_norm: empty last dim', [[3, 0], [3, 0]], { op: 'layer_norm', inputs: [0], outputs: [1], attrs: { eps: 1e-5 } }, /Plan: op #0 layer_norm: input \[3, 0\] has an empty last dim/],
-    ['rms_norm: bias size', [[3, 8], [8], [9], [3, 8]], { op: 'rms_norm', inputs: [0, 1, 2], outputs: [3], attrs: { eps: 1e-5, l2: 1 } }, /Plan: op #0 rms_norm: bias has shape \[9\]/],
-    ['gelu_tanh: output size', [[3, 8], [3, 7]], { op: 'gelu_tanh', inputs: [0], outputs: [1] }, /Plan: op #0 gelu_tanh: output has shape \[3, 7\]/],
-    ['add: size does not divide', [[6], [4], [6]], { op: 'add', inputs: [0, 1], outputs: [2] }, /Plan: op #0 add: cannot broadcast \[4\] over \[6\] \(size must divide\)/],
+    [
+      'linear: K = 0',
+      [
+        [2, 0],
+        [3, 0],
+        [2, 3],
+      ],
+      { op: 'linear', inputs: [0, 1], outputs: [2] },
+      /Plan: op #0 linear: input \[2, 0\] is not a multiple of K = 0/,
+    ],
+    [
+      'linear: bias size',
+      [[2, 4], [3, 4], [2], [2, 3]],
+      { op: 'linear', inputs: [0, 1, 2], outputs: [3] },
+      /Plan: op #0 linear: bias has shape \[2\] \(2 elements\), expected 3 elements/,
+    ],
+    [
+      'linear: matmulDtype 2',
+      [
+        [2, 4],
+        [3, 4],
+        [2, 3],
+      ],
+      { op: 'linear', inputs: [0, 1], outputs: [2], attrs: { matmulDtype: 2 } },
+      /Plan: op #0 linear: matmulDtype must be 0 \(float32\) or 1 \(bfloat16\)/,
+    ],
+    [
+      'linear: act 3',
+      [
+        [2, 4],
+        [3, 4],
+        [2, 3],
+      ],
+      { op: 'linear', inputs: [0, 1], outputs: [2], attrs: { act: 3 } },
+      /Plan: op #0 linear: act must be 0 \(none\), 1 \(gelu_tanh\) or 2 \(silu\)/,
+    ],
+    [
+      'attention: matmulDtype -1',
+      [
+        [1, 2, 8],
+        [1, 3, 8],
+        [1, 3, 8],
+        [1, 2, 8],
+      ],
+      { op: 'attention', inputs: [0, 1, 2], outputs: [3], attrs: att({ matmulDtype: -1 }) },
+      /Plan: op #0 attention: matmulDtype must be 0 \(float32\) or 1 \(bfloat16\)/,
+    ],
+    [
+      'attention: v size ≠ k size',
+      [
+        [1, 2, 8],
+        [1, 3, 8],
+        [1, 2, 8],
+        [1, 2, 8],
+      ],
+      { op: 'attention', inputs: [0, 1, 2], outputs: [3], attrs: att() },
+      /Plan: op #0 attention: v has shape \[1, 2, 8\] \(16 elements\), expected 24 elements/,
+    ],
+    [
+      'attention: q not [B, Lq, H·D]',
+      [
+        [1, 3, 6],
+        [1, 3, 8],
+        [1, 3, 8],
+        [1, 3, 6],
+      ],
+      { op: 'attention', inputs: [0, 1, 2], outputs: [3], attrs: att() },
+      /Plan: op #0 attention: q \[1, 3, 6\] is not \[B=1, Lq, H·D=8\]/,
+    ],
+    [
+      'attention: no keys',
+      [[1, 2, 8], [0], [0], [1, 2, 8]],
+      { op: 'attention', inputs: [0, 1, 2], outputs: [3], attrs: att() },
+      /Plan: op #0 attention: k has no keys/,
+    ],
+    [
+      'attention: bias size',
+      [
+        [1, 2, 8],
+        [1, 3, 8],
+        [1, 3, 8],
+        [1, 2, 8],
+        [1, 2, 2, 2],
+      ],
+      { op: 'attention', inputs: [0, 1, 2, 4], outputs: [3], attrs: att() },
+      /Plan: op #0 attention: bias \[1, 2, 2, 2\] must be \[1 or B, H, Lq=2, Lk=3\]/,
+    ],
+    [
+      'attention: zero heads',
+      [
+        [1, 2, 8],
+        [1, 3, 8],
+        [1, 3, 8],
+        [1, 2, 8],
+      ],
+      { op: 'attention', inputs: [0, 1, 2], outputs: [3], attrs: att({ heads: 0 }) },
+      /Plan: op #0 attention: attribute 'heads' must be an integer in \[1, 2\^31\), got 0/,
+    ],
+    [
+      'attention: no scale',
+      [
+        [1, 2, 8],
+        [1, 3, 8],
+        [1, 3, 8],
+        [1, 2, 8],
+      ],
+      { op: 'attention', inputs: [0, 1, 2], outputs: [3], attrs: { batch: 1, heads: 2, headDim: 4 } },
+      /Plan: op #0 attention: attribute 'scale' must be a number/,
+    ],
+    [
+      'attention: NaN scale',
+      [
+        [1, 2, 8],
+        [1, 3, 8],
+        [1, 3, 8],
+        [1, 2, 8],
+      ],
+      { op: 'attention', inputs: [0, 1, 2], outputs: [3], attrs: att({ scale: NaN }) },
+      /Plan: op #0 attention: attribute 'scale' must be finite/,
+    ],
+    [
+      'attention: fractional heads',
+      [
+        [1, 2, 8],
+        [1, 3, 8],
+        [1, 3, 8],
+        [1, 2, 8],
+      ],
+      { op: 'attention', inputs: [0, 1, 2], outputs: [3], attrs: att({ heads: 1.5 }) },
+      /Plan: op #0 attention: attribute 'heads' must be an integer/,
+    ],
+    [
+      'modulate: wrong e size',
+      [
+        [1, 4, 8],
+        [1, 1, 6, 4],
+        [1, 4, 8],
+      ],
+      { op: 'modulate', inputs: [0, 1], outputs: [2], attrs: mod() },
+      /Plan: op #0 modulate: modulation e \[B, G, eChunks, N\] has shape \[1, 1, 6, 4\] \(24 elements\), expected 48 elements/,
+    ],
+    [
+      'modulate: L not split into groups',
+      [
+        [1, 5, 8],
+        [1, 2, 6, 8],
+        [1, 5, 8],
+      ],
+      { op: 'modulate', inputs: [0, 1], outputs: [2], attrs: mod({ groups: 2 }) },
+      /Plan: op #0 modulate: L = 5 tokens do not split into 2 groups/,
+    ],
+    [
+      'modulate: shift index ≥ chunks',
+      [
+        [1, 4, 8],
+        [1, 1, 6, 8],
+        [1, 4, 8],
+      ],
+      { op: 'modulate', inputs: [0, 1], outputs: [2], attrs: mod({ shift: 6 }) },
+      /Plan: op #0 modulate: attribute 'shift' = 6 is outside \[0, 6\)/,
+    ],
+    [
+      'gated_add: residual size',
+      [
+        [1, 4, 8],
+        [1, 4, 7],
+        [1, 4, 8],
+      ],
+      { op: 'gated_add', inputs: [0, 1], outputs: [2] },
+      /Plan: op #0 gated_add: residual has shape \[1, 4, 7\]/,
+    ],
+    [
+      'gated_add: gate index ≥ chunks',
+      [
+        [1, 4, 8],
+        [1, 4, 8],
+        [1, 1, 2, 8],
+        [1, 4, 8],
+      ],
+      { op: 'gated_add', inputs: [0, 1, 2], outputs: [3], attrs: { batch: 1, groups: 1, chunks: 2, gate: 2 } },
+      /Plan: op #0 gated_add: attribute 'gate' = 2 is outside \[0, 2\)/,
+    ],
+    [
+      'rope: odd headDim',
+      [
+        [1, 2, 1, 3],
+        [2, 1],
+        [2, 1],
+        [1, 2, 1, 3],
+      ],
+      { op: 'rope', inputs: [0, 1, 2], outputs: [3], attrs: { batch: 1, heads: 1, headDim: 3 } },
+      /Plan: op #0 rope: headDim must be even/,
+    ],
+    [
+      'rope: cos size',
+      [
+        [1, 2, 1, 4],
+        [2, 3],
+        [2, 2],
+        [1, 2, 1, 4],
+      ],
+      { op: 'rope', inputs: [0, 1, 2], outputs: [3], attrs: { batch: 1, heads: 1, headDim: 4 } },
+      /Plan: op #0 rope: cos \[L, D\/2\] has shape \[2, 3\]/,
+    ],
+    [
+      'layer_norm: weight size',
+      [[3, 8], [7], [3, 8]],
+      { op: 'layer_norm', inputs: [0, 1], outputs: [2], attrs: { eps: 1e-5 } },
+      /Plan: op #0 layer_norm: weight has shape \[7\]/,
+    ],
+    [
+      'layer_norm: negative eps',
+      [
+        [3, 8],
+        [3, 8],
+      ],
+      { op: 'layer_norm', inputs: [0], outputs: [1], attrs: { eps: -1 } },
+      /Plan: op #0 layer_norm: eps must be finite and ≥ 0/,
+    ],
+    [
+      'layer_norm: empty last dim',
+      [
+        [3, 0],
+        [3, 0],
+      ],
+      { op: 'layer_norm', inputs: [0], outputs: [1], attrs: { eps: 1e-5 } },
+      /Plan: op #0 layer_norm: input \[3, 0\] has an empty last dim/,
+    ],
+    [
+      'rms_norm: bias size',
+      [[3, 8], [8], [9], [3, 8]],
+      { op: 'rms_norm', inputs: [0, 1, 2], outputs: [3], attrs: { eps: 1e-5, l2: 1 } },
+      /Plan: op #0 rms_norm: bias has shape \[9\]/,
+    ],
+    [
+      'gelu_tanh: output size',
+      [
+        [3, 8],
+        [3, 7],
+      ],
+      { op: 'gelu_tanh', inputs: [0], outputs: [1] },
+      /Plan: op #0 gelu_tanh: output has shape \[3, 7\]/,
+    ],
+    [
+      'add: size does not divide',
+      [[6], [4], [6]],
+      { op: 'add', inputs: [0, 1], outputs: [2] },
+      /Plan: op #0 add: cannot broadcast \[4\] over \[6\] \(size must divide\)/,
+    ],
     ['mul: empty b', [[6], [0], [6]], { op: 'mul', inputs: [0, 1], outputs: [2] }, /Plan: op #0 mul: cannot broadcast \[0\] over \[6\]/],
     ['scale: no factor', [[6], [6]], { op: 'scale', inputs: [0], outputs: [1] }, /Plan: op #0 scale: attribute 'scale' must be a number/],
-    ['embedding: 3-D table', [[4], [2, 3, 5], [4, 3]], { op: 'embedding', inputs: [0, 1], outputs: [2] }, /Plan: op #0 embedding: table must be \[V, N\], got \[2, 3, 5\]/],
-    ['permute: not a permutation', [[6], [6]], { op: 'permute', inputs: [0], outputs: [1], attrs: { dims: [2, 3], perm: [0, 0] } }, /Plan: op #0 permute: perm is not a permutation/],
-    ['permute: rank 9', [[1], [1]], { op: 'permute', inputs: [0], outputs: [1], attrs: { dims: [1, 1, 1, 1, 1, 1, 1, 1, 1], perm: [0, 1, 2, 3, 4, 5, 6, 7, 8] } }, /Plan: op #0 permute: dims and perm must have the same rank 1\.\.8/],
-    ['permute: fractional dim', [[6], [6]], { op: 'permute', inputs: [0], outputs: [1], attrs: { dims: [2.5, 2], perm: [1, 0] } }, /Plan: op #0 permute: attribute 'dims' must hold integers/],
-    ['permute: input size', [[7], [6]], { op: 'permute', inputs: [0], outputs: [1], attrs: { dims: [2, 3], perm: [1, 0] } }, /Plan: op #0 permute: input has shape \[7\]/],
-    ['upsample: input size', [[2, 3, 3, 4], [2, 6, 6, 4]], { op: 'upsample_nearest2x', inputs: [0], outputs: [1], attrs: { frames: 2, height: 3, width: 4, channels: 4 } }, /Plan: op #0 upsample_nearest2x: input \[F, H, W, C\] has shape \[2, 3, 3, 4\]/],
-    ['conv3d: 4-D weight', [[1, 3, 3, 2], [4, 2, 3, 3], [1, 3, 3, 4]], { op: 'conv3d', inputs: [0, 1], outputs: [2], attrs: { frames: 1, height: 3, width: 3 } }, /Plan: op #0 conv3d: weight must be \[Co, Ci, kt, kh, kw\], got \[4, 2, 3, 3\]/],
-    ['conv3d: even kernel', [[1, 3, 3, 2], [4, 2, 1, 2, 2], [1, 3, 3, 4]], { op: 'conv3d', inputs: [0, 1], outputs: [2], attrs: { frames: 1, height: 3, width: 3 } }, /Plan: op #0 conv3d: spatial kernel sizes must be odd/],
-    ['conv3d: history size', [[1, 3, 3, 2], [4, 2, 3, 3, 3], [1, 3, 3, 2], [1, 3, 3, 4]], { op: 'conv3d', inputs: [0, 1, -1, 2], outputs: [3], attrs: { frames: 1, height: 3, width: 3 } }, /Plan: op #0 conv3d: history \[kt-1, H, W, Ci\] has shape \[1, 3, 3, 2\] \(18 elements\), expected 36 elements/],
-    ['conv3d: input size', [[1, 3, 3, 3], [4, 2, 1, 1, 1], [1, 3, 3, 4]], { op: 'conv3d', inputs: [0, 1], outputs: [2], attrs: { frames: 1, height: 3, width: 3 } }, /Plan: op #0 conv3d: input \[F, H, W, Ci\] has shape \[1, 3, 3, 3\]/],
+    [
+      'embedding: 3-D table',
+      [[4], [2, 3, 5], [4, 3]],
+      { op: 'embedding', inputs: [0, 1], outputs: [2] },
+      /Plan: op #0 embedding: table must be \[V, N\], got \[2, 3, 5\]/,
+    ],
+    [
+      'permute: not a permutation',
+      [[6], [6]],
+      { op: 'permute', inputs: [0], outputs: [1], attrs: { dims: [2, 3], perm: [0, 0] } },
+      /Plan: op #0 permute: perm is not a permutation/,
+    ],
+    [
+      'permute: rank 9',
+      [[1], [1]],
+      { op: 'permute', inputs: [0], outputs: [1], attrs: { dims: [1, 1, 1, 1, 1, 1, 1, 1, 1], perm: [0, 1, 2, 3, 4, 5, 6, 7, 8] } },
+      /Plan: op #0 permute: dims and perm must have the same rank 1\.\.8/,
+    ],
+    [
+      'permute: fractional dim',
+      [[6], [6]],
+      { op: 'permute', inputs: [0], outputs: [1], attrs: { dims: [2.5, 2], perm: [1, 0] } },
+      /Plan: op #0 permute: attribute 'dims' must hold integers/,
+    ],
+    [
+      'permute: input size',
+      [[7], [6]],
+      { op: 'permute', inputs: [0], outputs: [1], attrs: { dims: [2, 3], perm: [1, 0] } },
+      /Plan: op #0 permute: input has shape \[7\]/,
+    ],
+    [
+      'upsample: input size',
+      [
+        [2, 3, 3, 4],
+        [2, 6, 6, 4],
+      ],
+      { op: 'upsample_nearest2x', inputs: [0], outputs: [1], attrs: { frames: 2, height: 3, width: 4, channels: 4 } },
+      /Plan: op #0 upsample_nearest2x: input \[F, H, W, C\] has shape \[2, 3, 3, 4\]/,
+    ],
+    [
+      'conv3d: 4-D weight',
+      [
+        [1, 3, 3, 2],
+        [4, 2, 3, 3],
+        [1, 3, 3, 4],
+      ],
+      { op: 'conv3d', inputs: [0, 1], outputs: [2], attrs: { frames: 1, height: 3, width: 3 } },
+      /Plan: op #0 conv3d: weight must be \[Co, Ci, kt, kh, kw\], got \[4, 2, 3, 3\]/,
+    ],
+    [
+      'conv3d: even kernel',
+      [
+        [1, 3, 3, 2],
+        [4, 2, 1, 2, 2],
+        [1, 3, 3, 4],
+      ],
+      { op: 'conv3d', inputs: [0, 1], outputs: [2], attrs: { frames: 1, height: 3, width: 3 } },
+      /Plan: op #0 conv3d: spatial kernel sizes must be odd/,
+    ],
+    [
+      'conv3d: history size',
+      [
+        [1, 3, 3, 2],
+        [4, 2, 3, 3, 3],
+        [1, 3, 3, 2],
+        [1, 3, 3, 4],
+      ],
+      { op: 'conv3d', inputs: [0, 1, -1, 2], outputs: [3], attrs: { frames: 1, height: 3, width: 3 } },
+      /Plan: op #0 conv3d: history \[kt-1, H, W, Ci\] has shape \[1, 3, 3, 2\] \(18 elements\), expected 36 elements/,
+    ],
+    [
+      'conv3d: input size',
+      [
+        [1, 3, 3, 3],
+        [4, 2, 1, 1, 1],
+        [1, 3, 3, 4],
+      ],
+      { op: 'conv3d', inputs: [0, 1], outputs: [2], attrs: { frames: 1, height: 3, width: 3 } },
+      /Plan: op #0 conv3d: input \[F, H, W, Ci\] has shape \[1, 3, 3, 3\]/,
+    ],
   ])('%s', (_name, shapes, op, re) => {
     expect(specError(slotSpec(shapes, [op])).message).toMatch(re);
   });
@@ -351,20 +745,44 @@ describe('PlanBuilder rejects bad shapes with OmniError OMNIRX_ERR_NATIVE naming
     const g = new PlanBuilder();
     const x = g.input('x', [2, 5]);
     const w = g.input('w', [3, 4]);
-    expectNativeOmniError(syncFailure(() => g.linear(x, w, undefined, { label: 'ffn.up' })), /plan: linear ffn\.up: input \[2, 5\] does not end in K = 4/);
-    expectNativeOmniError(syncFailure(() => g.linear(x, g.input('w1', [20]), undefined)), /weight must be \[N, K\], got \[20\]/);
-    expectNativeOmniError(syncFailure(() => g.linear(g.input('x2', [2, 4]), w, g.input('b', [4]))), /linear\s+bias: shape \[4\] has 4 elements, expected 3/);
+    expectNativeOmniError(
+      syncFailure(() => g.linear(x, w, undefined, { label: 'ffn.up' })),
+      /plan: linear ffn\.up: input \[2, 5\] does not end in K = 4/,
+    );
+    expectNativeOmniError(
+      syncFailure(() => g.linear(x, g.input('w1', [20]), undefined)),
+      /weight must be \[N, K\], got \[20\]/,
+    );
+    expectNativeOmniError(
+      syncFailure(() => g.linear(g.input('x2', [2, 4]), w, g.input('b', [4]))),
+      /linear\s+bias: shape \[4\] has 4 elements, expected 3/,
+    );
     const q = g.input('q', [1, 2, 8]);
     const k = g.input('k', [1, 3, 8]);
     expectNativeOmniError(
       syncFailure(() => g.attention(q, k, g.input('v', [1, 2, 8]), { batch: 1, heads: 2, headDim: 4, scale: 1, label: 'self' })),
       /plan: attention self v: shape \[1, 2, 8\] has 16 elements, expected 24/,
     );
-    expectNativeOmniError(syncFailure(() => g.add(x, g.input('c', [3]))), /plan: add\s+: cannot broadcast \[3\] over \[2, 5\]/);
-    expectNativeOmniError(syncFailure(() => g.input('bad', [2, -1])), /plan: bad dim -1 in \[2, -1\]/);
-    expectNativeOmniError(syncFailure(() => g.input('x', [1])), /slot 'x' is declared twice/);
-    expectNativeOmniError(syncFailure(() => g.slice(x, 5, [2, 3])), /view \[2, 3\] at 5 exceeds \[2, 5\]/);
-    expectNativeOmniError(syncFailure(() => g.permute(x, [3, 3], [1, 0])), /permute\s+: shape \[2, 5\] has 10 elements, expected 9/);
+    expectNativeOmniError(
+      syncFailure(() => g.add(x, g.input('c', [3]))),
+      /plan: add\s+: cannot broadcast \[3\] over \[2, 5\]/,
+    );
+    expectNativeOmniError(
+      syncFailure(() => g.input('bad', [2, -1])),
+      /plan: bad dim -1 in \[2, -1\]/,
+    );
+    expectNativeOmniError(
+      syncFailure(() => g.input('x', [1])),
+      /slot 'x' is declared twice/,
+    );
+    expectNativeOmniError(
+      syncFailure(() => g.slice(x, 5, [2, 3])),
+      /view \[2, 3\] at 5 exceeds \[2, 5\]/,
+    );
+    expectNativeOmniError(
+      syncFailure(() => g.permute(x, [3, 3], [1, 0])),
+      /permute\s+: shape \[2, 5\] has 10 elements, expected 9/,
+    );
   });
 
   const compileFails = (build: (g: PlanBuilder) => void, re: RegExp) => {
@@ -396,7 +814,10 @@ describe('PlanBuilder rejects bad shapes with OmniError OMNIRX_ERR_NATIVE naming
     }, /op #0 rope 'rope': headDim must be even/);
     compileFails((g) => {
       const x = g.input('x', [1, 3, 3, 2]);
-      g.output('y', g.conv3d(x, g.input('w', [4, 2, 3, 3, 3]), undefined, { frames: 1, height: 3, width: 3 }, { history: g.input('h', [1, 3, 3, 2]), label: 'conv_in' }));
+      g.output(
+        'y',
+        g.conv3d(x, g.input('w', [4, 2, 3, 3, 3]), undefined, { frames: 1, height: 3, width: 3 }, { history: g.input('h', [1, 3, 3, 2]), label: 'conv_in' }),
+      );
     }, /op #0 conv3d 'conv_in': history \[kt-1, H, W, Ci\] has shape \[1, 3, 3, 2\]/);
     compileFails((g) => {
       g.output('y', g.embedding(g.input('ids', [4]), g.input('table', [2, 3, 5]), 'tok'));
@@ -416,7 +837,10 @@ describe('PlanBuilder rejects bad shapes with OmniError OMNIRX_ERR_NATIVE naming
 // wrong slot, so the only acceptable behaviour is a compile error. None of them is ever run here.
 describe('out-of-range integers in a spec are rejected at compile time (never run here)', () => {
   test('attention: batch·heads·headDim overflowing int64 must not divide by zero while compiling', () => {
-    const spec = slotSpec([[4], [4], [4], [4]], [{ op: 'attention', inputs: [0, 1, 2], outputs: [3], attrs: { batch: 2 ** 32, heads: 2 ** 32, headDim: 1, scale: 1 } }]);
+    const spec = slotSpec(
+      [[4], [4], [4], [4]],
+      [{ op: 'attention', inputs: [0, 1, 2], outputs: [3], attrs: { batch: 2 ** 32, heads: 2 ** 32, headDim: 1, scale: 1 } }],
+    );
     const r = compileIsolated(spec);
     expect(r.error).toMatch(/Plan: op #0 attention: /);
   });
@@ -428,7 +852,14 @@ describe('out-of-range integers in a spec are rejected at compile time (never ru
   });
 
   test('modulate: a negative shift index (reads before e) is rejected, also through PlanBuilder', () => {
-    const spec = slotSpec([[1, 2, 4], [1, 1, 2, 4], [1, 2, 4]], [{ op: 'modulate', inputs: [0, 1], outputs: [2], attrs: { batch: 1, groups: 1, chunks: 2, shift: -100000000, scale: 0 } }]);
+    const spec = slotSpec(
+      [
+        [1, 2, 4],
+        [1, 1, 2, 4],
+        [1, 2, 4],
+      ],
+      [{ op: 'modulate', inputs: [0, 1], outputs: [2], attrs: { batch: 1, groups: 1, chunks: 2, shift: -100000000, scale: 0 } }],
+    );
     expect(specError(spec).message).toMatch(/Plan: op #0 modulate: /);
     const g = new PlanBuilder();
     g.output('y', g.modulate(g.input('x', [1, 2, 4]), g.input('e', [1, 1, 2, 4]), { batch: 1, groups: 1, chunks: 2, shift: 0, scale: -1 }));
@@ -463,7 +894,10 @@ describe('out-of-range integers in a spec are rejected at compile time (never ru
       arenaFloats: 0,
       consts: [],
       slots: [[4], [4]],
-      values: [{ kind: 2, index: 2 ** 32, offset: 0, shape: [4] }, { kind: 2, index: 1, offset: 0, shape: [4] }],
+      values: [
+        { kind: 2, index: 2 ** 32, offset: 0, shape: [4] },
+        { kind: 2, index: 1, offset: 0, shape: [4] },
+      ],
       ops: [{ op: 'copy', inputs: [0], outputs: [1] }],
     };
     expect(specError(spec).message).toMatch(/values\[0\]: slot index out of range/);

@@ -30,7 +30,8 @@ describe('linear', () => {
   const Ms = [1, 5, 13, 97];
   const Ns = [1, 31, 33, 65];
   const Ks = [1, 7, 257, 300];
-  const grid = (ms: number[], ns: number[], ks: number[]): Array<[number, number, number]> => ms.flatMap((M) => ns.flatMap((N) => ks.map((K): [number, number, number] => [M, N, K])));
+  const grid = (ms: number[], ns: number[], ks: number[]): Array<[number, number, number]> =>
+    ms.flatMap((M) => ns.flatMap((N) => ks.map((K): [number, number, number] => [M, N, K])));
   const cases = grid(Ms, Ns, Ks);
   const acts: ActivationName[] = ['none', 'gelu_tanh', 'silu'];
   /** Seeded x [M, K] (N(0, 1)), w [N, K] (N(0, 1/K)), b [N] (N(0, 0.25)) and a plan with x as input, w and b as constants. */
@@ -79,7 +80,7 @@ describe('linear', () => {
   // instruction exists the addon compares them itself on operands spanning 40 binades. (This check found the two
   // rounding the "scale, then add C" of an accumulating K block differently: once fused, once not.) Without the
   // instruction only the emulation exists and every bfloat16 test above runs it.
-  test('the bf16 kernel\'s float32 emulation equals the AVX512_BF16 instruction bit for bit', () => {
+  test("the bf16 kernel's float32 emulation equals the AVX512_BF16 instruction bit for bit", () => {
     const r = native.bf16Check();
     expect(r.native).toBe(native.stats().bf16Native);
     expect(r).toEqual(r.native ? { native: true, compared: 5 * 2 * 12 * 32, mismatches: 0 } : { native: false, compared: 0, mismatches: 0 });
@@ -445,7 +446,6 @@ describe('elementwise', () => {
     }
   });
 
-
   test.each([
     [1, 3, 1, 2],
     [2, 5, 3, 8],
@@ -484,17 +484,50 @@ describe('elementwise', () => {
 // ---------------------------------------------------------------------------------------------------------------
 describe('layout', () => {
   const perms: Array<[number[], number[]]> = [
-    [[3, 5], [1, 0]],
-    [[1, 7], [1, 0]],
-    [[2, 3, 4], [2, 0, 1]],
-    [[2, 3, 4], [0, 2, 1]],
-    [[3, 1, 4, 5], [0, 2, 1, 3]],
-    [[2, 3, 2, 4], [3, 1, 0, 2]],
-    [[2, 3, 1, 2, 3], [4, 2, 0, 3, 1]],
-    [[2, 2, 3, 2, 2, 3], [5, 0, 4, 1, 3, 2]],
-    [[2, 1, 2, 3, 2, 2, 2], [6, 3, 0, 5, 1, 4, 2]],
-    [[2, 3, 4, 5], [0, 1, 2, 3]], // identity
-    [[3, 0, 2], [2, 1, 0]], // empty
+    [
+      [3, 5],
+      [1, 0],
+    ],
+    [
+      [1, 7],
+      [1, 0],
+    ],
+    [
+      [2, 3, 4],
+      [2, 0, 1],
+    ],
+    [
+      [2, 3, 4],
+      [0, 2, 1],
+    ],
+    [
+      [3, 1, 4, 5],
+      [0, 2, 1, 3],
+    ],
+    [
+      [2, 3, 2, 4],
+      [3, 1, 0, 2],
+    ],
+    [
+      [2, 3, 1, 2, 3],
+      [4, 2, 0, 3, 1],
+    ],
+    [
+      [2, 2, 3, 2, 2, 3],
+      [5, 0, 4, 1, 3, 2],
+    ],
+    [
+      [2, 1, 2, 3, 2, 2, 2],
+      [6, 3, 0, 5, 1, 4, 2],
+    ],
+    [
+      [2, 3, 4, 5],
+      [0, 1, 2, 3],
+    ], // identity
+    [
+      [3, 0, 2],
+      [2, 1, 0],
+    ], // empty
   ];
   test.each(perms)('permute dims=%j perm=%j', async (dims, perm) => {
     const rng = new Rng(dims.length * 97 + perm[0]);
@@ -696,7 +729,23 @@ describe('NaN propagation (the NaN watch relies on it)', () => {
     expectClose(out.gelu, ref.geluTanh(x), TOL, 'gelu');
     expectClose(out.silu, ref.silu(x), TOL, 'silu');
     // Rows 0 and 4 of the [5, 7] view hold the NaNs: their linear outputs are NaN, the others finite.
-    expect(Array.from(out.lin, (t) => Number.isNaN(t))).toEqual([true, true, true, false, false, false, false, false, false, false, false, false, true, true, true]);
+    expect(Array.from(out.lin, (t) => Number.isNaN(t))).toEqual([
+      true,
+      true,
+      true,
+      false,
+      false,
+      false,
+      false,
+      false,
+      false,
+      false,
+      false,
+      false,
+      true,
+      true,
+      true,
+    ]);
   });
 
   test('layer_norm and rms_norm: a NaN makes its row NaN and leaves other rows finite', async () => {

@@ -291,8 +291,7 @@ export function upsampleNearest2x(x: Vec, F: number, H: number, W: number, C: nu
   const y = new Float64Array(F * 4 * H * W * C);
   for (let f = 0; f < F; f++)
     for (let Y = 0; Y < 2 * H; Y++)
-      for (let X = 0; X < 2 * W; X++)
-        for (let c = 0; c < C; c++) y[((f * 2 * H + Y) * 2 * W + X) * C + c] = x[((f * H + (Y >> 1)) * W + (X >> 1)) * C + c];
+      for (let X = 0; X < 2 * W; X++) for (let c = 0; c < C; c++) y[((f * 2 * H + Y) * 2 * W + X) * C + c] = x[((f * H + (Y >> 1)) * W + (X >> 1)) * C + c];
   return y;
 }
 
@@ -332,8 +331,7 @@ export function conv3dCausal(x: Vec, w: Vec, b: Vec | undefined, history: Vec | 
           for (let c = 0; c < Ci; c++)
             for (let dt = 0; dt < kt; dt++)
               for (let dy = 0; dy < kh; dy++)
-                for (let dx = 0; dx < kw; dx++)
-                  s += w[(((o * Ci + c) * kt + dt) * kh + dy) * kw + dx] * at(f - (kt - 1) + dt, i + dy - ph, j + dx - pw, c);
+                for (let dx = 0; dx < kw; dx++) s += w[(((o * Ci + c) * kt + dt) * kh + dy) * kw + dx] * at(f - (kt - 1) + dt, i + dy - ph, j + dx - pw, c);
           y[((f * H + i) * W + j) * Co + o] = s;
         }
   return y;

@@ -37,8 +37,16 @@ describe('creditGate', () => {
 
   it('rejects invalid grants with a RangeError naming the value, and an invalid cost synchronously', () => {
     scheduler().run(({ cold, expectObservable }) => {
-      expectObservable(cold('a-b', { a: 1, b: -1 }).pipe(creditGate(1))).toBe('a-#', { a: 0 }, new RangeError('creditGate: a credit grant must be a non-negative integer, got -1'));
-      expectObservable(cold('a', { a: 0.5 }).pipe(creditGate(1))).toBe('#', undefined, new RangeError('creditGate: a credit grant must be a non-negative integer, got 0.5'));
+      expectObservable(cold('a-b', { a: 1, b: -1 }).pipe(creditGate(1))).toBe(
+        'a-#',
+        { a: 0 },
+        new RangeError('creditGate: a credit grant must be a non-negative integer, got -1'),
+      );
+      expectObservable(cold('a', { a: 0.5 }).pipe(creditGate(1))).toBe(
+        '#',
+        undefined,
+        new RangeError('creditGate: a credit grant must be a non-negative integer, got 0.5'),
+      );
     });
     expect(() => creditGate(0)).toThrow(/cost must be a positive integer, got 0/);
     expect(() => creditGate(Number.NaN)).toThrow(RangeError);

@@ -96,9 +96,27 @@ describe('driveLoop', () => {
 
   it('an error thrown synchronously by init or step becomes a stream error', () => {
     scheduler().run(({ expectObservable }) => {
-      expectObservable(driveLoop<number, Out>({ init: () => { throw new Error('init'); }, step: () => of({ done: true, i: 0 }) })).toBe('#', undefined, new Error('init'));
-      expectObservable(driveLoop<number, Out>({ init: () => of(0), step: () => { throw new Error('step'); } })).toBe('#', undefined, new Error('step'));
-      expectObservable(driveLoop<number, Out>({ init: () => throwError(() => new Error('async init')), step: () => of({ done: true, i: 0 }) })).toBe('#', undefined, new Error('async init'));
+      expectObservable(
+        driveLoop<number, Out>({
+          init: () => {
+            throw new Error('init');
+          },
+          step: () => of({ done: true, i: 0 }),
+        }),
+      ).toBe('#', undefined, new Error('init'));
+      expectObservable(
+        driveLoop<number, Out>({
+          init: () => of(0),
+          step: () => {
+            throw new Error('step');
+          },
+        }),
+      ).toBe('#', undefined, new Error('step'));
+      expectObservable(driveLoop<number, Out>({ init: () => throwError(() => new Error('async init')), step: () => of({ done: true, i: 0 }) })).toBe(
+        '#',
+        undefined,
+        new Error('async init'),
+      );
     });
   });
 
@@ -112,8 +130,20 @@ describe('driveLoop', () => {
   it('empty init (never produces a loop) errors; never init never steps', () => {
     scheduler().run(({ cold, expectObservable }) => {
       let stepped = false;
-      expectObservable(driveLoop<number, Out>({ init: () => cold('|'), step: () => of({ done: true, i: 0 }) })).toBe('#', undefined, new Error('driveLoop: a loop callback completed without producing a value'));
-      expectObservable(driveLoop<number, Out>({ init: () => cold('-'), step: () => { stepped = true; return of({ done: true, i: 0 }); } })).toBe('--');
+      expectObservable(driveLoop<number, Out>({ init: () => cold('|'), step: () => of({ done: true, i: 0 }) })).toBe(
+        '#',
+        undefined,
+        new Error('driveLoop: a loop callback completed without producing a value'),
+      );
+      expectObservable(
+        driveLoop<number, Out>({
+          init: () => cold('-'),
+          step: () => {
+            stepped = true;
+            return of({ done: true, i: 0 });
+          },
+        }),
+      ).toBe('--');
       expect(stepped).toBe(false);
     });
   });
@@ -181,12 +211,21 @@ describe('driveLoop', () => {
     const a: Out[] = [];
     loop$.subscribe((o) => a.push(o));
     loop$.subscribe((o) => a.push(o));
-    expect(a).toEqual([{ done: true, i: 1 }, { done: true, i: 2 }]);
+    expect(a).toEqual([
+      { done: true, i: 1 },
+      { done: true, i: 2 },
+    ]);
   });
 
   it('accepts a hand-written Observable step and tears it down', () => {
     let torn = 0;
-    const step = () => new Observable<Out>((s) => { s.next({ done: true, i: 7 }); return () => { torn += 1; }; });
+    const step = () =>
+      new Observable<Out>((s) => {
+        s.next({ done: true, i: 7 });
+        return () => {
+          torn += 1;
+        };
+      });
     const got: Out[] = [];
     driveLoop<number, Out>({ init: () => of(0), step }).subscribe((o) => got.push(o));
     expect(got).toEqual([{ done: true, i: 7 }]);

@@ -66,7 +66,16 @@ describe('per-frame action conditioning (Wan DiT family): parity with the PyTorc
   const newDiT = (): CausalWanDiT => {
     const r = meta.rollout;
     const [, , , h, w] = r.latentChunkShape;
-    return pool.track(new CausalWanDiT(native, config, store, { chunkFrames: r.chunkFrames, sinkFrames: r.sinkFrames, localWindowFrames: r.localWindowFrames, height: h, width: w, textLen: r.textLen }));
+    return pool.track(
+      new CausalWanDiT(native, config, store, {
+        chunkFrames: r.chunkFrames,
+        sinkFrames: r.sinkFrames,
+        localWindowFrames: r.localWindowFrames,
+        height: h,
+        width: w,
+        textLen: r.textLen,
+      }),
+    );
   };
   /** Chunk k's actions as the fixture ran them; undefined for the all-"none" chunk (the default must match it). */
   const chunkActions = (k: number): ChunkActions | undefined => {
@@ -115,7 +124,13 @@ describe('per-frame action conditioning (Wan DiT family): parity with the PyTorc
       for (let s = 0; s < r.steps; s++) {
         const sig = r.sigmas.map((row) => row[s]);
         const sigNext = r.sigmas.map((row) => row[s + 1]);
-        await dit.denoiseChunk(x, sig.map((v) => v * 1000), context, vel, chunkActions(k));
+        await dit.denoiseChunk(
+          x,
+          sig.map((v) => v * 1000),
+          context,
+          vel,
+          chunkActions(k),
+        );
         check(`chunk${k}.velocity.step${s}`, vel.data, get(`rollout.velocity.${k}.${s}`));
         eulerFrames(x, vel.data, shape, sig, sigNext);
       }

@@ -66,7 +66,13 @@ describe('block-causal Wan DiT with chunk KV cache: parity with the PyTorch refe
   const check = (name: string, ours: ArrayLike<number>, ref: ArrayLike<number>): number => report.check(name, ours, ref, TOL);
   const newDiT = (windowFrames = meta.localWindowFrames, matmulDtype: MatmulDtype = 'float32'): CausalWanDiT => {
     const [, , , h, w] = meta.latentChunkShape;
-    const dit = new CausalWanDiT(native, config, store, { chunkFrames: meta.chunkFrames, sinkFrames: meta.sinkFrames, localWindowFrames: windowFrames, height: h, width: w, textLen: meta.textLen }, matmulDtype);
+    const dit = new CausalWanDiT(
+      native,
+      config,
+      store,
+      { chunkFrames: meta.chunkFrames, sinkFrames: meta.sinkFrames, localWindowFrames: windowFrames, height: h, width: w, textLen: meta.textLen },
+      matmulDtype,
+    );
     return pool.track(dit);
   };
 
@@ -111,7 +117,12 @@ describe('block-causal Wan DiT with chunk KV cache: parity with the PyTorch refe
       for (let s = 0; s < meta.steps; s++) {
         const sig = meta.sigmas.map((row) => row[s]);
         const sigNext = meta.sigmas.map((row) => row[s + 1]);
-        await dit.denoiseChunk(x, sig.map((v) => v * 1000), context, vel);
+        await dit.denoiseChunk(
+          x,
+          sig.map((v) => v * 1000),
+          context,
+          vel,
+        );
         check(`chunk${k}.velocity.step${s}`, vel.data, get(`rollout.velocity.${k}.${s}`));
         eulerFrames(x, vel.data, shape, sig, sigNext);
       }
@@ -130,8 +141,19 @@ describe('block-causal Wan DiT with chunk KV cache: parity with the PyTorch refe
       const x = get(`rollout.noise.${k}`).slice();
       for (let s = 0; s < meta.steps; s++) {
         const sig = meta.sigmas.map((row) => row[s]);
-        await dit.denoiseChunk(x, sig.map((v) => v * 1000), context, vel);
-        eulerFrames(x, vel.data, shape, sig, meta.sigmas.map((row) => row[s + 1]));
+        await dit.denoiseChunk(
+          x,
+          sig.map((v) => v * 1000),
+          context,
+          vel,
+        );
+        eulerFrames(
+          x,
+          vel.data,
+          shape,
+          sig,
+          meta.sigmas.map((row) => row[s + 1]),
+        );
       }
       const e = report.check(`chunk${k}.latents (bfloat16 matmuls)`, x, get(`rollout.latents.${k}`), BF16_TOL);
       expect(e).toBeGreaterThan(TOL); // the bf16 path ran
@@ -148,7 +170,11 @@ describe('block-causal Wan DiT with chunk KV cache: parity with the PyTorch refe
     const latents = tensor(shape, get('rollout.noise.0'));
     const bidi = pool.track(new WanDiT(native, config, store));
     const ref = tensor(shape);
-    await bidi.forward({ batch: 1, frames: F, height: h, width: w, textLen: meta.textLen }, { latents, context, timestep: tensor([1, config.freqDim]), out: ref }, [t]);
+    await bidi.forward(
+      { batch: 1, frames: F, height: h, width: w, textLen: meta.textLen },
+      { latents, context, timestep: tensor([1, config.freqDim]), out: ref },
+      [t],
+    );
     const ours = await dit.denoiseChunk(latents, new Array<number>(F).fill(t), context);
     const e = report.record('first_chunk_vs_bidirectional', maxRelErr(ours, ref.data));
     expect(e).toBeLessThanOrEqual(1e-6);

@@ -108,7 +108,8 @@ describe('parity with the PyTorch reference (tools/reference)', () => {
       const L = c.maxLength;
       const ref = get('t5.relative_buckets');
       const ours = new Float32Array(L * L);
-      for (let i = 0; i < L; i++) for (let j = 0; j < L; j++) ours[i * L + j] = relativePositionBucket(j - i, c.relativeAttentionNumBuckets, c.relativeAttentionMaxDistance);
+      for (let i = 0; i < L; i++)
+        for (let j = 0; j < L; j++) ours[i * L + j] = relativePositionBucket(j - i, c.relativeAttentionNumBuckets, c.relativeAttentionMaxDistance);
       expect(Array.from(ours)).toEqual(Array.from(ref));
     });
 
@@ -139,7 +140,13 @@ describe('parity with the PyTorch reference (tools/reference)', () => {
   });
 
   describe('DiT (diffusers WanTransformer3DModel / Wan 2.1 WanModel)', () => {
-    const shapeOf = (latentShape: number[], textLen: number): DiTShape => ({ batch: 1, frames: latentShape[2], height: latentShape[3], width: latentShape[4], textLen });
+    const shapeOf = (latentShape: number[], textLen: number): DiTShape => ({
+      batch: 1,
+      frames: latentShape[2],
+      height: latentShape[3],
+      width: latentShape[4],
+      textLen,
+    });
 
     it('builds Wan timestep features (float64 sinusoid, as Wan 2.1)', () => {
       const c = model.spec.transformer;
@@ -161,7 +168,12 @@ describe('parity with the PyTorch reference (tools/reference)', () => {
       const c = model.spec.transformer;
       const s = shapeOf(meta.dit.latentShape, model.spec.textEncoder.maxLength);
       const out = tensor(meta.dit.latentShape);
-      const io = { latents: tensor(meta.dit.latentShape, get('dit.latents')), context: tensor([1, s.textLen, c.textDim], get('dit.context')), timestep: tensor([1, c.freqDim]), out };
+      const io = {
+        latents: tensor(meta.dit.latentShape, get('dit.latents')),
+        context: tensor([1, s.textLen, c.textDim], get('dit.context')),
+        timestep: tensor([1, c.freqDim]),
+        out,
+      };
       await model.transformer().forward(s, io, [meta.dit.t]);
       check('dit.velocity', out.data, get('dit.velocity'), COMPONENT_TOL);
     });
@@ -172,7 +184,12 @@ describe('parity with the PyTorch reference (tools/reference)', () => {
         const c = bf.spec.transformer;
         const s = shapeOf(meta.dit.latentShape, model.spec.textEncoder.maxLength);
         const out = tensor(meta.dit.latentShape);
-        const io = { latents: tensor(meta.dit.latentShape, get('dit.latents')), context: tensor([1, s.textLen, c.textDim], get('dit.context')), timestep: tensor([1, c.freqDim]), out };
+        const io = {
+          latents: tensor(meta.dit.latentShape, get('dit.latents')),
+          context: tensor([1, s.textLen, c.textDim], get('dit.context')),
+          timestep: tensor([1, c.freqDim]),
+          out,
+        };
         await bf.transformer().forward(s, io, [meta.dit.t]);
         const e = check('dit.velocity (bfloat16 matmuls)', out.data, get('dit.velocity'), BF16_TOL);
         // Really the bf16 path: float32 GEMMs are within COMPONENT_TOL, bf16 rounding is far above it.
@@ -189,7 +206,12 @@ describe('parity with the PyTorch reference (tools/reference)', () => {
       try {
         const s = shapeOf(meta.dit.latentShape, model.spec.textEncoder.maxLength);
         const out = tensor(meta.dit.latentShape);
-        const io = { latents: tensor(meta.dit.latentShape, get('dit.latents')), context: tensor([1, s.textLen, c.textDim], get('dit.context')), timestep: tensor([1, c.freqDim]), out };
+        const io = {
+          latents: tensor(meta.dit.latentShape, get('dit.latents')),
+          context: tensor([1, s.textLen, c.textDim], get('dit.context')),
+          timestep: tensor([1, c.freqDim]),
+          out,
+        };
         await dit1.forward(s, io, [meta.dit.t]);
         check('dit_1layer.velocity', out.data, get('dit_1layer.velocity'), COMPONENT_TOL);
       } finally {
@@ -269,7 +291,7 @@ describe('parity with the PyTorch reference (tools/reference)', () => {
       const loop = await denoiseLoop.init(ctx, state);
       try {
         loop.latents.set(get('traj.noise')); // the initial noise is a fixture input: omnirx's Rng ≠ torch's
-        for (let done = false; !done; ) {
+        for (let done = false; !done;) {
           const r = denoiseLoop.step(ctx, loop);
           done = (isObservable(r) ? await lastValueFrom(r) : await r).done;
         }

@@ -58,7 +58,9 @@ describe('VAE encoder: parity with the PyTorch reference (AutoencoderKLWan encod
 
   it('expects exactly the tensors of the reference state dict', async () => {
     const file = await readSafetensors(path.join(CAUSAL, 'vae_encoder.safetensors'));
-    const names = vaeEncoderParams(config).map((p) => p.name).sort();
+    const names = vaeEncoderParams(config)
+      .map((p) => p.name)
+      .sort();
     expect(names).toEqual(file.entries.map((e) => e.name).sort());
   });
 

@@ -7,7 +7,7 @@ describe('flowMatchSigmas', () => {
     expect(Array.from(flowMatchSigmas(4, 1))).toEqual([1, 0.75, 0.5, 0.25, 0]);
   });
 
-  it('applies sigma\' = s·σ / (1 + (s − 1)·σ) — hand-computed for s = 3, N = 2 and N = 4', () => {
+  it("applies sigma' = s·σ / (1 + (s − 1)·σ) — hand-computed for s = 3, N = 2 and N = 4", () => {
     // σ = 0.5: 1.5 / 2 = 0.75
     expect(Array.from(flowMatchSigmas(2, 3))).toEqual([1, 0.75, 0]);
     // σ = 0.75: 2.25/2.5 = 0.9; σ = 0.25: 0.75/1.5 = 0.5

@@ -211,7 +211,10 @@ describe('SamplerPolicy η', () => {
   it("the other samplers run η 0: the model's default does not apply to them and a request's η above 0 is refused naming diffusion.eta", () => {
     expect(SamplerPolicy.of('euler').eta('unipc', undefined, 1)).toBe(0);
     expect(SamplerPolicy.of('dmd').eta(undefined, 0, 1)).toBe(0);
-    for (const [deployment, requested] of [['euler', 'unipc'], ['dmd', undefined]] as const) {
+    for (const [deployment, requested] of [
+      ['euler', 'unipc'],
+      ['dmd', undefined],
+    ] as const) {
       let err: unknown;
       try {
         SamplerPolicy.of(deployment).eta(requested, 0.5, undefined);

@@ -44,7 +44,7 @@ describe('DMD few-step sampler', () => {
     expect(k).toBe(2);
   });
 
-  it('sigmas are shift(t/1000): default list, shift 1 and Self-Forcing\'s shift 5', () => {
+  it("sigmas are shift(t/1000): default list, shift 1 and Self-Forcing's shift 5", () => {
     expect(Array.from(DEFAULT_DMD_TIMESTEPS)).toEqual([1000, 750, 500, 250]);
     expect(Array.from(dmd.create(4, 1, noRng).sigmas)).toEqual([1, 0.75, 0.5, 0.25]);
     // 5·0.75/(1 + 4·0.75) = 0.9375; 5·0.5/3 = 5/6; 5·0.25/2 = 0.625
@@ -94,7 +94,7 @@ describe('DMD few-step sampler', () => {
 });
 
 describe('UniPC-2 bh2 sampler', () => {
-  it('uses the Euler schedule (flowMatchSigmas) by default, and Wan\'s σ_max = float32(0.999) on request', () => {
+  it("uses the Euler schedule (flowMatchSigmas) by default, and Wan's σ_max = float32(0.999) on request", () => {
     for (const [n, s] of [
       [1, 1],
       [4, 3],
@@ -169,7 +169,11 @@ describe('UniPC-2 bh2 sampler', () => {
     const m1 = a.traj[1].map((x, j) => x - 0.75 * a.vs[1][j]);
     const m2 = a.traj[2].map((x, j) => x - 0.5 * a.vs[2][j]);
     const diff = a.traj[3].map((x, j) => x - b.traj[3][j]);
-    expectClose(diff, m2.map((m, j) => (b1 / 6) * (m - m1[j])), 6);
+    expectClose(
+      diff,
+      m2.map((m, j) => (b1 / 6) * (m - m1[j])),
+      6,
+    );
     expect(Math.abs(diff[0])).toBeGreaterThan(1e-3); // the check has teeth
   });
 
@@ -178,7 +182,11 @@ describe('UniPC-2 bh2 sampler', () => {
     const model = (x: Float32Array, sigma: number): number[] => Array.from(x, (v, j) => Math.sin(v + j) + sigma);
     const { traj, vs } = run(state, [0.3, -0.7, 1.1], model);
     const sigma = state.sigmas[4];
-    expectClose(traj[5], traj[4].map((x, j) => x - sigma * vs[4][j]), 6);
+    expectClose(
+      traj[5],
+      traj[4].map((x, j) => x - sigma * vs[4][j]),
+      6,
+    );
   });
 
   it('recovers x₀ on an exactly straight flow (v = ε − x₀): every state stays on the line (1 − σ)·x₀ + σ·ε', () => {
@@ -197,7 +205,11 @@ describe('UniPC-2 bh2 sampler', () => {
           );
           traj.forEach((x, k) => {
             const s = state.schedule[k];
-            expectClose(x, x0.map((a, j) => (1 - s) * a + s * eps[j]), 5);
+            expectClose(
+              x,
+              x0.map((a, j) => (1 - s) * a + s * eps[j]),
+              5,
+            );
           });
           expectClose(traj[steps], x0, 5);
         }
@@ -277,12 +289,25 @@ describe('Euler behind the sampler interface', () => {
       };
       const state = flowMatchEulerSampler.create(3, 3, counted, eta);
       const x = new Float32Array([1, -2, 0.5]);
-      for (let i = 0; i < 3; i++) state.step(x, Float32Array.from(x, (xi) => xi * 0.5 + i), i);
+      for (let i = 0; i < 3; i++)
+        state.step(
+          x,
+          Float32Array.from(x, (xi) => xi * 0.5 + i),
+          i,
+        );
       return { x, draws };
     };
     const ref = new Float32Array([1, -2, 0.5]);
     const rng = new Rng(9);
-    for (let i = 0; i < 3; i++) stochasticEulerStep(ref, Float32Array.from(ref, (xi) => xi * 0.5 + i), sig[i], sig[i + 1], 0.7, () => rng.normal());
+    for (let i = 0; i < 3; i++)
+      stochasticEulerStep(
+        ref,
+        Float32Array.from(ref, (xi) => xi * 0.5 + i),
+        sig[i],
+        sig[i + 1],
+        0.7,
+        () => rng.normal(),
+      );
     const stochastic = run(0.7);
     expect(Array.from(stochastic.x)).toEqual(Array.from(ref));
     expect(stochastic.draws).toBe(2 * 3);

@@ -188,7 +188,9 @@ describe('buildPipeline: valid graphs', () => {
   });
 
   it('freezes the spec: assigning to its nodes, edges or components throws (strict mode)', () => {
-    const built = buildPipeline(spec([node('encode', { prompt: 'text' }, { embeds: 'embeds' })], { components: { te: { tasks: ['T2V'] } } }), { tasks: ['T2V'] });
+    const built = buildPipeline(spec([node('encode', { prompt: 'text' }, { embeds: 'embeds' })], { components: { te: { tasks: ['T2V'] } } }), {
+      tasks: ['T2V'],
+    });
     const s = built.spec as unknown as { nodes: unknown[]; components: Record<string, unknown>; requestInputs: Record<string, string> };
     const n = built.spec.nodes[0] as unknown as { name: string; inputs: Record<string, string>; outputs: Record<string, string>; tasks: Task[] };
     expect(Object.isFrozen(built.spec)).toBe(true);
@@ -322,14 +324,18 @@ describe('buildPipeline: rejections name the node or edge', () => {
   });
 
   it('a node using a component the spec does not declare', () => {
-    const err = rejects(spec([node('encode', { prompt: 'text' }, { embeds: 'embeds' }, { components: ['text_encoder'] })], { components: { vae: { tasks: BOTH } } }));
+    const err = rejects(
+      spec([node('encode', { prompt: 'text' }, { embeds: 'embeds' }, { components: ['text_encoder'] })], { components: { vae: { tasks: BOTH } } }),
+    );
     expect(err.message).toMatch(/node 'encode'/);
     expect(err.message).toMatch(/component 'text_encoder'/);
   });
 
   it('a component whose declared tasks miss a deployed task its node needs', () => {
     const s = () =>
-      spec([node('decode', { prompt: 'text' }, { video: 'video' }, { components: ['vae'], tasks: ['T2V', 'T2I'] })], { components: { vae: { tasks: ['T2V'] } } });
+      spec([node('decode', { prompt: 'text' }, { video: 'video' }, { components: ['vae'], tasks: ['T2V', 'T2I'] })], {
+        components: { vae: { tasks: ['T2V'] } },
+      });
     const err = rejects(s(), BOTH);
     expect(err.message).toMatch(/node 'decode'/);
     expect(err.message).toMatch(/component 'vae'/);
@@ -339,14 +345,21 @@ describe('buildPipeline: rejections name the node or edge', () => {
   });
 
   it('two policies claiming one slot', () => {
-    const err = rejects(spec([node('denoise', { prompt: 'text' }, { latents: 'latents' }, { policies: [CFGPolicy.classic(), ExpertRouting.single(), CFGPolicy.batched()] })]));
+    const err = rejects(
+      spec([node('denoise', { prompt: 'text' }, { latents: 'latents' }, { policies: [CFGPolicy.classic(), ExpertRouting.single(), CFGPolicy.batched()] })]),
+    );
     expect(err.message).toMatch(/node 'denoise'/);
     expect(err.message).toMatch(/'guidance'/);
     expect(err.message).toContain(CFGPolicy.classic().name);
     expect(err.message).toContain(CFGPolicy.batched().name);
     // One policy per slot is fine.
     expect(() =>
-      buildPipeline(spec([node('denoise', { prompt: 'text' }, { latents: 'latents' }, { policies: [CFGPolicy.batched(), ExpertRouting.single(), FlowShiftPolicy.fixed()] })]), { tasks: BOTH }),
+      buildPipeline(
+        spec([
+          node('denoise', { prompt: 'text' }, { latents: 'latents' }, { policies: [CFGPolicy.batched(), ExpertRouting.single(), FlowShiftPolicy.fixed()] }),
+        ]),
+        { tasks: BOTH },
+      ),
     ).not.toThrow();
   });
 
@@ -428,10 +441,9 @@ describe('wanT2VPipelineSpec', () => {
   });
 
   it('boundary expert routing adds transformer_2 to the components to load', () => {
-    const built = buildPipeline(
-      wanT2VPipelineSpec({ ...defaultPolicies(), expert: ExpertRouting.boundary('transformer', 'transformer_2', 0.9) }),
-      { tasks: ['T2V'] },
-    );
+    const built = buildPipeline(wanT2VPipelineSpec({ ...defaultPolicies(), expert: ExpertRouting.boundary('transformer', 'transformer_2', 0.9) }), {
+      tasks: ['T2V'],
+    });
     expect(built.components.has('transformer_2')).toBe(true);
   });
 

@@ -1,7 +1,16 @@
 import { mkdtempSync, rmSync } from 'node:fs';
 import * as os from 'node:os';
 import * as path from 'node:path';
-import { connectShm, connectTcp, createInProcessConnector, listenShm, listenTcp, type SocketStageReceiver, type StageReceiver, type StageSender } from '../../src/placement/connectors';
+import {
+  connectShm,
+  connectTcp,
+  createInProcessConnector,
+  listenShm,
+  listenTcp,
+  type SocketStageReceiver,
+  type StageReceiver,
+  type StageSender,
+} from '../../src/placement/connectors';
 import { crc32Function } from '../../src/placement/crc32';
 import { encodePayload } from '../../src/placement/payload-framing';
 import { samplePayload } from './payload-fixtures';
@@ -81,7 +90,9 @@ export function track<T>(promises: Array<Promise<T>>): { settled: () => Array<'p
 export function frameWithSchemaVersion2(requestId = 'v2'): Uint8Array {
   const frame = encodePayload(samplePayload(requestId));
   const len = new DataView(frame.buffer).getUint32(16, true);
-  const text = Buffer.from(frame.subarray(24, 24 + len)).toString().replace('"schemaVersion":1', '"schemaVersion":2');
+  const text = Buffer.from(frame.subarray(24, 24 + len))
+    .toString()
+    .replace('"schemaVersion":1', '"schemaVersion":2');
   frame.set(Buffer.from(text), 24);
   const crc = crc32Function();
   new DataView(frame.buffer).setUint32(20, crc(frame.subarray(24), crc(frame.subarray(0, 20))), true);

@@ -79,7 +79,10 @@ describe('tcp receiver under hostile input', () => {
     peer.socket.write(frameWithSchemaVersion2());
     await until(() => peer.lines.length === 3);
     const message = 'frame at stream byte 0: payload frame header at byte 24: payload schema version 2 is newer than this omnirx (1)';
-    expect(peer.lines.slice(1)).toEqual([{ t: 'reject', code: 'OMNIRX_ERR_PAYLOAD', message }, { t: 'credit', n: 1 }]);
+    expect(peer.lines.slice(1)).toEqual([
+      { t: 'reject', code: 'OMNIRX_ERR_PAYLOAD', message },
+      { t: 'credit', n: 1 },
+    ]);
     expect((await fault)[0]).toMatchObject({ kind: 'rejected', error: { code: 'OMNIRX_ERR_PAYLOAD', message } });
     peer.socket.write(encodePayload(samplePayload('ok')));
     await until(() => peer.lines.length === 4);
@@ -95,7 +98,11 @@ describe('tcp receiver under hostile input', () => {
     const peer = await rawPeer({ port, host: '127.0.0.1' });
     peer.socket.write(Buffer.concat([0, 1, 2].map((i) => encodePayload(samplePayload(`r${i}`)))));
     await peer.closed;
-    expect(peer.lines.slice(1)).toEqual([{ t: 'ack' }, { t: 'ack' }, { t: 'error', message: 'tcp receiver 127.0.0.1:0: a sender sent a payload without credit' }]);
+    expect(peer.lines.slice(1)).toEqual([
+      { t: 'ack' },
+      { t: 'ack' },
+      { t: 'error', message: 'tcp receiver 127.0.0.1:0: a sender sent a payload without credit' },
+    ]);
     expect((await fault)[0]!.kind).toBe('dropped');
     expect(receiver.queued).toBe(2);
     await receiver.close();
@@ -116,7 +123,9 @@ describe('tcp receiver under hostile input', () => {
     await sender.ready;
     const refused = sender.put(big);
     await expect(refused).rejects.toThrow(PayloadError);
-    await expect(refused).rejects.toThrow(`tcp sender to 127.0.0.1:${port}: payload big is ${frame.length} bytes as a frame, more than the receiver's 1024-byte limit`);
+    await expect(refused).rejects.toThrow(
+      `tcp sender to 127.0.0.1:${port}: payload big is ${frame.length} bytes as a frame, more than the receiver's 1024-byte limit`,
+    );
     await sender.put(samplePayload('small'));
     expect((await receiver.get()).requestId).toBe('small');
     await sender.close();

@@ -13,10 +13,14 @@ describe('control lines', () => {
   });
 
   it('refuses an over-long line before buffering more of it, whole or in pieces', () => {
-    expect(() => new ControlLineReader().push(Buffer.alloc(MAX_CONTROL_LINE_BYTES + 1, 0x61))).toThrow('control stream at byte 0: a line longer than 8192 bytes');
+    expect(() => new ControlLineReader().push(Buffer.alloc(MAX_CONTROL_LINE_BYTES + 1, 0x61))).toThrow(
+      'control stream at byte 0: a line longer than 8192 bytes',
+    );
     const reader = new ControlLineReader();
     reader.push(Buffer.from('{"t":"ack"}\n'));
-    expect(() => reader.push(Buffer.concat([Buffer.alloc(MAX_CONTROL_LINE_BYTES + 1, 0x61), Buffer.from('\n')]))).toThrow('control stream at byte 12: a line longer than 8192 bytes');
+    expect(() => reader.push(Buffer.concat([Buffer.alloc(MAX_CONTROL_LINE_BYTES + 1, 0x61), Buffer.from('\n')]))).toThrow(
+      'control stream at byte 12: a line longer than 8192 bytes',
+    );
   });
 
   it('names what is wrong with a line', () => {

@@ -23,7 +23,12 @@ describe('deploy config', () => {
   });
 
   it('keeps given values', () => {
-    const c = parseDeployConfig({ schemaVersion: 1, tasks: ['WORLD'], caches: { chunkKvBytes: 1024 }, sessions: { chunkFrames: 2, sinkFrames: 2, localWindowFrames: 4, steps: 4 } });
+    const c = parseDeployConfig({
+      schemaVersion: 1,
+      tasks: ['WORLD'],
+      caches: { chunkKvBytes: 1024 },
+      sessions: { chunkFrames: 2, sinkFrames: 2, localWindowFrames: 4, steps: 4 },
+    });
     expect(c.tasks).toEqual(['WORLD']);
     expect(c.caches.chunkKvBytes).toBe(1024);
     expect(c.caches.featureCacheBytes).toBe(64 * MiB);
@@ -64,7 +69,10 @@ describe('deploy config', () => {
   });
 
   it('files: invalid JSON (with the position), a missing file, an oversized file and a directory are clear errors', async () => {
-    await expect(loadDeployConfig(file('{"schemaVersion": 1,'))).rejects.toMatchObject({ code: 'OMNIRX_ERR_CONFIG', message: expect.stringMatching(/not valid JSON/) });
+    await expect(loadDeployConfig(file('{"schemaVersion": 1,'))).rejects.toMatchObject({
+      code: 'OMNIRX_ERR_CONFIG',
+      message: expect.stringMatching(/not valid JSON/),
+    });
     await expect(loadDeployConfig('/nonexistent/deploy.json')).rejects.toMatchObject({ code: 'OMNIRX_ERR_CONFIG', message: expect.stringMatching(/ENOENT/) });
     await expect(loadDeployConfig(file(Buffer.alloc(MiB + 1, 0x20)))).rejects.toMatchObject({ message: expect.stringMatching(/more than the 1 MiB limit/) });
     await expect(loadDeployConfig(tmpdir())).rejects.toMatchObject({ code: 'OMNIRX_ERR_CONFIG' });

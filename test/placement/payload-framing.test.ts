@@ -75,7 +75,12 @@ describe('payload framing', () => {
     ['bad magic', (f: Uint8Array) => (f[1] = 0x41), 'payload frame at byte 1: bad magic (expected "OMXP", got bytes 0x4f 0x41 0x58 0x50)', 1],
     ['newer framing version', (f: Uint8Array) => (f[4] = 2), 'payload frame at byte 4: framing version 2 is newer than this omnirx (1)', 4],
     ['unknown flags', (f: Uint8Array) => (f[6] = 1), 'payload frame at byte 6: unknown flags 0x1 (this omnirx knows none)', 6],
-    ['a flipped body byte', (f: Uint8Array) => (f[f.length - 9] ^= 0xff), /^payload frame at byte 20: checksum mismatch \(frame says 0x[0-9a-f]+, bytes give 0x[0-9a-f]+\)$/, 20],
+    [
+      'a flipped body byte',
+      (f: Uint8Array) => (f[f.length - 9] ^= 0xff),
+      /^payload frame at byte 20: checksum mismatch \(frame says 0x[0-9a-f]+, bytes give 0x[0-9a-f]+\)$/,
+      20,
+    ],
   ])('refuses %s, naming the byte offset', (_label, edit, message, offset) => {
     const frame = encodePayload(samplePayload());
     edit(frame);
@@ -87,8 +92,12 @@ describe('payload framing', () => {
 
   it('refuses truncated frames and trailing bytes', () => {
     const frame = encodePayload(samplePayload());
-    expect(payloadError(() => decodePayload(frame.subarray(0, 10))).message).toBe('payload frame at byte 10: truncated: 10 bytes, shorter than the 24-byte fixed header');
-    expect(payloadError(() => decodePayload(frame.subarray(0, 100))).message).toBe(`payload frame at byte 100: truncated: it declares ${frame.length} bytes (at byte 8) but only 100 are present`);
+    expect(payloadError(() => decodePayload(frame.subarray(0, 10))).message).toBe(
+      'payload frame at byte 10: truncated: 10 bytes, shorter than the 24-byte fixed header',
+    );
+    expect(payloadError(() => decodePayload(frame.subarray(0, 100))).message).toBe(
+      `payload frame at byte 100: truncated: it declares ${frame.length} bytes (at byte 8) but only 100 are present`,
+    );
     const longer = new Uint8Array(frame.length + 3);
     longer.set(frame);
     expect(payloadError(() => decodePayload(longer)).message).toBe(`payload frame at byte ${frame.length}: 3 bytes follow the end of the frame`);
@@ -97,7 +106,9 @@ describe('payload framing', () => {
   it('refuses a header length past the end', () => {
     const frame = encodePayload(samplePayload());
     new DataView(frame.buffer).setUint32(16, frame.length, true);
-    expect(payloadError(() => decodePayload(reseal(frame))).message).toBe(`payload frame at byte 16: header length ${frame.length} runs past the frame end (byte ${frame.length})`);
+    expect(payloadError(() => decodePayload(reseal(frame))).message).toBe(
+      `payload frame at byte 16: header length ${frame.length} runs past the frame end (byte ${frame.length})`,
+    );
   });
 
   it('refuses a header that is not JSON', () => {
@@ -118,13 +129,21 @@ describe('payload framing', () => {
     const tensors = (h: Record<string, unknown>) => h.tensors as Array<Record<string, unknown>>;
     const bodyStart = frame.length - 24 - 8; // latents (24 bytes) then mask (5 → 8 bytes)
     const past = withHeader(frame, (h) => (tensors(h)[1]!.offset = 32));
-    expect(payloadError(() => decodePayload(past)).message).toBe(`tensor "mask" at byte ${bodyStart + 32}: its 5 bytes run past the frame end (byte ${frame.length})`);
+    expect(payloadError(() => decodePayload(past)).message).toBe(
+      `tensor "mask" at byte ${bodyStart + 32}: its 5 bytes run past the frame end (byte ${frame.length})`,
+    );
     const overlap = withHeader(frame, (h) => (tensors(h)[1]!.offset = 16));
-    expect(payloadError(() => decodePayload(overlap)).message).toBe(`tensor "mask" at byte ${bodyStart + 16} overlaps tensor "latents" (bytes ${bodyStart}..${bodyStart + 24})`);
+    expect(payloadError(() => decodePayload(overlap)).message).toBe(
+      `tensor "mask" at byte ${bodyStart + 16} overlaps tensor "latents" (bytes ${bodyStart}..${bodyStart + 24})`,
+    );
     const misaligned = withHeader(frame, (h) => (tensors(h)[1]!.offset = 25));
-    expect(payloadError(() => decodePayload(misaligned)).message).toMatch(/^payload frame header \(byte 24\): tensors\.1 \("mask"\) has offset 25 \/ length 5;/);
+    expect(payloadError(() => decodePayload(misaligned)).message).toMatch(
+      /^payload frame header \(byte 24\): tensors\.1 \("mask"\) has offset 25 \/ length 5;/,
+    );
     const missized = withHeader(frame, (h) => (tensors(h)[0]!.shape = [3, 2].map((d) => d + 1)));
-    expect(payloadError(() => decodePayload(missized)).message).toBe(`tensor "latents" at byte ${bodyStart}: shape [4, 3] of float32 is 48 bytes, but the frame gives it 24 bytes`);
+    expect(payloadError(() => decodePayload(missized)).message).toBe(
+      `tensor "latents" at byte ${bodyStart}: shape [4, 3] of float32 is 48 bytes, but the frame gives it 24 bytes`,
+    );
   });
 });
 

@@ -1,6 +1,14 @@
 import { OmniError } from '../../src/errors';
 import { loadNative } from '../../src/native/binding';
-import { float32Elements, float32Tensor, nativeTensorToPayload, parseStagePayload, PayloadError, payloadToNativeTensor, PAYLOAD_LIMITS } from '../../src/pipeline/stage-payload';
+import {
+  float32Elements,
+  float32Tensor,
+  nativeTensorToPayload,
+  parseStagePayload,
+  PayloadError,
+  payloadToNativeTensor,
+  PAYLOAD_LIMITS,
+} from '../../src/pipeline/stage-payload';
 import { samplePayload } from './payload-fixtures';
 
 function payloadError(f: () => unknown): PayloadError {

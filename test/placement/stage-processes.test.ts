@@ -21,7 +21,13 @@ const native = loadNative();
 
 const reqs: OmniRequestInput[] = [
   { model: 'tiny', task: 'T2V', inputs: { prompt: 'a red ball in a blue room' }, diffusion: { seed: 7 } },
-  { model: 'tiny', task: 'T2V', inputs: { prompt: 'a blue ball' }, diffusion: { seed: 11, numFrames: 5, numInferenceSteps: 4 }, outputs: { returnLatents: true } },
+  {
+    model: 'tiny',
+    task: 'T2V',
+    inputs: { prompt: 'a blue ball' },
+    diffusion: { seed: 11, numFrames: 5, numInferenceSteps: 4 },
+    outputs: { returnLatents: true },
+  },
   { model: 'tiny', task: 'T2I', inputs: { prompt: 'a red room' }, diffusion: { seed: 5 } },
 ];
 
@@ -34,12 +40,27 @@ const outputOf = (events: OmniEvent[]): OmniOutput => {
 /** The artifacts as comparable bytes (frames, pixels, latents). */
 const bytesOf = (o: OmniOutput): Record<string, Buffer> =>
   Object.fromEntries(
-    Object.entries(o.artifacts).map(([k, a]) => [k, a.kind === 'video' ? Buffer.from(a.frames) : a.kind === 'image' ? Buffer.from(a.pixels) : Buffer.from(a.data.buffer, a.data.byteOffset, a.data.byteLength)]),
+    Object.entries(o.artifacts).map(([k, a]) => [
+      k,
+      a.kind === 'video'
+        ? Buffer.from(a.frames)
+        : a.kind === 'image'
+          ? Buffer.from(a.pixels)
+          : Buffer.from(a.data.buffer, a.data.byteOffset, a.data.byteLength),
+    ]),
   );
 
 /** An engine whose work runs on stage processes linked by `connector`. */
 const start = (connector: 'shm' | 'tcp') =>
-  Engine.create({ families: builtinFamilies(), native, modelsDir, defaultModel: 'tiny', tasks: ['T2V', 'T2I'], topology: TopologySchema.parse({ kind: 'disaggregated', connector }), stageEntry: entry });
+  Engine.create({
+    families: builtinFamilies(),
+    native,
+    modelsDir,
+    defaultModel: 'tiny',
+    tasks: ['T2V', 'T2I'],
+    topology: TopologySchema.parse({ kind: 'disaggregated', connector }),
+    stageEntry: entry,
+  });
 /** The stage processes an engine runs on. */
 const processesOf = (e: Engine) => (e.executor as StageExecutor).hosting as StageProcesses;
 
@@ -62,7 +83,10 @@ describe('stage processes', () => {
       const dis = await Promise.all(reqs.map((r) => run(sp, r)));
       for (let i = 0; i < reqs.length; i++) expect(bytesOf(outputOf(dis[i]))).toEqual(bytesOf(outputOf(mono[i])));
       // Progress crosses over IPC and is not lost behind the result: the engine's events, `final` last.
-      const kinds = (evs: OmniEvent[]) => evs.map((e) => (e.type === 'step' ? `step ${e.node} ${e.index}/${e.total}` : e.type === 'node_start' || e.type === 'node_end' ? `${e.type} ${e.node}` : e.type));
+      const kinds = (evs: OmniEvent[]) =>
+        evs.map((e) =>
+          e.type === 'step' ? `step ${e.node} ${e.index}/${e.total}` : e.type === 'node_start' || e.type === 'node_end' ? `${e.type} ${e.node}` : e.type,
+        );
       for (let i = 0; i < reqs.length; i++) expect(kinds(dis[i]).sort()).toEqual(kinds(mono[i]).sort());
       const mem = await processesOf(sp).memory();
       expect(mem.denoise.encoderBytes).toBe(0);
@@ -81,33 +105,46 @@ describe('stage processes', () => {
     }
   });
 
-  it.each(['decode', 'denoise'] as const)('a killed %s process fails the requests it held with OMNIRX_ERR_STAGE_FAILED, is restarted, and new requests succeed', async (role) => {
-    const sp = await start('shm');
-    try {
-      const big = (seed: number): OmniRequestInput => ({ model: 'tiny', task: 'T2V', inputs: { prompt: 'a red ball' }, diffusion: { seed, width: 64, height: 64, numFrames: 9, numInferenceSteps: 2, guidanceScale: 1 } });
-      const victim = processesOf(sp).process(role);
-      // Killed the moment it reports taking its first request: that request is in the dead process.
-      victim.on('message', (m: StageToParent) => {
-        if (m.type === 'held') victim.kill('SIGKILL');
-      });
-      const requests = [1, 2, 3, 4].map(big);
-      const outcomes = await Promise.all(requests.map((r) => run(sp, r)));
-      const last = outcomes.map((ev) => ev[ev.length - 1]);
-      const failed = last.filter((e) => e.type === 'error');
-      expect(failed.length).toBeGreaterThanOrEqual(1);
-      for (const e of failed) expect(e).toMatchObject({ type: 'error', code: 'OMNIRX_ERR_STAGE_FAILED', message: expect.stringContaining(`${role} stage process exited (SIGKILL)`) });
-      // The others went on and are exactly what the monolithic engine produces.
-      for (let i = 0; i < requests.length; i++) {
-        if (last[i].type !== 'final') continue;
-        expect(bytesOf(outputOf(outcomes[i]))).toEqual(bytesOf(outputOf(await run(engine, requests[i]))));
+  it.each(['decode', 'denoise'] as const)(
+    'a killed %s process fails the requests it held with OMNIRX_ERR_STAGE_FAILED, is restarted, and new requests succeed',
+    async (role) => {
+      const sp = await start('shm');
+      try {
+        const big = (seed: number): OmniRequestInput => ({
+          model: 'tiny',
+          task: 'T2V',
+          inputs: { prompt: 'a red ball' },
+          diffusion: { seed, width: 64, height: 64, numFrames: 9, numInferenceSteps: 2, guidanceScale: 1 },
+        });
+        const victim = processesOf(sp).process(role);
+        // Killed the moment it reports taking its first request: that request is in the dead process.
+        victim.on('message', (m: StageToParent) => {
+          if (m.type === 'held') victim.kill('SIGKILL');
+        });
+        const requests = [1, 2, 3, 4].map(big);
+        const outcomes = await Promise.all(requests.map((r) => run(sp, r)));
+        const last = outcomes.map((ev) => ev[ev.length - 1]);
+        const failed = last.filter((e) => e.type === 'error');
+        expect(failed.length).toBeGreaterThanOrEqual(1);
+        for (const e of failed)
+          expect(e).toMatchObject({
+            type: 'error',
+            code: 'OMNIRX_ERR_STAGE_FAILED',
+            message: expect.stringContaining(`${role} stage process exited (SIGKILL)`),
+          });
+        // The others went on and are exactly what the monolithic engine produces.
+        for (let i = 0; i < requests.length; i++) {
+          if (last[i].type !== 'final') continue;
+          expect(bytesOf(outputOf(outcomes[i]))).toEqual(bytesOf(outputOf(await run(engine, requests[i]))));
+        }
+        await processesOf(sp).whenUp();
+        expect(processesOf(sp).restarts).toBe(1);
+        expect(processesOf(sp).process(role).pid).not.toBe(victim.pid);
+        const after = await run(sp, reqs[0]);
+        expect(bytesOf(outputOf(after))).toEqual(bytesOf(outputOf(await run(engine, reqs[0]))));
+      } finally {
+        await sp.close();
       }
-      await processesOf(sp).whenUp();
-      expect(processesOf(sp).restarts).toBe(1);
-      expect(processesOf(sp).process(role).pid).not.toBe(victim.pid);
-      const after = await run(sp, reqs[0]);
-      expect(bytesOf(outputOf(after))).toEqual(bytesOf(outputOf(await run(engine, reqs[0]))));
-    } finally {
-      await sp.close();
-    }
-  });
+    },
+  );
 });

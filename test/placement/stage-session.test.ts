@@ -11,9 +11,10 @@ import { builtinFamilies } from '../../src/families';
 // Stage processes run compiled JS (see stage-processes.test.ts): dist/ from `npm test`'s pretest, or OMNIRX_STAGE_ENTRY.
 const entry = process.env.OMNIRX_STAGE_ENTRY ?? path.resolve(__dirname, '../../dist/src/placement/stage-main.js');
 
-
 type Key = 'none' | 'up' | 'down' | 'left' | 'right';
-const PLAN: Array<{ key: Key; id: string; vector?: [number, number] }> = (['none', 'up', 'up', 'left', 'down', 'right', 'none', 'left', 'right', 'up'] as Key[]).map((key, i) => ({ key, id: `a${i}`, ...(i === 4 ? { vector: [0.5, -0.25] as [number, number] } : {}) }));
+const PLAN: Array<{ key: Key; id: string; vector?: [number, number] }> = (
+  ['none', 'up', 'up', 'left', 'down', 'right', 'none', 'left', 'right', 'up'] as Key[]
+).map((key, i) => ({ key, id: `a${i}`, ...(i === 4 ? { vector: [0.5, -0.25] as [number, number] } : {}) }));
 const sessions = SessionConfigSchema.parse({ chunkFrames: 1, sinkFrames: 1, localWindowFrames: 2, steps: 2 });
 
 interface Handle {
@@ -55,7 +56,10 @@ const isChunk = (n: number) => (e: OmniEvent) => e.type === 'chunk' && e.rollout
 const frameBytes = (c: ChunkEvent) => Buffer.from(c.artifact.kind === 'video' ? c.artifact.frames : new Uint8Array());
 
 /** Runs the plan: action k is set before the credit of chunk k, and chunk k is awaited before k+1. */
-async function scripted(s: Handle, plan: ReadonlyArray<{ key: Key; id?: string; vector?: [number, number] }> = PLAN): Promise<{ chunks: ChunkEvent[]; last: OmniEvent }> {
+async function scripted(
+  s: Handle,
+  plan: ReadonlyArray<{ key: Key; id?: string; vector?: [number, number] }> = PLAN,
+): Promise<{ chunks: ChunkEvent[]; last: OmniEvent }> {
   const events: OmniEvent[] = [];
   let notify: () => void = () => undefined;
   const done = new Promise<void>((resolve) => s.events$.subscribe({ next: (e) => (events.push(e), notify()), complete: resolve }));
@@ -71,7 +75,10 @@ async function scripted(s: Handle, plan: ReadonlyArray<{ key: Key; id?: string; 
 }
 
 const inProcess = () => TopologySchema.parse({ kind: 'disaggregated', connector: 'in-process' });
-const view = (c: ChunkEvent) => ({ rollout: c.rollout, frames: Buffer.from(c.artifact.kind === 'video' ? c.artifact.frames : new Uint8Array()).toString('base64') });
+const view = (c: ChunkEvent) => ({
+  rollout: c.rollout,
+  frames: Buffer.from(c.artifact.kind === 'video' ? c.artifact.frames : new Uint8Array()).toString('base64'),
+});
 
 let modelsDir: string;
 let engine: Engine;
@@ -79,7 +86,17 @@ let reference: ChunkEvent[];
 const native = loadNative();
 /** An engine on the stages of `topology` serving the tiny world model's sessions. */
 const staged = (topology: Topology, over: { sessions?: typeof sessions } = {}) =>
-  Engine.create({ families: builtinFamilies(), native, modelsDir, defaultModel: 'tiny-world', tasks: ['T2V', 'WORLD'], sessions, ...over, topology, stageEntry: entry });
+  Engine.create({
+    families: builtinFamilies(),
+    native,
+    modelsDir,
+    defaultModel: 'tiny-world',
+    tasks: ['T2V', 'WORLD'],
+    sessions,
+    ...over,
+    topology,
+    stageEntry: entry,
+  });
 /** What each stage of `e` holds. */
 const memory = (e: Engine) => (e.executor as StageExecutor).memory();
 

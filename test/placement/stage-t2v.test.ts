@@ -14,7 +14,13 @@ let staged: Engine;
 
 const reqs: OmniRequestInput[] = [
   { model: 'tiny', task: 'T2V', inputs: { prompt: 'a red ball in a blue room' }, diffusion: { seed: 7 } },
-  { model: 'tiny', task: 'T2V', inputs: { prompt: 'a blue ball' }, diffusion: { seed: 11, numFrames: 5, numInferenceSteps: 4 }, outputs: { returnLatents: true } },
+  {
+    model: 'tiny',
+    task: 'T2V',
+    inputs: { prompt: 'a blue ball' },
+    diffusion: { seed: 11, numFrames: 5, numInferenceSteps: 4 },
+    outputs: { returnLatents: true },
+  },
   { model: 'tiny', task: 'T2V', inputs: { prompt: 'room' }, diffusion: { seed: 3, guidanceScale: 1 } },
   { model: 'tiny', task: 'T2I', inputs: { prompt: 'a red room' }, diffusion: { seed: 5, sampler: 'unipc' } },
 ];
@@ -57,7 +63,11 @@ describe('the engine on disaggregated stages, in-process', () => {
           expect(Buffer.from(other.pixels).equals(Buffer.from(art.pixels))).toBe(true);
         } else if (art.kind === 'latents' && other.kind === 'latents') {
           expect(other.shape).toEqual(art.shape);
-          expect(Buffer.from(other.data.buffer, other.data.byteOffset, other.data.byteLength).equals(Buffer.from(art.data.buffer, art.data.byteOffset, art.data.byteLength))).toBe(true);
+          expect(
+            Buffer.from(other.data.buffer, other.data.byteOffset, other.data.byteLength).equals(
+              Buffer.from(art.data.buffer, art.data.byteOffset, art.data.byteLength),
+            ),
+          ).toBe(true);
         }
       }
     }
@@ -116,7 +126,14 @@ describe('the engine on disaggregated stages, in-process', () => {
     expect(bad[bad.length - 1]).toMatchObject({ type: 'error', code: 'OMNIRX_ERR_UNKNOWN_MODEL' });
     const invalid = await lastValueFrom(staged.generate({ model: 'tiny', task: 'T2V', inputs: { prompt: 'a' }, diffusion: { width: 18 } }).pipe(toArray()));
     expect(invalid[invalid.length - 1]).toMatchObject({ type: 'error', code: 'OMNIRX_ERR_UNSUPPORTED_VALUE', param: 'diffusion.width' });
-    const hostile = new Proxy({}, { get: () => { throw new Error('boom'); } }) as never;
+    const hostile = new Proxy(
+      {},
+      {
+        get: () => {
+          throw new Error('boom');
+        },
+      },
+    ) as never;
     const read = await lastValueFrom(staged.generate(hostile).pipe(toArray()));
     expect(read).toEqual([expect.objectContaining({ type: 'error', code: 'OMNIRX_ERR_INVALID_REQUEST' })]);
     const ok = await lastValueFrom(staged.generate(reqs[0]).pipe(toArray()));

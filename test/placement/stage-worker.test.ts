@@ -56,7 +56,22 @@ async function until(cond: () => boolean): Promise<void> {
 
 type Link = ReturnType<typeof createInProcessConnector>;
 const host = (role: 'encode' | 'denoise' | 'decode', input: Link, output: Link, maxInFlight?: number, taps: Link[] = [], onHeld?: (id: string) => void) =>
-  new StageHost({ role, native, families, modelsDir, defaultModel: 'tiny', policies, tasks: ['T2V', 'T2I'], world: false, budgets, input: input.receiver, output: output.sender, maxInFlight, taps: taps.map((t) => t.sender), onHeld });
+  new StageHost({
+    role,
+    native,
+    families,
+    modelsDir,
+    defaultModel: 'tiny',
+    policies,
+    tasks: ['T2V', 'T2I'],
+    world: false,
+    budgets,
+    input: input.receiver,
+    output: output.sender,
+    maxInFlight,
+    taps: taps.map((t) => t.sender),
+    onHeld,
+  });
 
 describe('StageWorker', () => {
   it('credit flow control: a Decode that takes nothing throttles Denoise, Encode and the front; all finish once it runs', async () => {
@@ -71,9 +86,18 @@ describe('StageWorker', () => {
     void denoise.worker.start();
     const front = await executorOver(toEncode, results, [encode, denoise, decode]);
     try {
-      const runs = Array.from({ length: 8 }, (_, i) => run(front, admit({ model: 'tiny', task: 'T2V', inputs: { prompt: 'a red ball' }, diffusion: { seed: i, numInferenceSteps: 2 } }, `r${i}`)));
+      const runs = Array.from({ length: 8 }, (_, i) =>
+        run(front, admit({ model: 'tiny', task: 'T2V', inputs: { prompt: 'a red ball' }, diffusion: { seed: i, numInferenceSteps: 2 } }, `r${i}`)),
+      );
       // Steady state: every link full and every stage at its bound.
-      await until(() => toDecode.receiver.queued === 1 && denoise.worker.holding().length === 2 && toDenoise.receiver.queued === 1 && encode.worker.holding().length === 1 && toEncode.receiver.queued === 1);
+      await until(
+        () =>
+          toDecode.receiver.queued === 1 &&
+          denoise.worker.holding().length === 2 &&
+          toDenoise.receiver.queued === 1 &&
+          encode.worker.holding().length === 1 &&
+          toEncode.receiver.queued === 1,
+      );
       const where = [...front.locations().values()];
       expect(where.length).toBe(8); // nothing finished
       expect(where.filter((l) => l === 'front').length).toBe(2); // the front's puts wait for Encode's credit
@@ -92,7 +116,26 @@ describe('StageWorker', () => {
     const output = createInProcessConnector();
     const denoise = host('denoise', input, output);
     void denoise.worker.start();
-    const params: ResolvedParams = { task: 'T2V', model: 'tiny', prompt: 'a', negativePrompt: '', width: 16, height: 16, numFrames: 3, fps: 6, numInferenceSteps: 2, guidanceScale: 1, guidanceInterval: [0, 1], flowShift: 2, sampler: 'euler', eta: 0, seed: 1, modalities: ['video'], returnLatents: false, priority: 0 };
+    const params: ResolvedParams = {
+      task: 'T2V',
+      model: 'tiny',
+      prompt: 'a',
+      negativePrompt: '',
+      width: 16,
+      height: 16,
+      numFrames: 3,
+      fps: 6,
+      numInferenceSteps: 2,
+      guidanceScale: 1,
+      guidanceInterval: [0, 1],
+      flowShift: 2,
+      sampler: 'euler',
+      eta: 0,
+      seed: 1,
+      modalities: ['video'],
+      returnLatents: false,
+      priority: 0,
+    };
     const embeds = (shape: number[]): DiffusionStagePayload => ({
       schemaVersion: PAYLOAD_SCHEMA_VERSION,
       requestId: `r-${shape.join('x')}`,
@@ -104,25 +147,56 @@ describe('StageWorker', () => {
     });
     try {
       await input.sender.put(embeds([1, 7, 32]));
-      await input.sender.put({ ...embeds([1, 8, 32]), requestId: 'r-bad-job', metadata: { job: { family: 'wan-t2v', params: { ...params, seed: -1 }, nodeParams: {} } } });
+      await input.sender.put({
+        ...embeds([1, 8, 32]),
+        requestId: 'r-bad-job',
+        metadata: { job: { family: 'wan-t2v', params: { ...params, seed: -1 }, nodeParams: {} } },
+      });
       // A guidance interval whose start is after its end, and one that is not a pair.
-      await input.sender.put({ ...embeds([1, 8, 32]), requestId: 'r-bad-interval', metadata: { job: { family: 'wan-t2v', params: { ...params, guidanceInterval: [0.9, 0.1] }, nodeParams: {} } } });
-      await input.sender.put({ ...embeds([1, 8, 32]), requestId: 'r-bad-interval-2', metadata: { job: { family: 'wan-t2v', params: { ...params, guidanceInterval: 'all' }, nodeParams: {} } } });
+      await input.sender.put({
+        ...embeds([1, 8, 32]),
+        requestId: 'r-bad-interval',
+        metadata: { job: { family: 'wan-t2v', params: { ...params, guidanceInterval: [0.9, 0.1] }, nodeParams: {} } },
+      });
+      await input.sender.put({
+        ...embeds([1, 8, 32]),
+        requestId: 'r-bad-interval-2',
+        metadata: { job: { family: 'wan-t2v', params: { ...params, guidanceInterval: 'all' }, nodeParams: {} } },
+      });
       // An η outside [0, 1].
-      await input.sender.put({ ...embeds([1, 8, 32]), requestId: 'r-bad-eta', metadata: { job: { family: 'wan-t2v', params: { ...params, eta: 7 }, nodeParams: {} } } });
+      await input.sender.put({
+        ...embeds([1, 8, 32]),
+        requestId: 'r-bad-eta',
+        metadata: { job: { family: 'wan-t2v', params: { ...params, eta: 7 }, nodeParams: {} } },
+      });
       await input.sender.put(embeds([1, 8, 32]));
       // The stage works on them concurrently: match outputs by request.
       const got = await Promise.all(Array.from({ length: 6 }, () => output.receiver.get()));
       const byId = (id: string) => got.find((p) => p.requestId === id)!;
       const [a, b, c] = [byId('r-1x7x32'), byId('r-bad-job'), byId('r-1x8x32')];
       for (const id of ['r-bad-interval', 'r-bad-interval-2']) {
-        expect(byId(id)).toMatchObject({ requestId: id, payloadType: RUNTIME_PAYLOAD.error, metadata: { code: 'OMNIRX_ERR_PAYLOAD', message: expect.stringContaining('metadata.job.params.guidanceInterval') } });
+        expect(byId(id)).toMatchObject({
+          requestId: id,
+          payloadType: RUNTIME_PAYLOAD.error,
+          metadata: { code: 'OMNIRX_ERR_PAYLOAD', message: expect.stringContaining('metadata.job.params.guidanceInterval') },
+        });
       }
-      expect(byId('r-bad-eta')).toMatchObject({ payloadType: RUNTIME_PAYLOAD.error, metadata: { code: 'OMNIRX_ERR_PAYLOAD', message: expect.stringContaining('metadata.job.params.eta') } });
-      expect(a).toMatchObject({ requestId: 'r-1x7x32', payloadType: RUNTIME_PAYLOAD.error, metadata: { code: 'OMNIRX_ERR_PAYLOAD', stage: 'denoise', message: 'tensor "prompt_embeds" is float32 [1, 7, 32], expected float32 [1, 8, 32]' } });
-      expect(b).toMatchObject({ requestId: 'r-bad-job', payloadType: RUNTIME_PAYLOAD.error, metadata: { code: 'OMNIRX_ERR_PAYLOAD', message: expect.stringContaining('metadata.job.params.seed') } });
+      expect(byId('r-bad-eta')).toMatchObject({
+        payloadType: RUNTIME_PAYLOAD.error,
+        metadata: { code: 'OMNIRX_ERR_PAYLOAD', message: expect.stringContaining('metadata.job.params.eta') },
+      });
+      expect(a).toMatchObject({
+        requestId: 'r-1x7x32',
+        payloadType: RUNTIME_PAYLOAD.error,
+        metadata: { code: 'OMNIRX_ERR_PAYLOAD', stage: 'denoise', message: 'tensor "prompt_embeds" is float32 [1, 7, 32], expected float32 [1, 8, 32]' },
+      });
+      expect(b).toMatchObject({
+        requestId: 'r-bad-job',
+        payloadType: RUNTIME_PAYLOAD.error,
+        metadata: { code: 'OMNIRX_ERR_PAYLOAD', message: expect.stringContaining('metadata.job.params.seed') },
+      });
       expect(c).toMatchObject({ requestId: 'r-1x8x32', payloadType: WAN_PAYLOAD.latents, sourceStage: 'denoise', targetStage: 'decode' });
-      expect(c.tensors.latents.shape).toEqual([1, 4, 3, 8, 8]) // [1, zDim, frames, 16 / 2, 16 / 2];
+      expect(c.tensors.latents.shape).toEqual([1, 4, 3, 8, 8]); // [1, zDim, frames, 16 / 2, 16 / 2];
     } finally {
       await denoise.close();
     }
@@ -139,7 +213,11 @@ describe('StageWorker', () => {
     const front = await executorOver(toEncode, results, hosts);
     try {
       const ids = ['f1', 'f2', 'f3'];
-      const outs = await Promise.all(ids.map((requestId, i) => run(front, admit({ model: 'tiny', task: 'T2V', inputs: { prompt: 'a ball' }, diffusion: { seed: i }, outputs: { returnLatents: true } }, requestId))));
+      const outs = await Promise.all(
+        ids.map((requestId, i) =>
+          run(front, admit({ model: 'tiny', task: 'T2V', inputs: { prompt: 'a ball' }, diffusion: { seed: i }, outputs: { returnLatents: true } }, requestId)),
+        ),
+      );
       const tapped = [await tap.receiver.get(), await tap.receiver.get(), await tap.receiver.get()];
       expect(tapped.map((p) => p.requestId).sort()).toEqual(ids);
       for (const [i, ev] of outs.entries()) {
@@ -163,13 +241,29 @@ describe('StageWorker', () => {
     const toDecode = createInProcessConnector();
     const results = createInProcessConnector({ credits: 4 });
     const decodeHeld: string[] = [];
-    const hosts = [host('encode', toEncode, toDenoise), host('denoise', toDenoise, toDecode), host('decode', toDecode, results, 1, [], (id) => decodeHeld.push(id))];
+    const hosts = [
+      host('encode', toEncode, toDenoise),
+      host('denoise', toDenoise, toDecode),
+      host('decode', toDecode, results, 1, [], (id) => decodeHeld.push(id)),
+    ];
     const denoise = hosts[1];
     for (const h of hosts) void h.worker.start();
     const front = await executorOver(toEncode, results, hosts);
     try {
       const events: ExecutionEvent[] = [];
-      const sub = front.execute(admit({ model: 'tiny', task: 'T2V', inputs: { prompt: 'a red ball' }, diffusion: { seed: 1, numInferenceSteps: 200, width: 32, height: 32, numFrames: 5 } }, 'long')).subscribe((e) => events.push(e));
+      const sub = front
+        .execute(
+          admit(
+            {
+              model: 'tiny',
+              task: 'T2V',
+              inputs: { prompt: 'a red ball' },
+              diffusion: { seed: 1, numInferenceSteps: 200, width: 32, height: 32, numFrames: 5 },
+            },
+            'long',
+          ),
+        )
+        .subscribe((e) => events.push(e));
       await until(() => denoise.worker.holding().includes('long'));
       sub.unsubscribe();
       await until(() => denoise.worker.holding().length === 0);

@@ -22,7 +22,12 @@ describe('Engine.fromDeployConfig', () => {
     const base = { schemaVersion: 1, modelsDir, defaultModel: 'tiny', tasks: ['T2V'] };
     const req = { task: 'T2V' as const, inputs: { prompt: 'a red ball' }, diffusion: { seed: 4 } };
     const out: Buffer[] = [];
-    for (const topology of [undefined, { kind: 'monolithic' }, { kind: 'disaggregated', connector: 'in-process' }, { kind: 'disaggregated', connector: 'tcp' }]) {
+    for (const topology of [
+      undefined,
+      { kind: 'monolithic' },
+      { kind: 'disaggregated', connector: 'in-process' },
+      { kind: 'disaggregated', connector: 'tcp' },
+    ]) {
       const d = await Engine.fromDeployConfig(parseDeployConfig({ ...base, ...(topology ? { topology } : {}) }), { families: builtinFamilies(), stageEntry });
       try {
         expect(d.executor instanceof StageExecutor ? 'disaggregated' : 'monolithic').toBe(topology?.kind ?? 'monolithic');
@@ -56,6 +61,9 @@ describe('Engine.fromDeployConfig', () => {
 
   it('refuses custom policies with stage processes', async () => {
     const config = parseDeployConfig({ schemaVersion: 1, topology: { kind: 'disaggregated', connector: 'shm' } });
-    await expect(Engine.fromDeployConfig(config, { families: builtinFamilies(), policies: {} })).rejects.toMatchObject({ code: 'OMNIRX_ERR_CONFIG', param: 'topology.connector' });
+    await expect(Engine.fromDeployConfig(config, { families: builtinFamilies(), policies: {} })).rejects.toMatchObject({
+      code: 'OMNIRX_ERR_CONFIG',
+      param: 'topology.connector',
+    });
   });
 });

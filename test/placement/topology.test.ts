@@ -16,7 +16,11 @@ describe('deploy config topology', () => {
       stages: { encode: { credits: 2 }, denoise: { credits: 2 }, decode: { credits: 2 } },
     });
     const t = TopologySchema.parse({ kind: 'disaggregated', connector: 'tcp', stages: { denoise: { maxInFlight: 8, credits: 3 } } });
-    expect(t).toEqual({ kind: 'disaggregated', connector: 'tcp', stages: { encode: { credits: 2 }, denoise: { maxInFlight: 8, credits: 3 }, decode: { credits: 2 } } });
+    expect(t).toEqual({
+      kind: 'disaggregated',
+      connector: 'tcp',
+      stages: { encode: { credits: 2 }, denoise: { maxInFlight: 8, credits: 3 }, decode: { credits: 2 } },
+    });
   });
 
   it.each([
@@ -40,7 +44,9 @@ describe('deploy config topology', () => {
   });
 
   it('refuses a __proto__ key inside stages without polluting prototypes', () => {
-    expect(() => parseDeployConfig(JSON.parse('{"schemaVersion":1,"topology":{"kind":"disaggregated","stages":{"__proto__":{"credits":1}}}}'))).toThrow(expect.objectContaining({ code: 'OMNIRX_ERR_CONFIG' }));
+    expect(() => parseDeployConfig(JSON.parse('{"schemaVersion":1,"topology":{"kind":"disaggregated","stages":{"__proto__":{"credits":1}}}}'))).toThrow(
+      expect.objectContaining({ code: 'OMNIRX_ERR_CONFIG' }),
+    );
     expect(({} as Record<string, unknown>).credits).toBeUndefined();
   });
 });

@@ -42,7 +42,7 @@ describe('the shipped default model directory', () => {
 describe('generations of the shipped default model (fixed seeds, detector-scored)', () => {
   let engine: Engine;
   beforeAll(async () => {
-    engine = await Engine.create({ families: builtinFamilies(), });
+    engine = await Engine.create({ families: builtinFamilies() });
   });
   afterAll(async () => {
     await engine.close();
@@ -88,7 +88,10 @@ describe('generations of the shipped default model (fixed seeds, detector-scored
   it('image-to-world from a frame of the world (eval:world --first-frame): the given frame is left out, the start is in the settings, and the rollout keeps the room', async () => {
     const s = { prompt: 'a red cube in a gray room with a white block', seed: 5, frames: 8, run: 4, shift: 1 };
     const clips = [await worldClipFromFrame(engine, s, 'spawn'), await worldClipFromFrame(engine, s, 'off-centre')];
-    for (const [c, start] of [[clips[0], 'spawn'], [clips[1], 'off-centre']] as const) {
+    for (const [c, start] of [
+      [clips[0], 'spawn'],
+      [clips[1], 'off-centre'],
+    ] as const) {
       expect(c.frames).toHaveLength(7);
       expect(c.actions).toEqual([4, 4, 4, 2, 2, 2, 2]); // frames 1–7 (frame 0, the given one, had none): right ×3, down ×4 (ACTION_KEYS ids)
       expect(c.settings).toMatchObject({ task: 'WORLD', firstFrame: start });

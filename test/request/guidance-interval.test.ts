@@ -2,7 +2,14 @@ import { GuidanceIntervalSchema, isGuidanceInterval, parseGuidanceIntervalText }
 
 describe('GuidanceIntervalSchema / isGuidanceInterval', () => {
   it('accepts two fractions in [0, 1] with start ≤ end, the empty interval included', () => {
-    for (const pair of [[0, 1], [0, 0.25], [0.3, 0.6], [0.5, 0.5], [0, 0], [1, 1]]) {
+    for (const pair of [
+      [0, 1],
+      [0, 0.25],
+      [0.3, 0.6],
+      [0.5, 0.5],
+      [0, 0],
+      [1, 1],
+    ]) {
       expect(isGuidanceInterval(pair)).toBe(true);
       expect(GuidanceIntervalSchema.parse(pair)).toEqual(pair);
     }
@@ -16,7 +23,9 @@ describe('GuidanceIntervalSchema / isGuidanceInterval', () => {
     expect(r.success).toBe(false);
     expect(r.error?.issues[0].message).toBe('start must not exceed end ([start, end) are fractions of the denoise steps)');
     // Not a pair at all: the message says what is taken, as a pair or as text.
-    expect(GuidanceIntervalSchema.safeParse('0,0.25').error?.issues[0].message).toBe('expected [start, end], two fractions of the denoise steps in [0, 1] (as text: "start,end", e.g. "0,0.25")');
+    expect(GuidanceIntervalSchema.safeParse('0,0.25').error?.issues[0].message).toBe(
+      'expected [start, end], two fractions of the denoise steps in [0, 1] (as text: "start,end", e.g. "0,0.25")',
+    );
   });
 });
 
@@ -34,7 +43,24 @@ describe('parseGuidanceIntervalText', () => {
   });
 
   it('refuses text that is not two decimal numbers separated by one comma', () => {
-    for (const raw of ['', '0.25', '0,0.25,1', '0;0.25', 'a,b', '0,', ',1', 'NaN,1', '0,Infinity', '0x1,1', '[0,0.25]', '0,,1', '1_0,1', '0, 0.25abc', '.,1', '0,e5']) {
+    for (const raw of [
+      '',
+      '0.25',
+      '0,0.25,1',
+      '0;0.25',
+      'a,b',
+      '0,',
+      ',1',
+      'NaN,1',
+      '0,Infinity',
+      '0x1,1',
+      '[0,0.25]',
+      '0,,1',
+      '1_0,1',
+      '0, 0.25abc',
+      '.,1',
+      '0,e5',
+    ]) {
       expect(parseGuidanceIntervalText(raw)).toBeUndefined();
     }
   });

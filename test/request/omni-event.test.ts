@@ -21,7 +21,14 @@ const EXAMPLES: OmniEvent[] = [
   { type: 'chunk', requestId: 'r1', node: 'decode', artifact: video },
   { type: 'artifact', requestId: 'r1', name: 'latents', artifact: latents },
   { type: 'final', requestId: 'r1', output: { requestId: 'r1', artifacts: { video, image, latents }, seed: 42, ms: 100 } },
-  { type: 'error', requestId: 'r1', code: 'OMNIRX_ERR_INVALID_REQUEST', message: 'diffusion.width: too small', param: 'diffusion.width', issues: [{ path: 'diffusion.width', code: 'too_small', message: 'too small' }] },
+  {
+    type: 'error',
+    requestId: 'r1',
+    code: 'OMNIRX_ERR_INVALID_REQUEST',
+    message: 'diffusion.width: too small',
+    param: 'diffusion.width',
+    issues: [{ path: 'diffusion.width', code: 'too_small', message: 'too small' }],
+  },
   { type: 'error', requestId: 'r1', code: 'OMNIRX_ERR_NON_FINITE', message: 'NaN', node: 'denoise', partial: { image }, completedSteps: 2 },
   { type: 'cancelled', requestId: 'r1', completedSteps: 3 },
 ];
@@ -70,16 +77,24 @@ describe('OmniEventSchema', () => {
   });
 
   it('rejects a video artifact whose frames is a number[]', () => {
-    expect(issuesOf({ type: 'chunk', requestId: 'r1', node: 'decode', artifact: { ...video, frames: [0, 1, 2] } })).toEqual([{ path: 'artifact.frames', code: 'invalid_type' }]);
+    expect(issuesOf({ type: 'chunk', requestId: 'r1', node: 'decode', artifact: { ...video, frames: [0, 1, 2] } })).toEqual([
+      { path: 'artifact.frames', code: 'invalid_type' },
+    ]);
   });
 
   it('rejects latents whose data is not a Float32Array', () => {
-    expect(issuesOf({ type: 'artifact', requestId: 'r1', name: 'latents', artifact: { ...latents, data: new Uint8Array(4) } })).toEqual([{ path: 'artifact.data', code: 'invalid_type' }]);
-    expect(issuesOf({ type: 'artifact', requestId: 'r1', name: 'latents', artifact: { ...latents, data: new Float64Array(4) } })).toEqual([{ path: 'artifact.data', code: 'invalid_type' }]);
+    expect(issuesOf({ type: 'artifact', requestId: 'r1', name: 'latents', artifact: { ...latents, data: new Uint8Array(4) } })).toEqual([
+      { path: 'artifact.data', code: 'invalid_type' },
+    ]);
+    expect(issuesOf({ type: 'artifact', requestId: 'r1', name: 'latents', artifact: { ...latents, data: new Float64Array(4) } })).toEqual([
+      { path: 'artifact.data', code: 'invalid_type' },
+    ]);
   });
 
   it('rejects a mismatched artifact inside a final output', () => {
-    expect(issuesOf({ type: 'final', requestId: 'r1', output: { requestId: 'r1', artifacts: { video: { ...video, kind: 'image' } }, seed: 1, ms: 1 } })).toEqual([
+    expect(
+      issuesOf({ type: 'final', requestId: 'r1', output: { requestId: 'r1', artifacts: { video: { ...video, kind: 'image' } }, seed: 1, ms: 1 } }),
+    ).toEqual([
       { path: 'output.artifacts.video.pixels', code: 'invalid_type' },
       { path: 'output.artifacts.video', code: 'unrecognized_keys' },
     ]);
@@ -88,7 +103,9 @@ describe('OmniEventSchema', () => {
   it('rejects unknown keys and out-of-range numbers', () => {
     expect(issuesOf({ type: 'queued', requestId: 'r1', position: 0, extra: 1 })).toEqual([{ path: '', code: 'unrecognized_keys' }]);
     expect(issuesOf({ type: 'queued', requestId: 'r1', position: -1 })).toEqual([{ path: 'position', code: 'too_small' }]);
-    expect(issuesOf({ type: 'step', requestId: 'r1', node: 'd', index: 0, total: 0, timestep: 1, sigma: 1, ms: 0 })).toEqual([{ path: 'total', code: 'too_small' }]);
+    expect(issuesOf({ type: 'step', requestId: 'r1', node: 'd', index: 0, total: 0, timestep: 1, sigma: 1, ms: 0 })).toEqual([
+      { path: 'total', code: 'too_small' },
+    ]);
     expect(issuesOf({ type: 'node_end', requestId: 'r1', node: 'd', ms: NaN })).toEqual([{ path: 'ms', code: 'invalid_type' }]);
   });
 });

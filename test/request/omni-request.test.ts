@@ -194,7 +194,13 @@ describe('OmniRequestSchema: hostile diffusion values', () => {
   });
 
   it('accepts guidance intervals from empty to whole and keeps them', () => {
-    for (const interval of [[0, 1], [0, 0.25], [0.5, 0.5], [1, 1], [0, 0]]) {
+    for (const interval of [
+      [0, 1],
+      [0, 0.25],
+      [0.5, 0.5],
+      [1, 1],
+      [0, 0],
+    ]) {
       expect(OmniRequestSchema.parse(withDiffusion({ guidanceInterval: interval })).diffusion.guidanceInterval).toEqual(interval);
     }
   });
@@ -292,11 +298,15 @@ describe('OmniRequestSchema: hostile shapes', () => {
   });
 
   it.each([[''], ['x'.repeat(129)], [7]])('rejects requestId %p', (requestId) => {
-    expect(issuesOf({ requestId, task: 'T2V', inputs: { prompt: 'x' } })).toEqual([{ path: 'requestId', code: typeof requestId === 'string' ? (requestId === '' ? 'too_small' : 'too_big') : 'invalid_type' }]);
+    expect(issuesOf({ requestId, task: 'T2V', inputs: { prompt: 'x' } })).toEqual([
+      { path: 'requestId', code: typeof requestId === 'string' ? (requestId === '' ? 'too_small' : 'too_big') : 'invalid_type' },
+    ]);
   });
 
   it.each([[''], ['m'.repeat(129)], [null]])('rejects model %p', (model) => {
-    expect(issuesOf({ model, task: 'T2V', inputs: { prompt: 'x' } })).toEqual([{ path: 'model', code: typeof model === 'string' ? (model === '' ? 'too_small' : 'too_big') : 'invalid_type' }]);
+    expect(issuesOf({ model, task: 'T2V', inputs: { prompt: 'x' } })).toEqual([
+      { path: 'model', code: typeof model === 'string' ? (model === '' ? 'too_small' : 'too_big') : 'invalid_type' },
+    ]);
   });
 
   describe('prototype pollution', () => {
@@ -448,7 +458,9 @@ describe('createOmniRequestSchema(limits)', () => {
 
   it('uses DEFAULT_LIMITS when called without limits', () => {
     const schema = createOmniRequestSchema();
-    expect(issuesOf(withDiffusion({ numInferenceSteps: DEFAULT_LIMITS.maxSteps + 1 }), schema)).toEqual([{ path: 'diffusion.numInferenceSteps', code: 'too_big' }]);
+    expect(issuesOf(withDiffusion({ numInferenceSteps: DEFAULT_LIMITS.maxSteps + 1 }), schema)).toEqual([
+      { path: 'diffusion.numInferenceSteps', code: 'too_big' },
+    ]);
   });
 });
 

@@ -26,7 +26,15 @@ function startRun(): Run {
   const dir = mkdtempSync(path.join(os.tmpdir(), 'omnirx-interrupt-'));
   const tmp = path.join(dir, 'tmp');
   mkdirSync(tmp);
-  const config = { rootDir: dir, testMatch: ['**/wait.test.js'], transform: {}, globalSetup: SETUP, globalTeardown: TEARDOWN, cacheDirectory: path.join(dir, 'cache'), testTimeout: 60_000 };
+  const config = {
+    rootDir: dir,
+    testMatch: ['**/wait.test.js'],
+    transform: {},
+    globalSetup: SETUP,
+    globalTeardown: TEARDOWN,
+    cacheDirectory: path.join(dir, 'cache'),
+    testTimeout: 60_000,
+  };
   writeFileSync(path.join(dir, 'jest.config.js'), `module.exports = ${JSON.stringify(config)};\n`);
   writeFileSync(
     path.join(dir, 'wait.test.js'),
@@ -37,10 +45,16 @@ function startRun(): Run {
   );
   const env: NodeJS.ProcessEnv = { ...process.env, TMPDIR: tmp };
   for (const k of ['OMNIRX_TEST_TMP_ROOT', 'OMNIRX_TEST_TMPDIR_BEFORE', 'JEST_WORKER_ID']) delete env[k];
-  const child = spawn(process.execPath, [JEST, '--config', path.join(dir, 'jest.config.js'), '--no-watchman', '--ci'], { cwd: dir, env, stdio: ['ignore', 'ignore', 'pipe'] });
+  const child = spawn(process.execPath, [JEST, '--config', path.join(dir, 'jest.config.js'), '--no-watchman', '--ci'], {
+    cwd: dir,
+    env,
+    stdio: ['ignore', 'ignore', 'pipe'],
+  });
   let stderr = '';
   child.stderr!.on('data', (d) => (stderr += d));
-  const exited = new Promise<{ code: number | null; signal: NodeJS.Signals | null; stderr: string }>((resolve) => child.on('exit', (code, signal) => resolve({ code, signal, stderr })));
+  const exited = new Promise<{ code: number | null; signal: NodeJS.Signals | null; stderr: string }>((resolve) =>
+    child.on('exit', (code, signal) => resolve({ code, signal, stderr })),
+  );
   return { child, tmp, exited };
 }
 

@@ -64,9 +64,7 @@ function modelDir(name: string, model: Model): string {
   const dir = path.join(scratchDir('average'), name);
   mkdirSync(dir);
   for (const file of ['transformer', 'text_encoder', 'vae'] as const) {
-    const tensors = Object.fromEntries(
-      Object.entries(model[file]).map(([k, t]) => [k, { shape: t.shape, data: Float32Array.from(t.data), dtype: t.dtype }]),
-    );
+    const tensors = Object.fromEntries(Object.entries(model[file]).map(([k, t]) => [k, { shape: t.shape, data: Float32Array.from(t.data), dtype: t.dtype }]));
     writeFileSync(path.join(dir, `${file}.safetensors`), serializeSafetensors(tensors, model.meta));
   }
   writeFileSync(path.join(dir, 'model.json'), JSON.stringify(model.spec));
@@ -87,7 +85,10 @@ describe('average_weights.py', () => {
     expect(Array.from(t.float32('blocks.0.w'))).toEqual([2, 3, -3, 1, 0.75, 2]);
     expect(Array.from(t.float32('head.b'))).toEqual([1.5, 0]);
     expect(t.entries.map((e) => [e.name, e.dtype, e.shape])).toEqual(
-      expect.arrayContaining([['blocks.0.w', 'F16', [2, 3]], ['head.b', 'F32', [2]]]),
+      expect.arrayContaining([
+        ['blocks.0.w', 'F16', [2, 3]],
+        ['head.b', 'F32', [2]],
+      ]),
     );
     expect(Array.from(read(out, 'text_encoder.safetensors').float32('shared.weight'))).toEqual([1.25]);
     // the VAE both inputs share comes out the same: float16(0.1) twice, 7 twice
@@ -148,7 +149,9 @@ describe('average_weights.py', () => {
     // so the stage-by-stage rounding is told apart by the first test's 0.75 + 2**-13, not here)
     expect(Array.from(read(out, 'transformer.safetensors').float32('blocks.0.w'))).toEqual([3, 4, -2, 1.5, 0.5, 1]);
     // the description follows the inputs' order
-    expect(JSON.parse(readFileSync(path.join(out, 'model.json'), 'utf8')).description).toMatch(/of 0\.25 × \[\(tools\/train\/train\.py, seed 2, 3200 .*\] and 0\.5 × \[.*1600 .*\] and 0\.25 × \[.*3200 .*\]\.$/);
+    expect(JSON.parse(readFileSync(path.join(out, 'model.json'), 'utf8')).description).toMatch(
+      /of 0\.25 × \[\(tools\/train\/train\.py, seed 2, 3200 .*\] and 0\.5 × \[.*1600 .*\] and 0\.25 × \[.*3200 .*\]\.$/,
+    );
   });
 });
 
@@ -176,11 +179,22 @@ describe('average_weights.py refuses bad input by name (exit 2, nothing written)
   const f16 = (over: Record<string, unknown> = {}) => ({ 'decoder.conv.weight': { dtype: 'F16', shape: [2], data_offsets: [0, 4], ...over } });
   const four = Buffer.from([0x66, 0x2e, 0x00, 0x47]); // float16 0.1, 7
   const hostile: [string, Buffer, RegExp][] = [
-    ['an F64 tensor', rawSafetensors(f16({ dtype: 'F64', data_offsets: [0, 16] }), Buffer.alloc(16)), /tensor 'decoder\.conv\.weight': dtype 'F64'; only F16, F32 and BF16 are averaged/],
+    [
+      'an F64 tensor',
+      rawSafetensors(f16({ dtype: 'F64', data_offsets: [0, 16] }), Buffer.alloc(16)),
+      /tensor 'decoder\.conv\.weight': dtype 'F64'; only F16, F32 and BF16 are averaged/,
+    ],
     ['an I32 tensor', rawSafetensors(f16({ dtype: 'I32', data_offsets: [0, 8] }), Buffer.alloc(8)), /dtype 'I32'; only F16, F32 and BF16/],
     ['a header that is a list', rawSafetensors([1, 2]), /header at byte 8 must be a JSON object/],
     ['a header that is not JSON', rawSafetensors('{"a": '), /header at byte 8 is not JSON/],
-    ['a tensor named twice', rawSafetensors('{"decoder.conv.weight": {"dtype": "F16", "shape": [2], "data_offsets": [0, 4]}, "decoder.conv.weight": {"dtype": "F16", "shape": [2], "data_offsets": [0, 4]}}', four), /key 'decoder\.conv\.weight' appears more than once/],
+    [
+      'a tensor named twice',
+      rawSafetensors(
+        '{"decoder.conv.weight": {"dtype": "F16", "shape": [2], "data_offsets": [0, 4]}, "decoder.conv.weight": {"dtype": "F16", "shape": [2], "data_offsets": [0, 4]}}',
+        four,
+      ),
+      /key 'decoder\.conv\.weight' appears more than once/,
+    ],
     ['metadata that is a list', rawSafetensors({ __metadata__: ['a'], ...f16() }, four), /"__metadata__" must be an object of strings/],
     ['a metadata value that is a number', rawSafetensors({ __metadata__: { seed: 2 }, ...f16() }, four), /"__metadata__" must be an object of strings/],
     ['negative offsets', rawSafetensors(f16({ data_offsets: [-8, -4] }), four), /data_offsets \[-8, -4\] must be \[begin, end\] with 0 <= begin <= end <= 4/],
@@ -188,8 +202,12 @@ describe('average_weights.py refuses bad input by name (exit 2, nothing written)
     ['offsets reversed', rawSafetensors(f16({ data_offsets: [4, 0], shape: [0] }), four), /data_offsets \[4, 0\] must be/],
     ['a shape of -1', rawSafetensors(f16({ shape: [-1] }), four), /shape \[-1\] must be a list of non-negative integers/],
     ['a shape of 2.5', rawSafetensors(f16({ shape: [2.5] }), four), /shape \[2\.5\] must be a list of non-negative integers/],
-    ['a byte length that is not its shape\'s', rawSafetensors(f16({ shape: [3] }), four), /data_offsets \[0, 4\] hold 4 bytes, its shape \[3\] in F16 6/],
-    ['overlapping tensors', rawSafetensors({ ...f16(), 'decoder.extra': { dtype: 'F16', shape: [1], data_offsets: [2, 4] } }, four), /tensors 'decoder\.conv\.weight' and 'decoder\.extra' overlap at data byte 2/],
+    ["a byte length that is not its shape's", rawSafetensors(f16({ shape: [3] }), four), /data_offsets \[0, 4\] hold 4 bytes, its shape \[3\] in F16 6/],
+    [
+      'overlapping tensors',
+      rawSafetensors({ ...f16(), 'decoder.extra': { dtype: 'F16', shape: [1], data_offsets: [2, 4] } }, four),
+      /tensors 'decoder\.conv\.weight' and 'decoder\.extra' overlap at data byte 2/,
+    ],
     ['a NaN', rawSafetensors(f16(), Buffer.from([0x66, 0x2e, 0x00, 0x7e])), /tensor 'decoder\.conv\.weight' holds NaN or ±inf/],
     ['an infinity', rawSafetensors(f16(), Buffer.from([0x66, 0x2e, 0x00, 0xfc])), /holds NaN or ±inf/],
   ];
@@ -212,20 +230,58 @@ describe('average_weights.py refuses bad input by name (exit 2, nothing written)
       ['a weight that is no number', ['--model', a, 'three-quarters', '--model', b, '0.25'], /--model: weight 1 must be a number, got 'three-quarters'/],
       ['--model without its weight', ['--model', a], /argument --model: expected 2 arguments/],
       ['an input lacking a tensor', ['--model', a, '0.75', '--model', lacking, '0.25'], /transformer\.safetensors: input 2 lacks tensor 'head\.b'/],
-      ['an input with a tensor the first lacks', ['--model', a, '0.75', '--model', extra, '0.25'], /text_encoder\.safetensors: input 2 has tensor 'shared\.extra' that input 1 lacks/],
-      ['a tensor of another shape', ['--model', a, '0.75', '--model', reshaped, '0.25'], /transformer\.safetensors: tensor 'blocks\.0\.w' is \[3, 2\] in input 2, \[2, 3\] in input 1/],
-      ['a tensor of another dtype', ['--model', a, '0.75', '--model', widened, '0.25'], /transformer\.safetensors: tensor 'blocks\.0\.w' is F32 in input 2, F16 in input 1/],
-      ['a tensor stored BF16 beside F16', ['--model', a, '0.75', '--model', bf16, '0.25'], /vae\.safetensors: tensor 'decoder\.conv\.weight' is BF16 in input 2, F16 in input 1/],
-      ['--out one of the inputs', ['--model', a, '0.75', '--model', b, '0.25', '--out', `${a}/`], /--out .*\/a\/ is the input .*\/a; write the average elsewhere/],
-      ["another VAE's latent statistics", ['--model', a, '0.75', '--model', otherVae, '0.25'], /other-vae\/model\.json: 'vae' differs from .*\/a\/model\.json's \(one architecture and VAE are averaged\)/],
+      [
+        'an input with a tensor the first lacks',
+        ['--model', a, '0.75', '--model', extra, '0.25'],
+        /text_encoder\.safetensors: input 2 has tensor 'shared\.extra' that input 1 lacks/,
+      ],
+      [
+        'a tensor of another shape',
+        ['--model', a, '0.75', '--model', reshaped, '0.25'],
+        /transformer\.safetensors: tensor 'blocks\.0\.w' is \[3, 2\] in input 2, \[2, 3\] in input 1/,
+      ],
+      [
+        'a tensor of another dtype',
+        ['--model', a, '0.75', '--model', widened, '0.25'],
+        /transformer\.safetensors: tensor 'blocks\.0\.w' is F32 in input 2, F16 in input 1/,
+      ],
+      [
+        'a tensor stored BF16 beside F16',
+        ['--model', a, '0.75', '--model', bf16, '0.25'],
+        /vae\.safetensors: tensor 'decoder\.conv\.weight' is BF16 in input 2, F16 in input 1/,
+      ],
+      [
+        '--out one of the inputs',
+        ['--model', a, '0.75', '--model', b, '0.25', '--out', `${a}/`],
+        /--out .*\/a\/ is the input .*\/a; write the average elsewhere/,
+      ],
+      [
+        "another VAE's latent statistics",
+        ['--model', a, '0.75', '--model', otherVae, '0.25'],
+        /other-vae\/model\.json: 'vae' differs from .*\/a\/model\.json's \(one architecture and VAE are averaged\)/,
+      ],
       ['another tokenizer', ['--model', a, '0.75', '--model', otherWords, '0.25'], /other-words\/tokenizer\.json: differs from .*\/a\/tokenizer\.json/],
-      ['a damaged safetensors file (text)', ['--model', a, '0.75', '--model', damaged, '0.25'], /damaged\/vae\.safetensors: header length \d+ \(byte 0\) runs past the file's 22 bytes/],
-      ['a 3-byte safetensors file', ['--model', a, '0.75', '--model', short, '0.25'], /short\/text_encoder\.safetensors: 3 bytes, shorter than the 8-byte header length at byte 0/],
-      ...hostile.map(([name, , message]) => [`a safetensors file with ${name}`, ['--model', a, '0.75', '--model', hostileDirs[name], '0.25'], message] as Refusal),
+      [
+        'a damaged safetensors file (text)',
+        ['--model', a, '0.75', '--model', damaged, '0.25'],
+        /damaged\/vae\.safetensors: header length \d+ \(byte 0\) runs past the file's 22 bytes/,
+      ],
+      [
+        'a 3-byte safetensors file',
+        ['--model', a, '0.75', '--model', short, '0.25'],
+        /short\/text_encoder\.safetensors: 3 bytes, shorter than the 8-byte header length at byte 0/,
+      ],
+      ...hostile.map(
+        ([name, , message]) => [`a safetensors file with ${name}`, ['--model', a, '0.75', '--model', hostileDirs[name], '0.25'], message] as Refusal,
+      ),
       ['a model.json that is not JSON', ['--model', badJson, '0.75', '--model', a, '0.25'], /bad-json\/model\.json: not JSON \(/],
       ['a model.json that is no object', ['--model', a, '0.75', '--model', arrayJson, '0.25'], /array-json\/model\.json: must hold a JSON object/],
       ['a model.json with a key the first lacks, even null', ['--model', a, '0.75', '--model', nullKey, '0.25'], /null-key\/model\.json: 'extra' differs from/],
-      ['a directory that does not exist', ['--model', a, '0.75', '--model', path.join(b, 'missing'), '0.25'], /missing\/model\.json: cannot read it \(No such file or directory\)/],
+      [
+        'a directory that does not exist',
+        ['--model', a, '0.75', '--model', path.join(b, 'missing'), '0.25'],
+        /missing\/model\.json: cannot read it \(No such file or directory\)/,
+      ],
       ['an empty --out (the last --out counts)', ['--model', a, '0.75', '--model', b, '0.25', '--out', ''], /--out must not be empty/],
     ],
     ['--model', a, '0.75', '--model', b, '0.25'],

@@ -33,7 +33,10 @@ function clips(seed: number, count: number, extra: string[] = []): Row[] {
     timeout: 120_000,
   });
   if (r.status !== 0) throw new Error(`procedural_world.py failed (${r.status}): ${r.stderr}`);
-  return r.stdout.trim().split('\n').map((l) => JSON.parse(l) as Row);
+  return r.stdout
+    .trim()
+    .split('\n')
+    .map((l) => JSON.parse(l) as Row);
 }
 
 /** Whether two boxes (x0, y0, x1, y1), exclusive, share a pixel. */
@@ -79,7 +82,9 @@ describe('procedural_world.py --spawn', () => {
     const starts = new Set(drawn.map((c) => c.start.join(',')));
     expect(starts.size).toBeGreaterThan(N / 2);
     expect(drawn.some((c) => c.obstacles.some((o) => overlaps(o, SPAWN_BOX)))).toBe(true);
-    const fixtures = JSON.parse(readFileSync(FIXTURES, 'utf8')) as { clips: Array<{ seed: number; prompt: string; obstacles: number[][]; positions: number[][] }> };
+    const fixtures = JSON.parse(readFileSync(FIXTURES, 'utf8')) as {
+      clips: Array<{ seed: number; prompt: string; obstacles: number[][]; positions: number[][] }>;
+    };
     for (const f of fixtures.clips) {
       const [c] = clips(f.seed, 1);
       expect(c.prompt).toBe(f.prompt);

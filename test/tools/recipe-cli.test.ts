@@ -46,10 +46,14 @@ describe('recipe.py --short', () => {
     const r = spawnSync(process.execPath, [CHECK, out], { encoding: 'utf8' });
     expect(r.stderr).toBe('');
     expect(r.stdout).toMatch(/OK \(trained, default architecture, every component loads\)/);
-    const first = '\\(tools\\/train\\/train\\.py, seed 3, 2 VAE \\+ 2 DiT \\+ 1,1 fine-tune \\+ 2 teacher-forcing steps at share 0\\.75 from the spawn point; base and fine-tune scenes from the spawn point\\)';
-    const later = (steps: number) => `\\(tools\\/train\\/train\\.py, seed 5, 0 VAE \\+ 0 DiT \\+ 0 fine-tune \\+ ${steps} teacher-forcing steps at share 0\\.75 from the spawn point\\), continued from ${first}`;
+    const first =
+      '\\(tools\\/train\\/train\\.py, seed 3, 2 VAE \\+ 2 DiT \\+ 1,1 fine-tune \\+ 2 teacher-forcing steps at share 0\\.75 from the spawn point; base and fine-tune scenes from the spawn point\\)';
+    const later = (steps: number) =>
+      `\\(tools\\/train\\/train\\.py, seed 5, 0 VAE \\+ 0 DiT \\+ 0 fine-tune \\+ ${steps} teacher-forcing steps at share 0\\.75 from the spawn point\\), continued from ${first}`;
     expect(String(json(path.join(out, 'model.json')).description)).toMatch(
-      new RegExp(`trained on the procedural top-down world: the weighted average of weights \\(Wortsman et al\\. 2022, model soups\\) of 0\\.75 × \\[${later(2)}\\] and 0\\.25 × \\[${later(4)}\\]\\.$`),
+      new RegExp(
+        `trained on the procedural top-down world: the weighted average of weights \\(Wortsman et al\\. 2022, model soups\\) of 0\\.75 × \\[${later(2)}\\] and 0\\.25 × \\[${later(4)}\\]\\.$`,
+      ),
     );
   });
 
@@ -58,13 +62,32 @@ describe('recipe.py --short', () => {
     const s1 = json(path.join(first, 'train_summary.json'));
     expect(s1).toMatchObject({ block_weight: 10, start: 'spawn', text: { steps: 3, aux_weight: 0.1 } });
     for (const f of SAFETENSORS) {
-      expect(metadata(first, f)).toMatchObject({ seed: '3', text_steps: '3', text_encoder: 'joint', text_aux_weight: '0.1', block_weight: '10.0', teacher_forcing_steps: '2', start: 'spawn', precision: 'float32' });
+      expect(metadata(first, f)).toMatchObject({
+        seed: '3',
+        text_steps: '3',
+        text_encoder: 'joint',
+        text_aux_weight: '0.1',
+        block_weight: '10.0',
+        teacher_forcing_steps: '2',
+        start: 'spawn',
+        precision: 'float32',
+      });
     }
-    for (const [name, steps] of [['stage2', 2], ['stage2-long', 4]] as const) {
+    for (const [name, steps] of [
+      ['stage2', 2],
+      ['stage2-long', 4],
+    ] as const) {
       const dir = path.join(out, name);
       for (const f of SAFETENSORS) {
         const second = metadata(dir, f);
-        expect(second).toMatchObject({ seed: '5', dit_steps: '0', finetune_steps: '0', teacher_forcing_steps: String(steps), text_encoder: 'joint', precision: 'float32' });
+        expect(second).toMatchObject({
+          seed: '5',
+          dit_steps: '0',
+          finetune_steps: '0',
+          teacher_forcing_steps: String(steps),
+          text_encoder: 'joint',
+          precision: 'float32',
+        });
         expect(second).not.toHaveProperty('block_weight');
         expect(second).not.toHaveProperty('text_aux_weight');
       }
@@ -72,7 +95,10 @@ describe('recipe.py --short', () => {
       expect(s2).toMatchObject({ block_weight: 0, init: first, text: { steps: 0, aux_weight: 0 }, dit: { steps: 0 } });
       // the same data seed: the later phase repeats the first's batches without the block weight
       expect((s2.teacher as { seed: number }).seed).toBe((s1.teacher as { seed: number }).seed);
-      const log = readFileSync(path.join(dir, 'train_log.jsonl'), 'utf8').trim().split('\n').map((l) => (JSON.parse(l) as { stage: string }).stage);
+      const log = readFileSync(path.join(dir, 'train_log.jsonl'), 'utf8')
+        .trim()
+        .split('\n')
+        .map((l) => (JSON.parse(l) as { stage: string }).stage);
       expect(log).toEqual(Array(steps).fill('teacher'));
       // a different model from stage 1's: the last phase trained on
       expect(readFileSync(path.join(dir, 'transformer.safetensors')).equals(readFileSync(path.join(first, 'transformer.safetensors')))).toBe(false);
@@ -110,7 +136,9 @@ describe('recipe.py --short', () => {
     for (const f of SAFETENSORS) rmSync(path.join(again, f));
     const r = recipe(['--out', again, '--short', '--seed', '3', '--resume']);
     expect(r.status).toBe(0);
-    expect(r.stdout).toMatch(/recipe: stage1 finished in .*stage1; kept\nrecipe: stage2 finished in .*stage2; kept\nrecipe: stage2-long: .*--out .*stage2-long --init .*stage1 /);
+    expect(r.stdout).toMatch(
+      /recipe: stage1 finished in .*stage1; kept\nrecipe: stage2 finished in .*stage2; kept\nrecipe: stage2-long: .*--out .*stage2-long --init .*stage1 /,
+    );
     expect(['stage1', 'stage2'].map((d) => readFileSync(path.join(again, d, 'train_log.jsonl')))).toEqual(logs);
     expect(sameWeights(path.join(again, 'stage2-long'), path.join(out, 'stage2-long'))).toBe(true);
     expect(sameWeights(again, out)).toBe(true);
@@ -120,7 +148,9 @@ describe('recipe.py --short', () => {
     const before = readFileSync(path.join(out, 'transformer.safetensors'));
     const r = recipe(['--out', out, '--short', '--seed', '4', '--resume']);
     expect(r.status).toBe(2);
-    expect(r.stderr).toMatch(/--resume: .*stage1\/train_summary\.json: the finished run has --seed 3, this recipe 4 \(another --seed or --short\? use another --out\)/);
+    expect(r.stderr).toMatch(
+      /--resume: .*stage1\/train_summary\.json: the finished run has --seed 3, this recipe 4 \(another --seed or --short\? use another --out\)/,
+    );
     const full = recipe(['--out', out, '--seed', '3', '--resume']);
     expect(full.status).toBe(2);
     expect(full.stderr).toMatch(/the finished run has --text-steps 3, this recipe 500/);
@@ -155,7 +185,7 @@ describe('recipe.py --short', () => {
     expect(sameWeights(path.join(stopped, 'stage1'), path.join(out, 'stage1'))).toBe(true);
   }, 300_000);
 
-  it('--resume over runs that cannot be averaged (stage 2-long of another tokenizer): the average\'s refusal by name, exit 2, no model written', () => {
+  it("--resume over runs that cannot be averaged (stage 2-long of another tokenizer): the average's refusal by name, exit 2, no model written", () => {
     // the last test of this block: it damages the shared run (a copy elsewhere would not resume, as its runs name their
     // --init directory)
     for (const f of [...SAFETENSORS, 'model.json']) rmSync(path.join(out, f));
@@ -173,12 +203,20 @@ describe('recipe.py refuses bad input by name (exit 2), and stops at a stage tha
     recipe,
     [
       ['a negative seed', ['--seed=-1'], /--seed must be in \[0, 4294967292\] .*; got -1/],
-      ["a seed whose stage-2 data seed is no numpy seed (2**32 − 3)", ['--seed', '4294967293'], /--seed must be in \[0, 4294967292\] \(numpy seeds are below 2\*\*32, and the last phase's data seed is S \+ 3\); got 4294967293/],
+      [
+        'a seed whose stage-2 data seed is no numpy seed (2**32 − 3)',
+        ['--seed', '4294967293'],
+        /--seed must be in \[0, 4294967292\] \(numpy seeds are below 2\*\*32, and the last phase's data seed is S \+ 3\); got 4294967293/,
+      ],
       ['a seed of 2**70', ['--seed', '1180591620717411303424'], /--seed must be in \[0, 4294967292\]/],
       ['zero threads', ['--threads', '0'], /--threads must be in \[1, 1024\]; got 0/],
       ['10**20 threads', ['--threads', '100000000000000000000'], /--threads must be in \[1, 1024\]; got 100000000000000000000/],
       ['an empty --out (the last --out counts)', ['--out', ''], /--out must not be empty/],
-      ['an --out that cannot be created', ['--out', '/proc/omnirx-recipe/model'], /--out \/proc\/omnirx-recipe\/model: cannot create the directory \(No such file or directory\)/],
+      [
+        'an --out that cannot be created',
+        ['--out', '/proc/omnirx-recipe/model'],
+        /--out \/proc\/omnirx-recipe\/model: cannot create the directory \(No such file or directory\)/,
+      ],
       ['a seed that is not an integer', ['--seed', '1.5'], /argument --seed: invalid int value: '1\.5'/],
       ['a flag of train.py it does not pass on', ['--block-weight', '3'], /unrecognized arguments: --block-weight 3/],
       ['an unknown precision', ['--precision', 'float16'], /--precision: invalid choice: 'float16'/],

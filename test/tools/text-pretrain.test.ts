@@ -20,7 +20,7 @@ const COUNTS: Record<string, number> = { a: 1, an: 1, two: 2, three: 3 };
 const PROMPT = /^an? (\w+) (\w+) in a (dark blue|dark green|gray|black|brown) room(?: with (an?|two|three) (\w+) blocks?)?$/;
 
 describe('text_pretrain.py', () => {
-  it("labels each sampled prompt with the room, agent colour and shape, block count and block colour its words state", () => {
+  it('labels each sampled prompt with the room, agent colour and shape, block count and block colour its words state', () => {
     const out: { prompts: string[]; labels: number[][] } = python(
       'import json, numpy as np, text_pretrain as tp\n' +
         'p, y = tp.sample_prompts(np.random.default_rng(7), 400)\n' +
@@ -33,7 +33,13 @@ describe('text_pretrain.py', () => {
       if (!m) throw new Error(`not a prompt of the grammar: ${prompt}`);
       const [, agent, noun, room, count, block] = m;
       expect(SQUARE_NOUNS.includes(noun) || DISC_NOUNS.includes(noun)).toBe(true);
-      const want = [ROOMS.indexOf(room), COLORS.indexOf(agent), SQUARE_NOUNS.includes(noun) ? 1 : 0, count ? COUNTS[count] : 0, block ? 1 + COLORS.indexOf(block) : 0];
+      const want = [
+        ROOMS.indexOf(room),
+        COLORS.indexOf(agent),
+        SQUARE_NOUNS.includes(noun) ? 1 : 0,
+        count ? COUNTS[count] : 0,
+        block ? 1 + COLORS.indexOf(block) : 0,
+      ];
       expect(out.labels[i]).toEqual(want);
       expect(agent).not.toBe(block);
       want.forEach((v, a) => seen[a].add(v));
@@ -47,7 +53,7 @@ describe('text_pretrain.py', () => {
       'import json, torch, text_pretrain as tp\n' +
         'labels = torch.tensor([[0, 1, 0, 3, 0], [4, 6, 1, 2, 7]])\n' +
         'logits = [torch.zeros(2, k) for _, k in tp.ATTRIBUTES]\n' +
-        'logits[1][0, 1] = 5.0  # the first prompt\'s agent colour, confidently right\n' +
+        "logits[1][0, 1] = 5.0  # the first prompt's agent colour, confidently right\n" +
         'loss, accs = tp.attribute_loss(logits, labels)\n' +
         'print(json.dumps({"loss": loss.item(), "accs": accs}))',
     );
@@ -77,7 +83,8 @@ describe('text_pretrain.py', () => {
   }, 120_000);
 
   it('text_probe.py refuses a missing directory or an ambiguous call by name, and reads every attribute back from a fresh encoder', () => {
-    const probe = (args: string[]) => spawnSync(PYTHON, [path.join('tools', 'train', 'text_probe.py'), ...args], { cwd: ROOT, encoding: 'utf8', timeout: 120_000 });
+    const probe = (args: string[]) =>
+      spawnSync(PYTHON, [path.join('tools', 'train', 'text_probe.py'), ...args], { cwd: ROOT, encoding: 'utf8', timeout: 120_000 });
     const missing = probe(['/nonexistent/omnirx']);
     expect(missing.status).toBe(2);
     expect(missing.stderr).toMatch(/\/nonexistent\/omnirx\/text_encoder\.safetensors: no such file/);

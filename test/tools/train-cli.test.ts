@@ -52,27 +52,55 @@ describe('train.py refuses bad flags by name, before training (exit 2, nothing w
     ['negative teacher-forcing steps', ['--teacher-forcing-steps=-1'], /--teacher-forcing-steps must not be negative; got -1/],
     ['teacher-forcing share above 1', ['--teacher-forcing-share', '1.5'], /--teacher-forcing-share must be in \[0, 1\]; got 1\.5/],
     ['teacher-forcing share NaN', ['--teacher-forcing-share', 'nan'], /--teacher-forcing-share must be in \[0, 1\]; got nan/],
-    ['teacher-forcing learning rate 0', ['--teacher-forcing-lr', '0'], /--teacher-forcing-lr must be in \(0, 1\) and above float32's smallest normal number 1\.18e-38; got 0\.0/],
-    ['teacher-forcing learning rate inf', ['--teacher-forcing-lr', 'inf'], /--teacher-forcing-lr must be in \(0, 1\) and above float32's smallest normal number 1\.18e-38; got inf/],
-    ['an unknown teacher-forcing start', ['--teacher-forcing-start', 'centre'], /--teacher-forcing-start: invalid choice: 'centre' \(choose from '?spawn'?, '?random'?\)/],
+    [
+      'teacher-forcing learning rate 0',
+      ['--teacher-forcing-lr', '0'],
+      /--teacher-forcing-lr must be in \(0, 1\) and above float32's smallest normal number 1\.18e-38; got 0\.0/,
+    ],
+    [
+      'teacher-forcing learning rate inf',
+      ['--teacher-forcing-lr', 'inf'],
+      /--teacher-forcing-lr must be in \(0, 1\) and above float32's smallest normal number 1\.18e-38; got inf/,
+    ],
+    [
+      'an unknown teacher-forcing start',
+      ['--teacher-forcing-start', 'centre'],
+      /--teacher-forcing-start: invalid choice: 'centre' \(choose from '?spawn'?, '?random'?\)/,
+    ],
     ['an unknown start', ['--start', 'corner'], /--start: invalid choice: 'corner' \(choose from '?spawn'?, '?random'?\)/],
     ['error recycling above 1', ['--error-recycling', '1.5'], /--error-recycling must be in \[0, 1\]; got 1\.5/],
     ['error recycling NaN', ['--error-recycling', 'nan'], /--error-recycling must be in \[0, 1\]; got nan/],
     ['negative error recycling', ['--error-recycling=-0.5'], /--error-recycling must be in \[0, 1\]; got -0\.5/],
-    ['error recycling without a teacher-forcing phase', ['--teacher-forcing-steps', '0', '--error-recycling', '0.5'], /--error-recycling 0\.5 needs a teacher-forcing phase; --teacher-forcing-steps is 0/],
+    [
+      'error recycling without a teacher-forcing phase',
+      ['--teacher-forcing-steps', '0', '--error-recycling', '0.5'],
+      /--error-recycling 0\.5 needs a teacher-forcing phase; --teacher-forcing-steps is 0/,
+    ],
     ['budget NaN', ['--budget-minutes', 'nan'], /--budget-minutes must be a positive number; got nan/],
     ['budget 0', ['--budget-minutes', '0'], /--budget-minutes must be a positive number; got 0/],
     ['unknown precision', ['--precision', 'float16'], /--precision: invalid choice: 'float16'/],
     ['DiT learning rate 0', ['--dit-lr', '0'], /--dit-lr must be in \(0, 1\) and above float32's smallest normal number 1\.18e-38; got 0\.0/],
     ['DiT learning rate NaN', ['--dit-lr', 'nan'], /--dit-lr must be in \(0, 1\) and above float32's smallest normal number 1\.18e-38; got nan/],
     ['a subnormal DiT learning rate', ['--dit-lr', '1e-40'], /--dit-lr must be in \(0, 1\) and above float32's smallest normal number 1\.18e-38; got 1e-40/],
-    ['a subnormal teacher-forcing learning rate', ['--teacher-forcing-lr', '5e-324'], /--teacher-forcing-lr must be in \(0, 1\) and above float32's smallest normal number 1\.18e-38; got 5e-324/],
-    ['DiT learning rate -inf (written with =, as argparse reads -inf alone as a flag)', ['--dit-lr=-inf'], /--dit-lr must be in \(0, 1\) and above float32's smallest normal number 1\.18e-38; got -inf/],
+    [
+      'a subnormal teacher-forcing learning rate',
+      ['--teacher-forcing-lr', '5e-324'],
+      /--teacher-forcing-lr must be in \(0, 1\) and above float32's smallest normal number 1\.18e-38; got 5e-324/,
+    ],
+    [
+      'DiT learning rate -inf (written with =, as argparse reads -inf alone as a flag)',
+      ['--dit-lr=-inf'],
+      /--dit-lr must be in \(0, 1\) and above float32's smallest normal number 1\.18e-38; got -inf/,
+    ],
     ['DiT learning rate of 1', ['--dit-lr', '1'], /--dit-lr must be in \(0, 1\) and above float32's smallest normal number 1\.18e-38; got 1\.0/],
     ['text-encoder learning rate 0', ['--text-lr', '0'], /--text-lr must be in \(0, 1\) and above float32's smallest normal number 1\.18e-38; got 0\.0/],
     ['text-encoder learning rate NaN', ['--text-lr', 'nan'], /--text-lr must be in \(0, 1\) and above float32's smallest normal number 1\.18e-38; got nan/],
     ['text-encoder learning rate of 2', ['--text-lr', '2'], /--text-lr must be in \(0, 1\) and above float32's smallest normal number 1\.18e-38; got 2\.0/],
-    ['a text-encoder learning rate for a frozen encoder', ['--text-lr', '1e-4', '--text-encoder', 'frozen'], /--text-lr needs --text-encoder joint \(a frozen encoder has no learning rate\)/],
+    [
+      'a text-encoder learning rate for a frozen encoder',
+      ['--text-lr', '1e-4', '--text-encoder', 'frozen'],
+      /--text-lr needs --text-encoder joint \(a frozen encoder has no learning rate\)/,
+    ],
     ['negative text-encoder steps', ['--text-steps=-1'], /--text-steps must not be negative; got -1/],
     ['a negative block weight', ['--block-weight=-1'], /--block-weight must be a finite number ≥ 0; got -1\.0/],
     ['a block weight of NaN', ['--block-weight', 'nan'], /--block-weight must be a finite number ≥ 0; got nan/],
@@ -83,9 +111,17 @@ describe('train.py refuses bad flags by name, before training (exit 2, nothing w
     ['a negative attribute-loss weight', ['--text-aux-weight=-0.5'], /--text-aux-weight must be a finite number ≥ 0; got -0\.5/],
     ['an attribute-loss weight of NaN', ['--text-aux-weight', 'nan'], /--text-aux-weight must be a finite number ≥ 0; got nan/],
     ['an attribute-loss weight of inf', ['--text-aux-weight', 'inf'], /--text-aux-weight must be a finite number ≥ 0; got inf/],
-    ['an attribute-loss weight for a frozen encoder', ['--text-aux-weight', '0.1', '--text-encoder', 'frozen'], /--text-aux-weight needs --text-encoder joint \(a frozen encoder learns nothing from it\)/],
+    [
+      'an attribute-loss weight for a frozen encoder',
+      ['--text-aux-weight', '0.1', '--text-encoder', 'frozen'],
+      /--text-aux-weight needs --text-encoder joint \(a frozen encoder learns nothing from it\)/,
+    ],
     ['unknown text-encoder mode', ['--text-encoder', 'trained'], /--text-encoder: invalid choice: 'trained'/],
-    ['an --init directory that does not exist', ['--init', '/nonexistent/omnirx'], /--init \/nonexistent\/omnirx: not a model directory this script wrote \(missing model\.json/],
+    [
+      'an --init directory that does not exist',
+      ['--init', '/nonexistent/omnirx'],
+      /--init \/nonexistent\/omnirx: not a model directory this script wrote \(missing model\.json/,
+    ],
     ['a negative checkpoint interval', ['--checkpoint-minutes=-1'], /--checkpoint-minutes must be a finite number ≥ 0; got -1\.0/],
     ['a checkpoint interval of NaN', ['--checkpoint-minutes', 'nan'], /--checkpoint-minutes must be a finite number ≥ 0; got nan/],
     ['--resume where no run has written a checkpoint', ['--resume'], /--resume: no checkpoint to resume: .*model\/checkpoint\.pt does not exist/],
@@ -113,7 +149,10 @@ describe('the default precision, bfloat16 autocast', () => {
     expect(summary(dir)).toMatchObject({ precision: 'bfloat16', dit: { steps: 1 } });
     expect(String(summary(dir).repeat)).toMatch(/ --precision bfloat16 /);
     for (const f of SAFETENSORS) expect(parseSafetensors(readFileSync(path.join(dir, f)), f).metadata).toMatchObject({ precision: 'bfloat16' });
-    const log = readFileSync(path.join(dir, 'train_log.jsonl'), 'utf8').trim().split('\n').map((l) => JSON.parse(l) as { stage: string; loss: number });
+    const log = readFileSync(path.join(dir, 'train_log.jsonl'), 'utf8')
+      .trim()
+      .split('\n')
+      .map((l) => JSON.parse(l) as { stage: string; loss: number });
     expect(log.map((l) => l.stage)).toEqual(['vae', 'dit']);
     for (const l of log) expect(Number.isFinite(l.loss)).toBe(true);
     const check = spawnSync(process.execPath, [CHECK, dir], { encoding: 'utf8' });
@@ -138,8 +177,35 @@ describe('a short training run', () => {
   // --reuse 2, a frozen text encoder after a text stage and another DiT learning rate (not the recipe's defaults), so the
   // second DiT step takes the shared batch's second use and the repeat line carries those options; a teacher-forcing
   // phase of 2 steps at share 0.9 and a learning rate of its own ends it
-  const common = ['--text-encoder', 'frozen', '--image-share', '0.5', '--reuse', '2', '--dit-lr', '0.0005', '--teacher-forcing-share', '0.9', '--teacher-forcing-lr', '0.0002'];
-  const flags = ['--seed', '3', '--vae-steps', '2', '--text-steps', '3', '--dit-steps', '2', '--finetune-steps', '1,1', '--teacher-forcing-steps', '2', ...common];
+  const common = [
+    '--text-encoder',
+    'frozen',
+    '--image-share',
+    '0.5',
+    '--reuse',
+    '2',
+    '--dit-lr',
+    '0.0005',
+    '--teacher-forcing-share',
+    '0.9',
+    '--teacher-forcing-lr',
+    '0.0002',
+  ];
+  const flags = [
+    '--seed',
+    '3',
+    '--vae-steps',
+    '2',
+    '--text-steps',
+    '3',
+    '--dit-steps',
+    '2',
+    '--finetune-steps',
+    '1,1',
+    '--teacher-forcing-steps',
+    '2',
+    ...common,
+  ];
   let first: string;
   beforeAll(() => {
     first = path.join(scratch(), 'first');
@@ -159,16 +225,40 @@ describe('a short training run', () => {
       .trim()
       .split('\n')
       .map((l) => JSON.parse(l) as { stage: string; step: number; loss: number; mode?: string; lr?: number });
-    expect(log.map((r) => `${r.stage}:${r.step}`)).toEqual(['vae:0', 'vae:1', 'text:0', 'text:1', 'text:2', 'dit:0', 'dit:1', 'finetune:0', 'finetune2:0', 'teacher:0', 'teacher:1']);
+    expect(log.map((r) => `${r.stage}:${r.step}`)).toEqual([
+      'vae:0',
+      'vae:1',
+      'text:0',
+      'text:1',
+      'text:2',
+      'dit:0',
+      'dit:1',
+      'finetune:0',
+      'finetune2:0',
+      'teacher:0',
+      'teacher:1',
+    ]);
     for (const r of log) expect(Number.isFinite(r.loss)).toBe(true);
     const dit = log.filter((r) => r.stage !== 'vae' && r.stage !== 'text');
     for (const r of dit.filter((r) => r.stage !== 'teacher')) expect(['causal', 'bidirectional', 'image']).toContain(r.mode);
     // the teacher phase's first batch (share 0.9) is teacher forcing, and its second step reuses it (--reuse 2)
     expect(dit.filter((r) => r.stage === 'teacher').map((r) => r.mode)).toEqual(['teacher_forcing', 'teacher_forcing']);
     // every DiT phase warms up to its peak (--dit-lr; the teacher phase's --teacher-forcing-lr) over 50 steps: step k runs at lr·(k + 1)/50
-    expect(dit.map((r) => r.lr)).toEqual([0.0005 / 50, (0.0005 * 2) / 50, 0.0005 / 50, 0.0005 / 50, 0.0002 / 50, (0.0002 * 2) / 50].map((x) => expect.closeTo(x, 12)));
+    expect(dit.map((r) => r.lr)).toEqual(
+      [0.0005 / 50, (0.0005 * 2) / 50, 0.0005 / 50, 0.0005 / 50, 0.0002 / 50, (0.0002 * 2) / 50].map((x) => expect.closeTo(x, 12)),
+    );
     const s = summary(first);
-    expect(s).toMatchObject({ seed: 3, image_share: 0.5, reuse: 2, precision: 'float32', dit_lr: 0.0005, text_lr: null, vae: { steps: 2 }, text: { steps: 3, during_dit: 'frozen' }, dit: { steps: 2 } });
+    expect(s).toMatchObject({
+      seed: 3,
+      image_share: 0.5,
+      reuse: 2,
+      precision: 'float32',
+      dit_lr: 0.0005,
+      text_lr: null,
+      vae: { steps: 2 },
+      text: { steps: 3, during_dit: 'frozen' },
+      dit: { steps: 2 },
+    });
     const acc = (s.text as { held_out_acc: Record<string, number> }).held_out_acc;
     expect(Object.keys(acc)).toEqual(['room', 'agent_color', 'agent_shape', 'blocks', 'block_color']);
     for (const v of Object.values(acc)) expect(v >= 0 && v <= 1).toBe(true);
@@ -180,9 +270,24 @@ describe('a short training run', () => {
     // each weights file's metadata names every option that changed its tensors, as they were given
     for (const f of SAFETENSORS) {
       expect(parseSafetensors(readFileSync(path.join(first, f)), f).metadata).toEqual({
-        format: 'pt', generator: 'omnirx tools/train/train.py', seed: '3', vae_steps: '2', dit_steps: '2', finetune_steps: '1,1',
-        teacher_forcing_steps: '2', teacher_forcing_share: '0.9', teacher_forcing_lr: '0.0002', teacher_forcing_start: 'spawn', dit_lr: '0.0005', agent_weight: '10.0',
-        base_agent_weight: '0.0', reuse: '2', precision: 'float32', image_share: '0.5', text_steps: '3', text_encoder: 'frozen',
+        format: 'pt',
+        generator: 'omnirx tools/train/train.py',
+        seed: '3',
+        vae_steps: '2',
+        dit_steps: '2',
+        finetune_steps: '1,1',
+        teacher_forcing_steps: '2',
+        teacher_forcing_share: '0.9',
+        teacher_forcing_lr: '0.0002',
+        teacher_forcing_start: 'spawn',
+        dit_lr: '0.0005',
+        agent_weight: '10.0',
+        base_agent_weight: '0.0',
+        reuse: '2',
+        precision: 'float32',
+        image_share: '0.5',
+        text_steps: '3',
+        text_encoder: 'frozen',
       });
     }
   });
@@ -233,18 +338,36 @@ describe('a short training run', () => {
     expect(summary(without).teacher).toBeNull();
     // the phase's data seed is S + (phases before it) + 1: 3 + 2 + 1 in one command, (3 + 2) + 0 + 1 continued
     const continued = path.join(scratch(), 'continued');
-    const r = train(['--out', continued, '--init', without, '--seed', '5', '--dit-steps', '0', '--finetune-steps', '0', '--teacher-forcing-steps', '2', ...common]);
+    const r = train([
+      '--out',
+      continued,
+      '--init',
+      without,
+      '--seed',
+      '5',
+      '--dit-steps',
+      '0',
+      '--finetune-steps',
+      '0',
+      '--teacher-forcing-steps',
+      '2',
+      ...common,
+    ]);
     expect(r.status).toBe(0);
     expect(summary(continued)).toMatchObject({ dit: { steps: 0, loss_first: null }, teacher: { seed: 6, steps: 2 } });
     // model.json says what the weights went through: this run, continued from what the --init model's run did
     const description = (dir: string) => (JSON.parse(readFileSync(path.join(dir, 'model.json'), 'utf8')) as { description: string }).description;
-    expect(description(continued)).toMatch(/\(tools\/train\/train\.py, seed 5, 0 VAE \+ 0 DiT \+ 0 fine-tune \+ 2 teacher-forcing steps at share 0\.9 from the spawn point\), continued from \(tools\/train\/train\.py, seed 3, 2 VAE \+ 2 DiT \+ 1,1 fine-tune \+ 0 teacher-forcing steps\)\.$/);
-    expect(description(first)).toMatch(/\(tools\/train\/train\.py, seed 3, 2 VAE \+ 2 DiT \+ 1,1 fine-tune \+ 2 teacher-forcing steps at share 0\.9 from the spawn point\)\.$/);
+    expect(description(continued)).toMatch(
+      /\(tools\/train\/train\.py, seed 5, 0 VAE \+ 0 DiT \+ 0 fine-tune \+ 2 teacher-forcing steps at share 0\.9 from the spawn point\), continued from \(tools\/train\/train\.py, seed 3, 2 VAE \+ 2 DiT \+ 1,1 fine-tune \+ 0 teacher-forcing steps\)\.$/,
+    );
+    expect(description(first)).toMatch(
+      /\(tools\/train\/train\.py, seed 3, 2 VAE \+ 2 DiT \+ 1,1 fine-tune \+ 2 teacher-forcing steps at share 0\.9 from the spawn point\)\.$/,
+    );
     for (const f of SAFETENSORS) expect(changed(path.join(continued, f), path.join(first, f))).toEqual([]);
     expect(changed(path.join(continued, 'transformer.safetensors'), path.join(without, 'transformer.safetensors')).length).toBeGreaterThan(0);
   }, 600_000);
 
-  it('--error-recycling trains the teacher-forcing phase from the model\'s own history; at 0 it is the phase without it, byte for byte', () => {
+  it("--error-recycling trains the teacher-forcing phase from the model's own history; at 0 it is the phase without it, byte for byte", () => {
     const phase = ['--init', first, '--seed', '5', '--dit-steps', '0', '--finetune-steps', '0', '--teacher-forcing-steps', '2', '--teacher-forcing-share', '1'];
     const dirs = variants(phase, { plain: [], zero: ['--error-recycling', '0'], recycled: ['--error-recycling', '1'] });
     // at 0 nothing is drawn from the phase's own streams and the files, metadata included, are those of the phase without the flag
@@ -253,7 +376,10 @@ describe('a short training run', () => {
     expect(meta(dirs.plain)).not.toHaveProperty('error_recycling');
     expect(meta(dirs.recycled)).toMatchObject({ error_recycling: '1.0', teacher_forcing_share: '1.0' });
     const losses = (dir: string) =>
-      readFileSync(path.join(dir, 'train_log.jsonl'), 'utf8').trim().split('\n').map((l) => JSON.parse(l) as { mode: string; loss: number });
+      readFileSync(path.join(dir, 'train_log.jsonl'), 'utf8')
+        .trim()
+        .split('\n')
+        .map((l) => JSON.parse(l) as { mode: string; loss: number });
     // the same batches (modes, step count), but a history of the model's own predictions: another loss from the first step
     const [plain, recycled] = [losses(dirs.plain), losses(dirs.recycled)];
     expect(recycled.map((r) => r.mode)).toEqual(plain.map((r) => r.mode));
@@ -275,7 +401,10 @@ describe('a short training run', () => {
     expect(train(['--out', dirs.plain, ...phase]).status).toBe(0);
     expect(train(['--out', dirs.flagged, ...phase, ...flag]).status).toBe(0);
     const log = (dir: string) =>
-      readFileSync(path.join(dir, 'train_log.jsonl'), 'utf8').trim().split('\n').map((l) => JSON.parse(l) as { mode: string; loss: number });
+      readFileSync(path.join(dir, 'train_log.jsonl'), 'utf8')
+        .trim()
+        .split('\n')
+        .map((l) => JSON.parse(l) as { mode: string; loss: number });
     expect(log(dirs.flagged).map((r) => r.mode)).toEqual(log(dirs.plain).map((r) => r.mode));
     expect(log(dirs.flagged)[0].loss).not.toBe(log(dirs.plain)[0].loss);
     expect(changed(path.join(dirs.flagged, 'transformer.safetensors'), path.join(dirs.plain, 'transformer.safetensors')).length).toBeGreaterThan(0);
@@ -321,7 +450,10 @@ describe('a short training run', () => {
     const dirs = variants(phase, { plain: [], same: ['--text-lr', '0.0005'], own: ['--text-lr', '0.0001'] });
     for (const f of SAFETENSORS) expect(changed(path.join(dirs.same, f), path.join(dirs.plain, f))).toEqual([]);
     // step k of a phase warms up to lr·(k + 1)/50; the teacher phase trains both at --teacher-forcing-lr (1e-4), unlogged
-    const log = readFileSync(path.join(dirs.own, 'train_log.jsonl'), 'utf8').trim().split('\n').map((l) => JSON.parse(l) as { stage: string; lr: number; text_lr?: number });
+    const log = readFileSync(path.join(dirs.own, 'train_log.jsonl'), 'utf8')
+      .trim()
+      .split('\n')
+      .map((l) => JSON.parse(l) as { stage: string; lr: number; text_lr?: number });
     expect(log.map((r) => [r.stage, r.lr, r.text_lr])).toEqual([
       ['dit', expect.closeTo(0.0005 / 50, 12), expect.closeTo(0.0001 / 50, 12)],
       ['dit', expect.closeTo((0.0005 * 2) / 50, 12), expect.closeTo((0.0001 * 2) / 50, 12)],
@@ -343,7 +475,11 @@ describe('a short training run', () => {
     const phase = ['--init', first, '--seed', '5', '--dit-steps', '2', '--finetune-steps', '1', '--teacher-forcing-steps', '1'];
     const dirs = variants(phase, { plain: [], aux: ['--text-aux-weight', '0.5'] });
     type Rec = { stage: string; loss: number; mode: string; attr_loss?: number };
-    const log = (dir: string) => readFileSync(path.join(dir, 'train_log.jsonl'), 'utf8').trim().split('\n').map((l) => JSON.parse(l) as Rec);
+    const log = (dir: string) =>
+      readFileSync(path.join(dir, 'train_log.jsonl'), 'utf8')
+        .trim()
+        .split('\n')
+        .map((l) => JSON.parse(l) as Rec);
     const [plain, aux] = [log(dirs.plain), log(dirs.aux)];
     expect(aux.map((r) => [r.stage, r.mode])).toEqual(plain.map((r) => [r.stage, r.mode]));
     // before any update the DiT loss is the same: the attribute batches come from a stream of their own
@@ -370,7 +506,11 @@ describe('a short training run', () => {
     const dirs = variants(phase, { plain: [], zero: ['--block-weight', '0'], blocks: ['--block-weight', '5'] });
     for (const f of SAFETENSORS) expect(changed(path.join(dirs.zero, f), path.join(dirs.plain, f))).toEqual([]);
     type Rec = { stage: string; loss: number; mode: string };
-    const log = (dir: string) => readFileSync(path.join(dir, 'train_log.jsonl'), 'utf8').trim().split('\n').map((l) => JSON.parse(l) as Rec);
+    const log = (dir: string) =>
+      readFileSync(path.join(dir, 'train_log.jsonl'), 'utf8')
+        .trim()
+        .split('\n')
+        .map((l) => JSON.parse(l) as Rec);
     const [plain, blocks] = [log(dirs.plain), log(dirs.blocks)];
     expect(blocks.map((r) => [r.stage, r.mode])).toEqual(plain.map((r) => [r.stage, r.mode]));
     // before any update the prediction is the same; the loss differs because the block cells weigh more
@@ -385,11 +525,28 @@ describe('a short training run', () => {
   }, 300_000);
 
   it('--causal-share sets the causal fraction of the clip batches in every DiT phase: 1 all causal, 0 all bidirectional (teacher-forcing batches kept), named where the run is recorded; at 0.6 it is the run without it, byte for byte', () => {
-    const phase = ['--init', first, '--seed', '5', '--dit-steps', '4', '--finetune-steps', '2', '--teacher-forcing-steps', '4', '--teacher-forcing-share', '0.5'];
+    const phase = [
+      '--init',
+      first,
+      '--seed',
+      '5',
+      '--dit-steps',
+      '4',
+      '--finetune-steps',
+      '2',
+      '--teacher-forcing-steps',
+      '4',
+      '--teacher-forcing-share',
+      '0.5',
+    ];
     const dirs = variants(phase, { plain: [], same: ['--causal-share', '0.6'], causal: ['--causal-share', '1'], bidir: ['--causal-share', '0'] });
     for (const f of SAFETENSORS) expect(changed(path.join(dirs.same, f), path.join(dirs.plain, f))).toEqual([]);
     type Rec = { stage: string; mode: string };
-    const modes = (dir: string) => readFileSync(path.join(dir, 'train_log.jsonl'), 'utf8').trim().split('\n').map((l) => (JSON.parse(l) as Rec).mode);
+    const modes = (dir: string) =>
+      readFileSync(path.join(dir, 'train_log.jsonl'), 'utf8')
+        .trim()
+        .split('\n')
+        .map((l) => (JSON.parse(l) as Rec).mode);
     const [plain, causal, bidir] = [modes(dirs.plain), modes(dirs.causal), modes(dirs.bidir)];
     // the share draw takes the same place in the data stream, so only the clip batches' kind changes
     const tf = plain.map((m) => m === 'teacher_forcing');
@@ -435,7 +592,28 @@ describe('a short training run', () => {
     // 6 base-phase and 6 teacher-forcing steps at --reuse 2: with --checkpoint-minutes 0 a checkpoint at every even
     // step, so a kill after step 3 of either leaves one inside it (the teacher phase's from float16-rounded weights,
     // with error recycling drawing from its own streams)
-    const run = ['--seed', '3', '--vae-steps', '2', '--text-steps', '3', '--dit-steps', '6', '--finetune-steps', '3,1', '--teacher-forcing-steps', '6', '--reuse', '2', '--text-aux-weight', '0.2', '--teacher-forcing-share', '0.9', '--error-recycling', '0.5'];
+    const run = [
+      '--seed',
+      '3',
+      '--vae-steps',
+      '2',
+      '--text-steps',
+      '3',
+      '--dit-steps',
+      '6',
+      '--finetune-steps',
+      '3,1',
+      '--teacher-forcing-steps',
+      '6',
+      '--reuse',
+      '2',
+      '--text-aux-weight',
+      '0.2',
+      '--teacher-forcing-share',
+      '0.9',
+      '--error-recycling',
+      '0.5',
+    ];
     const whole = path.join(scratch(), 'whole');
     expect(train(['--out', whole, ...run]).status).toBe(0);
     expect(readdirSync(whole)).not.toContain('checkpoint.pt'); // a finished run removes it
@@ -444,10 +622,18 @@ describe('a short training run', () => {
     expect(readdirSync(stopped)).toContain('checkpoint.pt');
     expect(readdirSync(stopped)).not.toContain('model.json');
     // the checkpoint names the code that wrote it: the digests of the files the run loaded, the spec it parsed among them
-    const meta = spawnSync(PYTHON, ['-c', "import sys, torch; print(torch.load(sys.argv[1], weights_only=True)['meta'])", path.join(stopped, 'checkpoint.pt')], { encoding: 'utf8' });
+    const meta = spawnSync(
+      PYTHON,
+      ['-c', "import sys, torch; print(torch.load(sys.argv[1], weights_only=True)['meta'])", path.join(stopped, 'checkpoint.pt')],
+      { encoding: 'utf8' },
+    );
     const code = JSON.parse(meta.stdout).code as Record<string, string>;
     for (const file of ['tools/train/train.py', 'tools/train/procedural_world.py', 'tools/reference/omnirx_reference.py', 'src/families/wan/default-spec.ts']) {
-      expect(code[file]).toBe(createHash('sha256').update(readFileSync(path.join(ROOT, file))).digest('hex'));
+      expect(code[file]).toBe(
+        createHash('sha256')
+          .update(readFileSync(path.join(ROOT, file)))
+          .digest('hex'),
+      );
     }
     const log = () => readFileSync(path.join(stopped, 'train_log.jsonl'));
     const logAtKill = log();
@@ -471,7 +657,10 @@ describe('a short training run', () => {
       ["r['opt.0.exp_avg'] = torch.zeros(7)", /the state of phase dit does not fit it \(ValueError: AdamW exp_avg of shape \(7,\) for a parameter of shape/],
       ["m['current']['state']['elapsed_s'] = float('nan')", /meta\.current\.state\.elapsed_s must be a finite number ≥ 0/],
       // the code that wrote it: a source file changed, one no longer loaded, one not loaded then, no record at all
-      ["m['code']['tools/train/procedural_world.py'] = '0' * 64", /tools\/train\/procedural_world\.py has changed since the checkpoint was written \(SHA-256 000000000000… then, [0-9a-f]{12}… now\); --resume continues a run with the code it started with/],
+      [
+        "m['code']['tools/train/procedural_world.py'] = '0' * 64",
+        /tools\/train\/procedural_world\.py has changed since the checkpoint was written \(SHA-256 000000000000… then, [0-9a-f]{12}… now\); --resume continues a run with the code it started with/,
+      ],
       ["m['code']['tools/train/gone.py'] = '0' * 64", /tools\/train\/gone\.py, which the checkpoint's run loaded, is not loaded by this one/],
       ["del m['code']['tools/reference/omnirx_reference.py']", /tools\/reference\/omnirx_reference\.py is loaded by this run but was not by the checkpoint's/],
       ["del m['code']", /checkpoint\.pt: meta\.code is missing/],
@@ -497,10 +686,13 @@ describe('a short training run', () => {
     for (const f of SAFETENSORS) expect(readFileSync(path.join(stopped, f)).equals(readFileSync(path.join(whole, f)))).toBe(true);
     // the log holds every step once, with the losses of the run never stopped
     const steps = (dir: string) =>
-      readFileSync(path.join(dir, 'train_log.jsonl'), 'utf8').trim().split('\n').map((l) => {
-        const r = JSON.parse(l) as { stage: string; step: number; loss: number; attr_loss?: number };
-        return [r.stage, r.step, r.loss, r.attr_loss];
-      });
+      readFileSync(path.join(dir, 'train_log.jsonl'), 'utf8')
+        .trim()
+        .split('\n')
+        .map((l) => {
+          const r = JSON.parse(l) as { stage: string; step: number; loss: number; attr_loss?: number };
+          return [r.stage, r.step, r.loss, r.attr_loss];
+        });
     expect(steps(stopped)).toEqual(steps(whole));
     // the summary's losses come from the whole log (the stopped runs' part replayed)
     const losses = (dir: string) => ['dit', 'teacher'].map((k) => summary(dir)[k] as { steps: number; loss_first: number; loss_last20: number });
@@ -510,13 +702,35 @@ describe('a short training run', () => {
 
   it('a new run without --resume in the directory of a stopped one removes its checkpoint at the start', async () => {
     const dir = path.join(scratch(), 'again');
-    await killWhenLogged(dir, ['--vae-steps', '2', '--text-steps', '0', '--dit-steps', '40', '--finetune-steps', '0', '--teacher-forcing-steps', '0', '--checkpoint-minutes', '0'], /"stage": "dit", "step": 3,/);
+    await killWhenLogged(
+      dir,
+      ['--vae-steps', '2', '--text-steps', '0', '--dit-steps', '40', '--finetune-steps', '0', '--teacher-forcing-steps', '0', '--checkpoint-minutes', '0'],
+      /"stage": "dit", "step": 3,/,
+    );
     expect(readdirSync(dir)).toContain('checkpoint.pt');
     // another run started there removes it at once, before its VAE stage ends (so --resume cannot take it for its own)
     // (the stopped run logged VAE steps 0 and 1 only: step 5 is this run's)
-    await killWhenLogged(dir, ['--vae-steps', '40', '--text-steps', '0', '--dit-steps', '2', '--finetune-steps', '0', '--teacher-forcing-steps', '0'], /"stage": "vae", "step": 5,/);
+    await killWhenLogged(
+      dir,
+      ['--vae-steps', '40', '--text-steps', '0', '--dit-steps', '2', '--finetune-steps', '0', '--teacher-forcing-steps', '0'],
+      /"stage": "vae", "step": 5,/,
+    );
     expect(readdirSync(dir)).not.toContain('checkpoint.pt');
-    const r = train(['--out', dir, '--vae-steps', '40', '--text-steps', '0', '--dit-steps', '2', '--finetune-steps', '0', '--teacher-forcing-steps', '0', '--resume']);
+    const r = train([
+      '--out',
+      dir,
+      '--vae-steps',
+      '40',
+      '--text-steps',
+      '0',
+      '--dit-steps',
+      '2',
+      '--finetune-steps',
+      '0',
+      '--teacher-forcing-steps',
+      '0',
+      '--resume',
+    ]);
     expect(r.status).toBe(2);
     expect(r.stderr).toMatch(/--resume: no checkpoint to resume/);
   }, 300_000);

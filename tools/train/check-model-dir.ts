@@ -26,8 +26,10 @@ async function main(dir: string | undefined): Promise<void> {
   const { latentsMean, latentsStd, ...vae } = spec.vae;
   const { latentsMean: _m, latentsStd: _s, ...wantVae } = want.vae;
   same('vae', vae, wantVae);
-  if (!Array.isArray(latentsMean) || latentsMean.length !== want.vae.zDim || !latentsMean.every(Number.isFinite)) throw new Error('vae.latentsMean must be zDim finite numbers');
-  if (!Array.isArray(latentsStd) || latentsStd.length !== want.vae.zDim || !latentsStd.every((s: number) => Number.isFinite(s) && s > 0)) throw new Error('vae.latentsStd must be zDim finite positive numbers');
+  if (!Array.isArray(latentsMean) || latentsMean.length !== want.vae.zDim || !latentsMean.every(Number.isFinite))
+    throw new Error('vae.latentsMean must be zDim finite numbers');
+  if (!Array.isArray(latentsStd) || latentsStd.length !== want.vae.zDim || !latentsStd.every((s: number) => Number.isFinite(s) && s > 0))
+    throw new Error('vae.latentsStd must be zDim finite positive numbers');
   same('tokenizer.json', JSON.parse(readFileSync(path.join(dir, 'tokenizer.json'), 'utf8')), DEFAULT_TOKENIZER);
   const model = await WanT2VModel.fromDirectory(loadNative(), dir, new Set(['tokenizer', 'text_encoder', 'transformer', 'vae', 'vae_encoder']));
   model.dispose();

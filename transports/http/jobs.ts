@@ -59,7 +59,19 @@ export class VideoJob {
   completedSteps = 0;
   readonly createdAt = nowSeconds();
   readonly events = new ReplaySubject<PublicEvent>(MAX_HISTORY);
-  readonly params: UsedParams = { width: null, height: null, num_frames: null, fps: null, num_inference_steps: null, guidance_scale: null, guidance_interval: null, flow_shift: null, sampler: null, eta: null, seed: null };
+  readonly params: UsedParams = {
+    width: null,
+    height: null,
+    num_frames: null,
+    fps: null,
+    num_inference_steps: null,
+    guidance_scale: null,
+    guidance_interval: null,
+    flow_shift: null,
+    sampler: null,
+    eta: null,
+    seed: null,
+  };
   /** Resolves when the job ended (completed, failed or cancelled). */
   readonly done: Promise<void>;
   subscription: Subscription | undefined;

@@ -32,7 +32,13 @@ export function publicEvent(ev: OmniEvent): PublicEvent {
       // A generation's preview (an image: the first frame a denoise step predicts) carries a small PNG to show.
       if (ev.artifact.kind === 'image' && ev.rollout === undefined) {
         const thumb = thumbnail(ev.artifact, PREVIEW_MAX_SIDE);
-        return { type: 'chunk', requestId: ev.requestId, node: ev.node, artifact: summarizeArtifact(ev.artifact), preview: { width: thumb.width, height: thumb.height, png_b64: encodePng(thumb).toString('base64') } };
+        return {
+          type: 'chunk',
+          requestId: ev.requestId,
+          node: ev.node,
+          artifact: summarizeArtifact(ev.artifact),
+          preview: { width: thumb.width, height: thumb.height, png_b64: encodePng(thumb).toString('base64') },
+        };
       }
       return { type: 'chunk', requestId: ev.requestId, node: ev.node, artifact: summarizeArtifact(ev.artifact) };
     case 'artifact':

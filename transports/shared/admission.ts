@@ -6,7 +6,10 @@ import type { ServedModel } from './served-engine';
 /** @throws HttpError 503 `OMNIRX_ERR_UNAVAILABLE` unless the server is ready to admit work (not starting or draining). */
 export function admitting(ctx: ServerContext): void {
   if (ctx.state.phase !== 'ready') {
-    throw HttpError.engine('OMNIRX_ERR_UNAVAILABLE', ctx.state.phase === 'draining' ? 'the server is draining and admits no new work' : 'the engine is not up yet');
+    throw HttpError.engine(
+      'OMNIRX_ERR_UNAVAILABLE',
+      ctx.state.phase === 'draining' ? 'the server is draining and admits no new work' : 'the engine is not up yet',
+    );
   }
 }
 

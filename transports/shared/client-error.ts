@@ -9,7 +9,9 @@ import { HttpError } from './errors';
 export function answerOnSocket(socket: Duplex, e: HttpError): void {
   socket.on('error', () => undefined);
   const body = JSON.stringify(e.body());
-  socket.end(`HTTP/1.1 ${e.status} ${STATUS_CODES[e.status] ?? 'Error'}\r\nContent-Type: application/json\r\nContent-Length: ${Buffer.byteLength(body)}\r\nConnection: close\r\n\r\n${body}`);
+  socket.end(
+    `HTTP/1.1 ${e.status} ${STATUS_CODES[e.status] ?? 'Error'}\r\nContent-Type: application/json\r\nContent-Length: ${Buffer.byteLength(body)}\r\nConnection: close\r\n\r\n${body}`,
+  );
 }
 
 /**
@@ -26,6 +28,9 @@ export function answerClientError(err: NodeJS.ErrnoException, socket: Duplex): v
       ? HttpError.of('request_timeout', 'the request was not received in time')
       : err.code === 'HPE_HEADER_OVERFLOW'
         ? HttpError.of('headers_too_large', `the request headers exceed the server's limit of ${maxHeaderSize} bytes`)
-        : HttpError.of('malformed_request', `the request is not valid HTTP/1.1 (${err.code ?? 'parse error'}${typeof (err as { reason?: unknown }).reason === 'string' ? `: ${(err as { reason?: string }).reason}` : ''})`);
+        : HttpError.of(
+            'malformed_request',
+            `the request is not valid HTTP/1.1 (${err.code ?? 'parse error'}${typeof (err as { reason?: unknown }).reason === 'string' ? `: ${(err as { reason?: string }).reason}` : ''})`,
+          );
   answerOnSocket(socket, e);
 }

@@ -2,7 +2,8 @@ import { ERROR_CATALOGUE, type ErrorCode } from '../../src/errors';
 import type { ErrorEvent } from '../../src/request/omni-event';
 
 /** OpenAI-style error `type` of a response, derived from its HTTP status. */
-export type HttpErrorType = 'invalid_request_error' | 'authentication_error' | 'not_found_error' | 'conflict_error' | 'rate_limit_error' | 'server_error' | 'service_unavailable_error';
+export type HttpErrorType =
+  'invalid_request_error' | 'authentication_error' | 'not_found_error' | 'conflict_error' | 'rate_limit_error' | 'server_error' | 'service_unavailable_error';
 
 /**
  * Codes the transports themselves raise (the engine's `OMNIRX_ERR_*` codes pass through unchanged). Lower-case
@@ -82,7 +83,10 @@ export function fromErrorEvent(ev: ErrorEvent, fieldOf: (path: string | undefine
   const field = fieldOf(ev.param);
   // The engine's message starts with its request path; name the HTTP field the client sent first.
   const prefix = ev.param === undefined ? undefined : `${ev.param}:`;
-  const message = field !== null && prefix !== undefined && field !== ev.param && ev.message.startsWith(prefix) ? `${field} (${ev.param}):${ev.message.slice(prefix.length)}` : ev.message;
+  const message =
+    field !== null && prefix !== undefined && field !== ev.param && ev.message.startsWith(prefix)
+      ? `${field} (${ev.param}):${ev.message.slice(prefix.length)}`
+      : ev.message;
   return new HttpError(status, ev.code, message, field);
 }
 

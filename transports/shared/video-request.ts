@@ -6,7 +6,18 @@ import { HttpError } from './errors';
 
 const int = z.number().int();
 /** `seconds` as OpenAI sends it (a numeric string) or as a number. */
-const seconds = z.union([z.number(), z.string().regex(/^\s*\d+(\.\d+)?\s*$/).transform(Number)], { error: 'seconds must be a number of seconds or a string of one, e.g. 4 or "4"' }).pipe(z.number().positive('seconds must be positive').max(3600));
+const seconds = z
+  .union(
+    [
+      z.number(),
+      z
+        .string()
+        .regex(/^\s*\d+(\.\d+)?\s*$/)
+        .transform(Number),
+    ],
+    { error: 'seconds must be a number of seconds or a string of one, e.g. 4 or "4"' },
+  )
+  .pipe(z.number().positive('seconds must be positive').max(3600));
 /** `size` as "WxH" in pixels. */
 const size = z
   .string()
@@ -22,7 +33,11 @@ const size = z
  * still takes an empty prompt (unconditional generation, `inputs.prompt: ""`); over HTTP an empty one is far more
  * often a client bug than a wish, so it is refused naming the field.
  */
-export const PromptSchema = z.string().min(1, 'prompt must not be empty').max(100_000).refine((p) => p.trim().length > 0, 'prompt must not be only whitespace');
+export const PromptSchema = z
+  .string()
+  .min(1, 'prompt must not be empty')
+  .max(100_000)
+  .refine((p) => p.trim().length > 0, 'prompt must not be only whitespace');
 
 /** Fields of `POST /v1/videos` (JSON, or multipart form fields after {@link coerceFormFields}). Unknown fields are rejected. */
 export const VideoCreateBodySchema = z.strictObject({
@@ -138,7 +153,11 @@ export interface MappedVideoRequest {
  */
 export function toVideoRequest(body: VideoCreateBody, requestId: string, modelId: string, defaultFps: number): MappedVideoRequest {
   if (body.input_reference !== undefined) {
-    throw HttpError.engine('OMNIRX_ERR_UNSUPPORTED_VALUE', `model '${modelId}' cannot do image-to-video (I2V): input_reference is not supported by any model this server runs`, 'input_reference');
+    throw HttpError.engine(
+      'OMNIRX_ERR_UNSUPPORTED_VALUE',
+      `model '${modelId}' cannot do image-to-video (I2V): input_reference is not supported by any model this server runs`,
+      'input_reference',
+    );
   }
   let numFrames = body.num_frames;
   let framesFrom: MappedVideoRequest['framesFrom'] = 'num_frames';
@@ -146,7 +165,11 @@ export function toVideoRequest(body: VideoCreateBody, requestId: string, modelId
     const fps = body.fps ?? defaultFps;
     const frames = body.seconds * fps;
     if (!Number.isInteger(frames)) {
-      throw HttpError.engine('OMNIRX_ERR_UNSUPPORTED_VALUE', `seconds ${body.seconds} × fps ${fps} = ${frames} frames is not a whole number of frames; pass num_frames or another seconds`, 'seconds');
+      throw HttpError.engine(
+        'OMNIRX_ERR_UNSUPPORTED_VALUE',
+        `seconds ${body.seconds} × fps ${fps} = ${frames} frames is not a whole number of frames; pass num_frames or another seconds`,
+        'seconds',
+      );
     }
     numFrames = frames;
     framesFrom = 'seconds';
@@ -172,7 +195,11 @@ export function toVideoRequest(body: VideoCreateBody, requestId: string, modelId
 export function toImageRequest(body: ImageGenerateBody, requestId: string): OmniRequestInput {
   if (body.n !== undefined && body.n !== 1) throw HttpError.engine('OMNIRX_ERR_UNSUPPORTED_VALUE', `n must be 1 (one image per request); got ${body.n}`, 'n');
   if (body.response_format !== undefined && body.response_format !== 'b64_json') {
-    throw HttpError.engine('OMNIRX_ERR_UNSUPPORTED_VALUE', `response_format must be "b64_json" (this server hosts no image URLs); got "${body.response_format.slice(0, 40)}"`, 'response_format');
+    throw HttpError.engine(
+      'OMNIRX_ERR_UNSUPPORTED_VALUE',
+      `response_format must be "b64_json" (this server hosts no image URLs); got "${body.response_format.slice(0, 40)}"`,
+      'response_format',
+    );
   }
   const diffusion: NonNullable<OmniRequestInput['diffusion']> = { numFrames: 1 };
   if (body.size !== undefined) Object.assign(diffusion, body.size);

@@ -49,15 +49,28 @@ export class WebSocketRouter {
     }
     const protocol = String(req.headers.upgrade ?? '').toLowerCase();
     if (protocol !== 'websocket') {
-      return answerOnSocket(socket, HttpError.of('malformed_request', `Upgrade: ${JSON.stringify(protocol.slice(0, 40))} is not served; this server upgrades only to websocket (on ${[...this.routes.keys()].join(', ')}); send plain HTTP/1.1 requests without an Upgrade header`));
+      return answerOnSocket(
+        socket,
+        HttpError.of(
+          'malformed_request',
+          `Upgrade: ${JSON.stringify(protocol.slice(0, 40))} is not served; this server upgrades only to websocket (on ${[...this.routes.keys()].join(', ')}); send plain HTTP/1.1 requests without an Upgrade header`,
+        ),
+      );
     }
     const handler = this.routes.get(url.pathname);
-    if (handler === undefined) return answerOnSocket(socket, HttpError.of('not_found', `no WebSocket endpoint at ${url.pathname.slice(0, 200)}; the endpoints are ${[...this.routes.keys()].join(', ')}`));
+    if (handler === undefined)
+      return answerOnSocket(
+        socket,
+        HttpError.of('not_found', `no WebSocket endpoint at ${url.pathname.slice(0, 200)}; the endpoints are ${[...this.routes.keys()].join(', ')}`),
+      );
     const denied = this.options.authorize?.(req, url);
     if (denied !== undefined) return answerOnSocket(socket, HttpError.of('unauthorized', denied));
     const key = req.headers['sec-websocket-key'];
     if (typeof key !== 'string' || !/^[A-Za-z0-9+/]{22}==$/.test(key.trim()) || req.headers['sec-websocket-version'] !== '13') {
-      return answerOnSocket(socket, HttpError.of('malformed_request', 'a WebSocket handshake needs Sec-WebSocket-Key (16 bytes, base64) and Sec-WebSocket-Version: 13 (RFC 6455 §4.1)'));
+      return answerOnSocket(
+        socket,
+        HttpError.of('malformed_request', 'a WebSocket handshake needs Sec-WebSocket-Key (16 bytes, base64) and Sec-WebSocket-Version: 13 (RFC 6455 §4.1)'),
+      );
     }
     this.wss.handleUpgrade(req, socket, head, (ws) => handler(ws, req, url));
   };

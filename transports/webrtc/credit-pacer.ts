@@ -23,7 +23,8 @@ export class CreditPacer {
   private stopped = false;
 
   constructor(private readonly options: CreditPacerOptions) {
-    if (!Number.isSafeInteger(options.windowFrames) || options.windowFrames < 1) throw new RangeError(`CreditPacer: windowFrames must be a positive integer, got ${options.windowFrames}`);
+    if (!Number.isSafeInteger(options.windowFrames) || options.windowFrames < 1)
+      throw new RangeError(`CreditPacer: windowFrames must be a positive integer, got ${options.windowFrames}`);
   }
 
   /** Frames granted and not yet sent. */

@@ -32,9 +32,11 @@ function inRange(s: string, digits: number, min: number, max: number): boolean {
  */
 export function candidateProblem(line: string): string | undefined {
   if (line === '') return undefined;
-  if (!line.startsWith('candidate:')) return 'expected "candidate:<foundation> <component> <transport> <priority> <address> <port> typ <type> …" (RFC 8839), or "" for end-of-candidates';
+  if (!line.startsWith('candidate:'))
+    return 'expected "candidate:<foundation> <component> <transport> <priority> <address> <port> typ <type> …" (RFC 8839), or "" for end-of-candidates';
   const f = line.slice('candidate:'.length).split(' ');
-  if (f.length < 8) return `expected at least 8 space-separated fields after "candidate:" (foundation, component, transport, priority, address, port, "typ", type), got ${f.length}`;
+  if (f.length < 8)
+    return `expected at least 8 space-separated fields after "candidate:" (foundation, component, transport, priority, address, port, "typ", type), got ${f.length}`;
   const [foundation, component, transport, priority, address, port, typ, type] = f as [string, string, string, string, string, string, string, string];
   if (!FOUNDATION.test(foundation)) return `foundation "${foundation.slice(0, 40)}" is not 1-32 characters of [A-Za-z0-9+/]`;
   if (!inRange(component, 3, 1, 256)) return `component id "${component.slice(0, 40)}" is not 1-256`;

@@ -19,7 +19,10 @@ const ImageSchema = z.strictObject({
   width: z.number().int(),
   height: z.number().int(),
   /** base64 of `width · height · 3` bytes of RGB24. */
-  data: z.string().max(MAX_SIGNALING_BYTES).regex(/^[A-Za-z0-9+/]*={0,2}$/, 'expected base64'),
+  data: z
+    .string()
+    .max(MAX_SIGNALING_BYTES)
+    .regex(/^[A-Za-z0-9+/]*={0,2}$/, 'expected base64'),
 });
 
 /** The world session a `start` message opens (the fields of `Engine.session`, validated there in full). */
@@ -168,7 +171,12 @@ export type ServerMessage = ErrorMessage | OfferMessage | ReadyMessage | FrameMe
 export type Parsed<T> = { ok: true; value: T } | { ok: false; error: ErrorMessage };
 
 /** An error message naming `param`; not fatal and answering no message unless `opts` says so. */
-export function errorMessage(code: string, message: string, param: string | null = null, opts: { fatal?: boolean; replyTo?: string | null } = {}): ErrorMessage {
+export function errorMessage(
+  code: string,
+  message: string,
+  param: string | null = null,
+  opts: { fatal?: boolean; replyTo?: string | null } = {},
+): ErrorMessage {
   return { type: 'error', code, message, param, fatal: opts.fatal ?? false, replyTo: opts.replyTo ?? null };
 }
 
@@ -180,7 +188,8 @@ export function errorMessage(code: string, message: string, param: string | null
  */
 export function parseClientMessage<T>(schema: z.ZodType<T>, data: string | Uint8Array, binary: boolean, maxBytes = MAX_MESSAGE_BYTES): Parsed<T> {
   const bytes = typeof data === 'string' ? Buffer.byteLength(data) : data.byteLength;
-  if (bytes > maxBytes) return { ok: false, error: errorMessage('message_too_large', `message of ${bytes} bytes exceeds the limit of ${maxBytes} bytes`, 'message') };
+  if (bytes > maxBytes)
+    return { ok: false, error: errorMessage('message_too_large', `message of ${bytes} bytes exceeds the limit of ${maxBytes} bytes`, 'message') };
   if (binary) return { ok: false, error: errorMessage('invalid_json', `binary message of ${bytes} bytes: only JSON text messages are accepted`, 'message') };
   let json: unknown;
   try {
@@ -189,14 +198,30 @@ export function parseClientMessage<T>(schema: z.ZodType<T>, data: string | Uint8
     return { ok: false, error: errorMessage('invalid_json', `malformed JSON: ${(err as Error).message}`, 'message') };
   }
   if (json === null || typeof json !== 'object' || Array.isArray(json)) {
-    return { ok: false, error: errorMessage('invalid_message', `a message must be a JSON object with a "type", got ${Array.isArray(json) ? 'an array' : json === null ? 'null' : typeof json}`, null) };
+    return {
+      ok: false,
+      error: errorMessage(
+        'invalid_message',
+        `a message must be a JSON object with a "type", got ${Array.isArray(json) ? 'an array' : json === null ? 'null' : typeof json}`,
+        null,
+      ),
+    };
   }
   const id = MessageIdSchema.safeParse((json as { id?: unknown }).id);
   const replyTo = id.success ? id.data : null;
   const r = schema.safeParse(json);
   if (r.success) return { ok: true, value: r.data };
   const issue = r.error.issues[0]!;
-  const param = issue.path.length === 0 ? (issue.code === 'invalid_union' || issue.code === 'invalid_type' ? 'type' : 'message') : issue.path.map(String).join('.');
+  const param =
+    issue.path.length === 0 ? (issue.code === 'invalid_union' || issue.code === 'invalid_type' ? 'type' : 'message') : issue.path.map(String).join('.');
   const unknownKeys = issue.code === 'unrecognized_keys' ? ` (${issue.keys.join(', ')})` : '';
-  return { ok: false, error: errorMessage('invalid_message', `${param}: ${issue.message}${unknownKeys}`, issue.code === 'unrecognized_keys' && issue.keys.length > 0 ? [...issue.path.map(String), issue.keys[0]!].join('.') : param, { replyTo }) };
+  return {
+    ok: false,
+    error: errorMessage(
+      'invalid_message',
+      `${param}: ${issue.message}${unknownKeys}`,
+      issue.code === 'unrecognized_keys' && issue.keys.length > 0 ? [...issue.path.map(String), issue.keys[0]!].join('.') : param,
+      { replyTo },
+    ),
+  };
 }

@@ -98,7 +98,8 @@ export async function webrtcTransport(app: FastifyInstance, opts: WebrtcTranspor
       const replyTo = m.id ?? null;
       if (closeRequested) return;
       if (m.type === 'start') {
-        if (session !== undefined || starting) return send(errorMessage('invalid_message', 'type: this socket already has a session (one per socket)', 'type', { replyTo }));
+        if (session !== undefined || starting)
+          return send(errorMessage('invalid_message', 'type: this socket already has a session (one per socket)', 'type', { replyTo }));
         return start(m.session, replyTo);
       }
       if (m.type === 'close') {
@@ -108,7 +109,8 @@ export async function webrtcTransport(app: FastifyInstance, opts: WebrtcTranspor
         else if (!starting) closeSocket('client_closed');
         return;
       }
-      if (session === undefined) return send(errorMessage('invalid_message', `type: "${m.type}" before the session's offer (send "start" first)`, 'type', { replyTo }));
+      if (session === undefined)
+        return send(errorMessage('invalid_message', `type: "${m.type}" before the session's offer (send "start" first)`, 'type', { replyTo }));
       try {
         if (m.type === 'answer') await session.acceptAnswer(m.sdp);
         else await session.addCandidate(m.candidate);

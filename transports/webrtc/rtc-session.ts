@@ -5,7 +5,15 @@ import { OmniError } from '../../src/errors';
 import type { OmniEvent } from '../../src/request/omni-event';
 import type { SessionRequestInput } from '../../src/request/session-request';
 import { CreditPacer } from './credit-pacer';
-import { ChannelMessageSchema, errorMessage, parseClientMessage, type ChannelMessage, type ErrorMessage, type FrameMessage, type ServerMessage } from './messages';
+import {
+  ChannelMessageSchema,
+  errorMessage,
+  parseClientMessage,
+  type ChannelMessage,
+  type ErrorMessage,
+  type FrameMessage,
+  type ServerMessage,
+} from './messages';
 import { rtcPeerConfig } from './peer-config';
 import { answerProblem, sdpSections } from './sdp-check';
 import { VIDEO_CLOCK_RATE, VideoSender } from './video-sender';
@@ -94,7 +102,14 @@ export class RtcSession {
       keyframeInterval: options.keyframeInterval ?? Math.max(1, Math.round(p.fps / 2)),
       ffmpegPath: options.ffmpegPath,
       onFrame: (meta, rtp) => {
-        this.send({ type: 'frame', chunk: meta.chunk, pts: meta.pts, rtp, key: meta.key, ...(meta.actionId !== undefined ? { action_id: meta.actionId } : {}) } satisfies FrameMessage);
+        this.send({
+          type: 'frame',
+          chunk: meta.chunk,
+          pts: meta.pts,
+          rtp,
+          key: meta.key,
+          ...(meta.actionId !== undefined ? { action_id: meta.actionId } : {}),
+        } satisfies FrameMessage);
         this.pacer?.frameSent();
       },
       onError: (err) => this.fail(err),
@@ -156,7 +171,8 @@ export class RtcSession {
    *   answer that does not match the offer (media sections, mids, ICE credentials, fingerprint), or one werift refuses.
    */
   async acceptAnswer(sdp: string): Promise<void> {
-    const refuse = (why: string, cause?: unknown) => new OmniError('OMNIRX_ERR_INVALID_REQUEST', `sdp: ${why}`, { param: 'sdp', ...(cause !== undefined ? { cause } : {}) });
+    const refuse = (why: string, cause?: unknown) =>
+      new OmniError('OMNIRX_ERR_INVALID_REQUEST', `sdp: ${why}`, { param: 'sdp', ...(cause !== undefined ? { cause } : {}) });
     if (this.answer !== 'none') throw refuse('this session already has an answer (one per session)');
     const offer = this.pc.localDescription?.sdp;
     if (offer === undefined) throw refuse('no offer was sent yet (answer the "offer" message)');
@@ -183,7 +199,11 @@ export class RtcSession {
   async addCandidate(candidate: CandidateInit): Promise<void> {
     if (this.ended) return;
     const offer = this.pc.localDescription?.sdp;
-    if (offer !== undefined) checkCandidateSection(candidate, sdpSections(offer).map((s) => s.mid));
+    if (offer !== undefined)
+      checkCandidateSection(
+        candidate,
+        sdpSections(offer).map((s) => s.mid),
+      );
     if (this.answer !== 'applied') return new Promise((resolve, reject) => this.pending.push({ candidate, resolve, reject }));
     return this.applyCandidate(candidate);
   }
@@ -191,7 +211,11 @@ export class RtcSession {
   private async applyCandidate(candidate: CandidateInit): Promise<void> {
     if (this.ended) return;
     try {
-      await this.pc.addIceCandidate({ candidate: candidate.candidate, sdpMid: candidate.sdpMid ?? undefined, sdpMLineIndex: candidate.sdpMLineIndex ?? undefined });
+      await this.pc.addIceCandidate({
+        candidate: candidate.candidate,
+        sdpMid: candidate.sdpMid ?? undefined,
+        sdpMLineIndex: candidate.sdpMLineIndex ?? undefined,
+      });
     } catch (err) {
       throw new OmniError('OMNIRX_ERR_INVALID_REQUEST', `candidate: refused: ${(err as Error).message}`, { param: 'candidate', cause: err });
     }
@@ -219,7 +243,12 @@ export class RtcSession {
       const bytes = width * height * 3;
       for (let i = 0; i < numFrames; i++) {
         const a = ev.rollout.action;
-        this.sender.push(frames.subarray(i * bytes, (i + 1) * bytes), { chunk: ev.rollout.chunk, pts: ev.rollout.firstFrame + i, key: a.key, ...(a.id !== undefined ? { actionId: a.id } : {}) });
+        this.sender.push(frames.subarray(i * bytes, (i + 1) * bytes), {
+          chunk: ev.rollout.chunk,
+          pts: ev.rollout.firstFrame + i,
+          key: a.key,
+          ...(a.id !== undefined ? { actionId: a.id } : {}),
+        });
       }
       return;
     }
@@ -233,7 +262,15 @@ export class RtcSession {
     const p = this.world.params;
     // Nothing latency-critical rides on the first server → client messages (docs/webrtc.md, werift SCTP note).
     if (this.ended || this.pacer !== undefined) return;
-    this.send({ type: 'ready', session_id: this.id, width: p.width, height: p.height, fps: p.fps, chunk_frames: this.chunkFrames, rtp_clock_rate: VIDEO_CLOCK_RATE });
+    this.send({
+      type: 'ready',
+      session_id: this.id,
+      width: p.width,
+      height: p.height,
+      fps: p.fps,
+      chunk_frames: this.chunkFrames,
+      rtp_clock_rate: VIDEO_CLOCK_RATE,
+    });
     this.pacer = new CreditPacer({
       windowFrames: Math.max(this.options.windowFrames ?? 2, this.chunkFrames),
       minIntervalMs: this.options.paceToFps === false ? 0 : 1000 / p.fps,
@@ -281,7 +318,12 @@ export class RtcSession {
     try {
       this.world.actions.next(action);
     } catch (err) {
-      return this.send(toErrorMessage(err, { param: (p) => p.replace(/^action\./, ''), replyTo: typeof m.id === 'string' && m.id.length >= 1 && m.id.length <= 64 ? m.id : null }));
+      return this.send(
+        toErrorMessage(err, {
+          param: (p) => p.replace(/^action\./, ''),
+          replyTo: typeof m.id === 'string' && m.id.length >= 1 && m.id.length <= 64 ? m.id : null,
+        }),
+      );
     }
     const a = action as { key: string; vector?: [number, number] };
     const changed = this.lastAction !== undefined && (this.lastAction.key !== a.key || String(this.lastAction.vector) !== String(a.vector));
@@ -327,8 +369,15 @@ export function toErrorMessage(err: unknown, opts: { param?: (p: string) => stri
 function checkCandidateSection(c: CandidateInit, mids: Array<string | undefined>): void {
   const known = mids.map((m) => `"${m ?? ''}"`).join(', ');
   if (typeof c.sdpMid === 'string') {
-    if (!mids.includes(c.sdpMid)) throw new OmniError('OMNIRX_ERR_INVALID_REQUEST', `candidate.sdpMid: "${c.sdpMid}" is no media section of the offer (its mids: ${known})`, { param: 'candidate.sdpMid' });
+    if (!mids.includes(c.sdpMid))
+      throw new OmniError('OMNIRX_ERR_INVALID_REQUEST', `candidate.sdpMid: "${c.sdpMid}" is no media section of the offer (its mids: ${known})`, {
+        param: 'candidate.sdpMid',
+      });
   } else if (typeof c.sdpMLineIndex === 'number' && c.sdpMLineIndex >= mids.length) {
-    throw new OmniError('OMNIRX_ERR_INVALID_REQUEST', `candidate.sdpMLineIndex: ${c.sdpMLineIndex} is no media section of the offer (it has ${mids.length}: 0-${mids.length - 1})`, { param: 'candidate.sdpMLineIndex' });
+    throw new OmniError(
+      'OMNIRX_ERR_INVALID_REQUEST',
+      `candidate.sdpMLineIndex: ${c.sdpMLineIndex} is no media section of the offer (it has ${mids.length}: 0-${mids.length - 1})`,
+      { param: 'candidate.sdpMLineIndex' },
+    );
   }
 }

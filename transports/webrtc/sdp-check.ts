@@ -25,7 +25,14 @@ export function sdpSections(sdp: string): SdpSection[] {
   for (const line of sdp.split(/\r?\n/)) {
     const m = /^m=(\S+) (\d+)/.exec(line);
     if (m !== null) {
-      cur = { kind: m[1]!, port: Number(m[2]), icePwd: session.icePwd, fingerprint: session.fingerprint, ...(session.iceUfrag !== undefined ? { iceUfrag: session.iceUfrag } : {}), ...(session.setup !== undefined ? { setup: session.setup } : {}) };
+      cur = {
+        kind: m[1]!,
+        port: Number(m[2]),
+        icePwd: session.icePwd,
+        fingerprint: session.fingerprint,
+        ...(session.iceUfrag !== undefined ? { iceUfrag: session.iceUfrag } : {}),
+        ...(session.setup !== undefined ? { setup: session.setup } : {}),
+      };
       sections.push(cur);
       continue;
     }
@@ -49,15 +56,22 @@ export function answerProblem(answer: string, offer: string): string | undefined
   if (!/^v=0\r?\n/.test(answer)) return 'not an SDP description (it must start with the line "v=0")';
   const offered = sdpSections(offer);
   const answered = sdpSections(answer);
-  if (answered.length !== offered.length) return `the answer has ${answered.length} media section(s), the offer ${offered.length} (an answer lists every offered section, in order)`;
+  if (answered.length !== offered.length)
+    return `the answer has ${answered.length} media section(s), the offer ${offered.length} (an answer lists every offered section, in order)`;
   for (const [i, a] of answered.entries()) {
     const o = offered[i]!;
     if (a.mid !== o.mid) return `media section ${i} has mid ${a.mid === undefined ? 'none' : `"${a.mid.slice(0, 40)}"`}, the offer's is "${o.mid ?? ''}"`;
     if (a.port === 0) continue;
-    const missing = [a.iceUfrag !== undefined ? undefined : 'a=ice-ufrag', a.icePwd ? undefined : 'a=ice-pwd', a.fingerprint ? undefined : 'a=fingerprint'].filter((s) => s !== undefined);
+    const missing = [
+      a.iceUfrag !== undefined ? undefined : 'a=ice-ufrag',
+      a.icePwd ? undefined : 'a=ice-pwd',
+      a.fingerprint ? undefined : 'a=fingerprint',
+    ].filter((s) => s !== undefined);
     if (missing.length > 0) return `media section ${i} (mid "${o.mid ?? ''}") has no ${missing.join(', ')}`;
-    if (a.setup === 'actpass') return `media section ${i} has a=setup:actpass, which only an offer may use (an answer is active or passive, RFC 5763 §5): is this the offer sent back?`;
-    if (a.iceUfrag === o.iceUfrag) return `media section ${i} carries the offer's own ICE username fragment: the answer must carry the client's (is this the offer sent back?)`;
+    if (a.setup === 'actpass')
+      return `media section ${i} has a=setup:actpass, which only an offer may use (an answer is active or passive, RFC 5763 §5): is this the offer sent back?`;
+    if (a.iceUfrag === o.iceUfrag)
+      return `media section ${i} carries the offer's own ICE username fragment: the answer must carry the client's (is this the offer sent back?)`;
   }
   return undefined;
 }

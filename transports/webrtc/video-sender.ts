@@ -48,7 +48,15 @@ export class VideoSender<M> {
 
   constructor(private readonly options: VideoSenderOptions<M>) {
     this.sub = this.frames
-      .pipe(encodeH264({ width: options.width, height: options.height, fps: options.fps, keyframeInterval: options.keyframeInterval, ffmpegPath: options.ffmpegPath }))
+      .pipe(
+        encodeH264({
+          width: options.width,
+          height: options.height,
+          fps: options.fps,
+          keyframeInterval: options.keyframeInterval,
+          ffmpegPath: options.ffmpegPath,
+        }),
+      )
       .subscribe({ next: (unit) => this.send(unit), error: (err: unknown) => options.onError(err) });
   }
 
@@ -79,7 +87,12 @@ export class VideoSender<M> {
   private send(unit: EncodedFrame): void {
     const p = this.pending.shift()!;
     if (unit.keyframe && this.packetizer === undefined) {
-      this.packetizer = new H264Packetizer({ maxPayloadSize: MAX_RTP_PAYLOAD_BYTES, inputFormat: 'length-prefixed', naluLengthSize: 4, parameterSets: [Buffer.from(unit.sps!), Buffer.from(unit.pps!)] });
+      this.packetizer = new H264Packetizer({
+        maxPayloadSize: MAX_RTP_PAYLOAD_BYTES,
+        inputFormat: 'length-prefixed',
+        naluLengthSize: 4,
+        parameterSets: [Buffer.from(unit.sps!), Buffer.from(unit.pps!)],
+      });
     }
     if (this.packetizer === undefined) return;
     const now = performance.now();
@@ -89,7 +102,10 @@ export class VideoSender<M> {
     this.encodeMs.push(encodeMs);
     if (this.encodeMs.length > 64) this.encodeMs.shift();
     this.options.onFrame(p.meta, rtp, encodeMs);
-    for (const packet of this.packetizer.packetize(Buffer.from(unit.data.buffer, unit.data.byteOffset, unit.data.byteLength), rtp, { isKeyframe: unit.keyframe })) this.options.track.writeRtp(packet);
+    for (const packet of this.packetizer.packetize(Buffer.from(unit.data.buffer, unit.data.byteOffset, unit.data.byteLength), rtp, {
+      isKeyframe: unit.keyframe,
+    }))
+      this.options.track.writeRtp(packet);
     this.sent++;
   }
 }

@@ -61,7 +61,11 @@ export const SessionMessageSchema = z.strictObject({
 export const ActionMessageSchema = ActionSchema.extend({ type: z.literal('action'), id: MessageIdSchema.optional() });
 
 /** Grants credits: the client can take `frames` more frames (one per frame appended to its buffer or decoded). */
-export const CreditMessageSchema = z.strictObject({ type: z.literal('credit'), id: MessageIdSchema.optional(), frames: z.number().int().min(1).max(1_000_000) });
+export const CreditMessageSchema = z.strictObject({
+  type: z.literal('credit'),
+  id: MessageIdSchema.optional(),
+  frames: z.number().int().min(1).max(1_000_000),
+});
 
 export const FlushMessageSchema = z.strictObject({ type: z.literal('flush'), id: MessageIdSchema.optional() });
 export const CloseMessageSchema = z.strictObject({ type: z.literal('close'), id: MessageIdSchema.optional() });

@@ -31,7 +31,12 @@ export type ErrorMessage = Extract<ServerMessage, { type: 'error' }>;
  * into an error message answering the client message `replyTo`; `fieldOf` maps the error's `param` to the client's
  * field name.
  */
-export function toErrorMessage(err: unknown, fatal: boolean, replyTo: string | null, fieldOf: (param: string | undefined) => string | null = (p) => p ?? null): ErrorMessage {
+export function toErrorMessage(
+  err: unknown,
+  fatal: boolean,
+  replyTo: string | null,
+  fieldOf: (param: string | undefined) => string | null = (p) => p ?? null,
+): ErrorMessage {
   const e = (err ?? {}) as { code?: unknown; message?: unknown; param?: unknown };
   const code = typeof e.code === 'string' ? e.code : 'OMNIRX_ERR_INTERNAL';
   const message = typeof e.message === 'string' ? e.message : String(err);

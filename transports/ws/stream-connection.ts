@@ -263,7 +263,15 @@ export class StreamConnection {
       case 'final': {
         const video = ev.output.artifacts.video;
         if (this.session === undefined) {
-          if (video === undefined || video.kind !== 'video') return this.fail({ type: 'error', code: 'OMNIRX_ERR_INTERNAL', message: 'the generation finished without a video artifact', param: null, fatal: true, replyTo: this.startId });
+          if (video === undefined || video.kind !== 'video')
+            return this.fail({
+              type: 'error',
+              code: 'OMNIRX_ERR_INTERNAL',
+              message: 'the generation finished without a video artifact',
+              param: null,
+              fatal: true,
+              replyTo: this.startId,
+            });
           this.pushFrames(video.frames, video.width, video.height, video.fps, video.numFrames, 0, null, null);
         }
         this.producerDone = true;
@@ -279,7 +287,16 @@ export class StreamConnection {
     }
   }
 
-  private pushFrames(frames: Uint8Array, width: number, height: number, fps: number, count: number, firstPts: number, chunk: number | null, action: RolloutInfo['action'] | null): void {
+  private pushFrames(
+    frames: Uint8Array,
+    width: number,
+    height: number,
+    fps: number,
+    count: number,
+    firstPts: number,
+    chunk: number | null,
+    action: RolloutInfo['action'] | null,
+  ): void {
     const bytes = width * height * 3;
     for (let i = 0; i < count; i++) {
       this.queue.push({ rgb: frames.subarray(i * bytes, (i + 1) * bytes), width, height, fps, pts: firstPts + i, chunk, action });
@@ -318,7 +335,15 @@ export class StreamConnection {
       return;
     }
     const f = this.inEncoder.shift();
-    this.sendJson({ type: 'frame', pts: p.pts, ptsMs: (p.pts * 1000) / fps, keyframe: p.keyframe, bytes: p.data.length, chunk: f?.chunk ?? null, action: f?.action ?? null });
+    this.sendJson({
+      type: 'frame',
+      pts: p.pts,
+      ptsMs: (p.pts * 1000) / fps,
+      keyframe: p.keyframe,
+      bytes: p.data.length,
+      chunk: f?.chunk ?? null,
+      action: f?.action ?? null,
+    });
     this.sendBinary(p.data);
     this.sent++;
   }
@@ -387,7 +412,16 @@ export class StreamConnection {
     if (this.ws.bufferedAmount <= this.deps.maxBufferedBytes) return false;
     const buffered = this.ws.bufferedAmount;
     this.dispose();
-    this.ws.send(JSON.stringify({ type: 'error', code: 'slow_consumer', message: `the client is not reading: ${buffered} bytes are waiting to be sent (the limit is ${this.deps.maxBufferedBytes}); grant fewer credits or read faster`, param: null, fatal: true, replyTo: null } satisfies ServerMessage));
+    this.ws.send(
+      JSON.stringify({
+        type: 'error',
+        code: 'slow_consumer',
+        message: `the client is not reading: ${buffered} bytes are waiting to be sent (the limit is ${this.deps.maxBufferedBytes}); grant fewer credits or read faster`,
+        param: null,
+        fatal: true,
+        replyTo: null,
+      } satisfies ServerMessage),
+    );
     this.ws.close(1008, 'slow consumer');
     return true;
   }

@@ -55,7 +55,9 @@ export function videoPackets(options: VideoPacketOptions): OperatorFunction<RgbF
   if (options.format === 'fmp4') {
     return (frames$) =>
       fmp4Stream(frames$, enc).pipe(
-        map((c): VideoPacket => (c.kind === 'init' ? { kind: 'init', codec: c.codec, data: c.data } : { kind: 'frame', data: c.data, pts: c.pts, keyframe: c.keyframe })),
+        map((c): VideoPacket =>
+          c.kind === 'init' ? { kind: 'init', codec: c.codec, data: c.data } : { kind: 'frame', data: c.data, pts: c.pts, keyframe: c.keyframe },
+        ),
       );
   }
   return (frames$) =>
@@ -63,7 +65,12 @@ export function videoPackets(options: VideoPacketOptions): OperatorFunction<RgbF
       encodeH264(enc),
       concatMap((f): VideoPacket[] => {
         const nals = splitAvcc(f.data);
-        const frame: VideoPacket = { kind: 'frame', data: toAnnexB(f.keyframe && f.sps && f.pps ? [f.sps, f.pps, ...nals] : nals), pts: f.pts, keyframe: f.keyframe };
+        const frame: VideoPacket = {
+          kind: 'frame',
+          data: toAnnexB(f.keyframe && f.sps && f.pps ? [f.sps, f.pps, ...nals] : nals),
+          pts: f.pts,
+          keyframe: f.keyframe,
+        };
         return f.pts === 0 && f.sps !== undefined ? [{ kind: 'init', codec: avcCodecString(f.sps) }, frame] : [frame];
       }),
     );

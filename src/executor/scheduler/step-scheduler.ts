@@ -343,7 +343,14 @@ export class StepScheduler implements StepGrants {
           },
           error: (error) => settle({ ok: false, error }),
           complete: () => {
-            if (!seen) settle({ ok: false, error: new OmniError('OMNIRX_ERR_INTERNAL', `a ${batch !== undefined ? `batch runner (key '${batch.key}')` : `step of request ${head.req.requestId}`} completed without producing a result`) });
+            if (!seen)
+              settle({
+                ok: false,
+                error: new OmniError(
+                  'OMNIRX_ERR_INTERNAL',
+                  `a ${batch !== undefined ? `batch runner (key '${batch.key}')` : `step of request ${head.req.requestId}`} completed without producing a result`,
+                ),
+              });
           },
         });
     } catch (error) {
@@ -397,21 +404,26 @@ export class StepScheduler implements StepGrants {
     if (at === undefined) return;
     const wake: { at: number; sub?: Subscription } = { at };
     this.wake = wake;
-    wake.sub = this.clock.schedule(() => {
-      if (this.wake !== wake) return;
-      this.wake = undefined;
-      this.wokeFor = at;
-      try {
-        this.dispatch();
-      } finally {
-        this.wokeFor = undefined;
-      }
-    }, Math.max(0, at - this.clock.now()));
+    wake.sub = this.clock.schedule(
+      () => {
+        if (this.wake !== wake) return;
+        this.wake = undefined;
+        this.wokeFor = at;
+        try {
+          this.dispatch();
+        } finally {
+          this.wokeFor = undefined;
+        }
+      },
+      Math.max(0, at - this.clock.now()),
+    );
   }
 
   /** Every pass that starts nothing ends here; a failure is a bug in this file. */
   private checkInvariants(): void {
-    if (this.inFlight < 0 || this.inFlight > this.concurrency) throw new Error(`StepScheduler invariant: ${this.inFlight} units in flight with concurrency ${this.concurrency}`);
-    for (const e of this.ready) if (e.state !== 'ready') throw new Error(`StepScheduler invariant: a ${e.state} step of request ${e.req.requestId} is in the ready set`);
+    if (this.inFlight < 0 || this.inFlight > this.concurrency)
+      throw new Error(`StepScheduler invariant: ${this.inFlight} units in flight with concurrency ${this.concurrency}`);
+    for (const e of this.ready)
+      if (e.state !== 'ready') throw new Error(`StepScheduler invariant: a ${e.state} step of request ${e.req.requestId} is in the ready set`);
   }
 }

@@ -12,7 +12,11 @@ import { latentTokens, pixelStride, vaeScale, type ModelSpec } from './model-spe
  * @throws OmniError as `resolveDiffusionParams` does.
  */
 export function resolveWanParams(req: OmniRequest, spec: ModelSpec, env: ResolveEnv): ResolvedParams {
-  return resolveDiffusionParams(req, spec, env, { pixelStride: pixelStride(spec), strideOrigin: 'VAE scale × DiT patch', latentTokens: (p) => latentTokens(spec, p) });
+  return resolveDiffusionParams(req, spec, env, {
+    pixelStride: pixelStride(spec),
+    strideOrigin: 'VAE scale × DiT patch',
+    latentTokens: (p) => latentTokens(spec, p),
+  });
 }
 
 /**

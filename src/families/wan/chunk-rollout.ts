@@ -131,13 +131,26 @@ export class ChunkRollout {
    */
   static create(native: NativeBinding, model: WanT2VModel, config: ChunkRolloutConfig, context: NativeTensor, slabs: SlabSession): ChunkRollout {
     const stride = pixelStride(model.spec);
-    for (const [field, v] of [['width', config.width], ['height', config.height]] as const) {
-      if (v % stride !== 0) throw new OmniError('OMNIRX_ERR_UNSUPPORTED_VALUE', `${field} ${v} is not a multiple of ${stride} (VAE scale × patch size of '${model.spec.id}')`, { param: field });
+    for (const [field, v] of [
+      ['width', config.width],
+      ['height', config.height],
+    ] as const) {
+      if (v % stride !== 0)
+        throw new OmniError('OMNIRX_ERR_UNSUPPORTED_VALUE', `${field} ${v} is not a multiple of ${stride} (VAE scale × patch size of '${model.spec.id}')`, {
+          param: field,
+        });
     }
     const s = model.vae.scaleFactor;
     const h = config.height / s;
     const w = config.width / s;
-    const dit = model.causalTransformer({ chunkFrames: config.chunkFrames, sinkFrames: config.sinkFrames, localWindowFrames: config.localWindowFrames, height: h, width: w, textLen: context.shape[1] });
+    const dit = model.causalTransformer({
+      chunkFrames: config.chunkFrames,
+      sinkFrames: config.sinkFrames,
+      localWindowFrames: config.localWindowFrames,
+      height: h,
+      width: w,
+      textLen: context.shape[1],
+    });
     let decoder: VaeDecodeStream | undefined;
     try {
       decoder = model.vae.createStream({ frames: config.chunkFrames, height: h, width: w });
@@ -222,7 +235,8 @@ export class ChunkRollout {
 
   /** Starts the chunk that holds given clean latents (image-to-world: the encoded image as chunk 0), no denoising. */
   startCleanChunk(latents: Float32Array): ChunkAttempt {
-    if (latents.length !== this.latentsTensor.numel) throw new OmniError('OMNIRX_ERR_INVALID_REQUEST', `ChunkRollout: clean latents have ${latents.length} values, expected ${this.latentsTensor.numel}`);
+    if (latents.length !== this.latentsTensor.numel)
+      throw new OmniError('OMNIRX_ERR_INVALID_REQUEST', `ChunkRollout: clean latents have ${latents.length} values, expected ${this.latentsTensor.numel}`);
     const chunk = this.nextChunk++;
     return { chunk, latents, actions: undefined, total: 0, index: 0, renoise: new Rng(renoiseSeed(chunkSeed(this.config.seed, chunk))) };
   }
@@ -235,15 +249,19 @@ export class ChunkRollout {
    */
   async denoiseStep(attempt: ChunkAttempt): Promise<ChunkStepResult> {
     this.assertLive();
-    if (this.pending !== undefined) throw new OmniError('OMNIRX_ERR_INTERNAL', 'ChunkRollout: the previous chunk must be committed before the next is denoised');
+    if (this.pending !== undefined)
+      throw new OmniError('OMNIRX_ERR_INTERNAL', 'ChunkRollout: the previous chunk must be committed before the next is denoised');
     const i = attempt.index;
     if (i >= attempt.total) throw new OmniError('OMNIRX_ERR_INTERNAL', `ChunkRollout: chunk ${attempt.chunk} has run all ${attempt.total} steps`);
     const sigmas = this.sigmasOf(attempt.chunk);
     const sigma = sigmas[i];
     const t = sigma * 1000;
-    const v = await this.track(this.dit.denoiseChunk(attempt.latents, new Array<number>(this.config.chunkFrames).fill(t), this.context, undefined, attempt.actions));
+    const v = await this.track(
+      this.dit.denoiseChunk(attempt.latents, new Array<number>(this.config.chunkFrames).fill(t), this.context, undefined, attempt.actions),
+    );
     const bad = firstNonFinite(v);
-    if (bad >= 0) throw new OmniError('OMNIRX_ERR_NON_FINITE', `chunk ${attempt.chunk} step ${i}: the model produced a non-finite value (${v[bad]}) at element ${bad}`);
+    if (bad >= 0)
+      throw new OmniError('OMNIRX_ERR_NON_FINITE', `chunk ${attempt.chunk} step ${i}: the model produced a non-finite value (${v[bad]}) at element ${bad}`);
     stochasticEulerStep(attempt.latents, v, sigma, sigmas[i + 1], this.config.eta ?? 0, () => attempt.renoise.normal());
     attempt.index = i + 1;
     return { index: i, total: attempt.total, sigma, timestep: t };
@@ -256,7 +274,8 @@ export class ChunkRollout {
    */
   async decode(attempt: ChunkAttempt): Promise<DecodedChunk> {
     this.assertLive();
-    if (attempt.index < attempt.total) throw new OmniError('OMNIRX_ERR_INTERNAL', `ChunkRollout: chunk ${attempt.chunk} decoded after ${attempt.index} of ${attempt.total} steps`);
+    if (attempt.index < attempt.total)
+      throw new OmniError('OMNIRX_ERR_INTERNAL', `ChunkRollout: chunk ${attempt.chunk} decoded after ${attempt.index} of ${attempt.total} steps`);
     this.latentsTensor.data.set(attempt.latents);
     await this.track(this.decoder.decode(this.latentsTensor, this.rgbTensor));
     this.pending = { latents: attempt.latents, actions: attempt.actions };

@@ -55,7 +55,11 @@ function explicitSigmas(schedule: readonly number[], eta: number, rng: () => num
   };
 }
 
-export function createDenoiseLoop(policies: { cfg: CFGPolicy; expert: ExpertRouting; sampler: SamplerPolicy }): LoopStage<WanT2VContext, WanT2VState, DenoiseLoopState> {
+export function createDenoiseLoop(policies: {
+  cfg: CFGPolicy;
+  expert: ExpertRouting;
+  sampler: SamplerPolicy;
+}): LoopStage<WanT2VContext, WanT2VState, DenoiseLoopState> {
   const { cfg, expert } = policies;
   const total = (loop: DenoiseLoopState) => loop.sigmas.length;
   const planOf = (loop: DenoiseLoopState): GuidancePlan => cfg.plan(loop.index, total(loop), loop.scale, loop.interval);
@@ -85,7 +89,8 @@ export function createDenoiseLoop(policies: { cfg: CFGPolicy; expert: ExpertRout
       const sigma = loop.sigmas[k];
       if (plans[i].dispatch !== 'single') applyClassifierFreeGuidance(loop.cond, loop.uncond, plans[i].scale);
       const bad = firstNonFinite(loop.cond);
-      if (bad >= 0) return new OmniError('OMNIRX_ERR_NON_FINITE', `denoise step ${k}: the model produced a non-finite value (${loop.cond[bad]}) at element ${bad}`);
+      if (bad >= 0)
+        return new OmniError('OMNIRX_ERR_NON_FINITE', `denoise step ${k}: the model produced a non-finite value (${loop.cond[bad]}) at element ${bad}`);
       if (previewDue(k, total(loop), ctx.params.previewEvery)) previews[i] = predictedFirstFrame(loop.latents, loop.cond, sigma, latentShape(ctx));
       loop.sampler.step(loop.latents, loop.cond, k);
       loop.index = k + 1;
@@ -114,7 +119,10 @@ export function createDenoiseLoop(policies: { cfg: CFGPolicy; expert: ExpertRout
       const renoise = new Rng(renoiseSeed(ctx.params.seed));
       const normal = () => renoise.normal();
       const { eta } = ctx.params;
-      const sampler = custom !== undefined ? explicitSigmas(custom, eta, normal) : policies.sampler.sampler(ctx.params.sampler).create(ctx.params.numInferenceSteps, ctx.params.flowShift, normal, eta);
+      const sampler =
+        custom !== undefined
+          ? explicitSigmas(custom, eta, normal)
+          : policies.sampler.sampler(ctx.params.sampler).create(ctx.params.numInferenceSteps, ctx.params.flowShift, normal, eta);
       return {
         shape: { frames: F, height: h, width: w, textLen: ctx.model.spec.textEncoder.maxLength },
         sigmas: sampler.sigmas,

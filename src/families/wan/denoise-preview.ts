@@ -11,7 +11,12 @@ import { latentShape, type WanT2VContext } from './context';
  * @param sigma σ of the step, in [0, 1].
  * @returns x̂₀ of frame 0, `[C, 1, h, w]` float32.
  */
-export function predictedFirstFrame(latents: Float32Array, velocity: Float32Array, sigma: number, shape: readonly [number, number, number, number]): Float32Array {
+export function predictedFirstFrame(
+  latents: Float32Array,
+  velocity: Float32Array,
+  sigma: number,
+  shape: readonly [number, number, number, number],
+): Float32Array {
   const [C, F, h, w] = shape;
   const plane = h * w;
   const out = new Float32Array(C * plane);

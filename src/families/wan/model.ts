@@ -45,7 +45,8 @@ export class WanT2VModel implements LoadedModel {
    *   SafetensorsError for a malformed weights file.
    */
   static async load(native: NativeBinding, dir: string, spec: ModelSpec, components?: ReadonlySet<string>, opts: ModelLoadOptions = {}): Promise<WanT2VModel> {
-    const want = (c: WanComponent) => (components === undefined ? (c !== 'transformer_2' || spec.transformer_2 !== undefined) && c !== 'vae_encoder' : components.has(c));
+    const want = (c: WanComponent) =>
+      components === undefined ? (c !== 'transformer_2' || spec.transformer_2 !== undefined) && c !== 'vae_encoder' : components.has(c);
     let tokenizer: WordByteTokenizer | undefined;
     if (want('tokenizer') || want('text_encoder')) {
       const tokFile = path.join(dir, 'tokenizer.json');
@@ -74,7 +75,8 @@ export class WanT2VModel implements LoadedModel {
       for (const name of ['transformer', 'transformer_2'] as const) {
         if (!want(name)) continue;
         const config = name === 'transformer' ? spec.transformer : spec.transformer_2;
-        if (config === undefined) throw new OmniError('OMNIRX_ERR_MODEL_LOAD', `${dir}/model.json: the deployment needs '${name}' but the model has no ${name} config`);
+        if (config === undefined)
+          throw new OmniError('OMNIRX_ERR_MODEL_LOAD', `${dir}/model.json: the deployment needs '${name}' but the model has no ${name} config`);
         const st = await open(`${name}.safetensors`, wanDiTParams(config));
         transformers.set(name, { dit: new WanDiT(native, config, st, opts.matmulDtype), weights: st });
         bytes[name] = st.bytes;
@@ -147,7 +149,13 @@ export class WanT2VModel implements LoadedModel {
   /** Names of the loaded components. */
   get loadedComponents(): readonly string[] {
     const p = this.parts;
-    return [...(p.tokenizer ? ['tokenizer'] : []), ...(p.textEncoder ? ['text_encoder'] : []), ...p.transformers.keys(), ...(p.vae ? ['vae'] : []), ...(p.vaeEncoder ? ['vae_encoder'] : [])];
+    return [
+      ...(p.tokenizer ? ['tokenizer'] : []),
+      ...(p.textEncoder ? ['text_encoder'] : []),
+      ...p.transformers.keys(),
+      ...(p.vae ? ['vae'] : []),
+      ...(p.vaeEncoder ? ['vae_encoder'] : []),
+    ];
   }
 
   dispose(): void {

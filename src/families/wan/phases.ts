@@ -1,7 +1,15 @@
 import { createTensor } from '../../native/binding';
 import type { FamilyStages, PhaseHandoff } from '../../pipeline/family/family';
 import type { PipelinePolicies } from '../../pipeline/policies/policies';
-import { expectTensor, float32Elements, float32Tensor, PayloadError, type DiffusionStagePayload, type PayloadTensor, type StageRole } from '../../pipeline/stage-payload';
+import {
+  expectTensor,
+  float32Elements,
+  float32Tensor,
+  PayloadError,
+  type DiffusionStagePayload,
+  type PayloadTensor,
+  type StageRole,
+} from '../../pipeline/stage-payload';
 import { latentShape, type WanT2VContext } from './context';
 import type { WanComponent, WanT2VModel } from './model';
 import { WanSessionStage } from './session-stages';

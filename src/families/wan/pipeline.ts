@@ -41,7 +41,14 @@ export function wanT2VPipelineSpec(policies: PipelinePolicies): PipelineSpec<Wan
     },
     requestInputs: { prompt: 'text' },
     nodes: [
-      { name: 'text_encoder', run: { kind: 'stage', stage: createTextEncodeStage(policies.cfg) }, inputs: { prompt: 'text' }, outputs: { text_embeds: 'text_embeds' }, components: ['tokenizer', 'text_encoder'], tasks: both },
+      {
+        name: 'text_encoder',
+        run: { kind: 'stage', stage: createTextEncodeStage(policies.cfg) },
+        inputs: { prompt: 'text' },
+        outputs: { text_embeds: 'text_embeds' },
+        components: ['tokenizer', 'text_encoder'],
+        tasks: both,
+      },
       {
         name: 'denoise',
         run: loop(createDenoiseLoop(policies)),
@@ -52,9 +59,31 @@ export function wanT2VPipelineSpec(policies: PipelinePolicies): PipelineSpec<Wan
         params: DenoiseNodeParamsSchema,
         policies: [policies.cfg, policies.expert, policies.flowShift, policies.sampler],
       },
-      { name: 'decode_video', run: { kind: 'stage', stage: decodeVideoStage }, inputs: { latents: 'latents' }, outputs: { video: 'video' }, components: ['vae'], tasks: ['T2V'] },
-      { name: 'decode_image', run: { kind: 'stage', stage: decodeImageStage }, inputs: { latents: 'latents' }, outputs: { image: 'image' }, components: ['vae'], tasks: ['T2I'] },
-      { name: 'export_latents', run: { kind: 'stage', stage: exportLatentsStage }, inputs: { latents: 'latents' }, outputs: { latents_artifact: 'latents_artifact' }, components: [], tasks: both, when: (p) => p.returnLatents },
+      {
+        name: 'decode_video',
+        run: { kind: 'stage', stage: decodeVideoStage },
+        inputs: { latents: 'latents' },
+        outputs: { video: 'video' },
+        components: ['vae'],
+        tasks: ['T2V'],
+      },
+      {
+        name: 'decode_image',
+        run: { kind: 'stage', stage: decodeImageStage },
+        inputs: { latents: 'latents' },
+        outputs: { image: 'image' },
+        components: ['vae'],
+        tasks: ['T2I'],
+      },
+      {
+        name: 'export_latents',
+        run: { kind: 'stage', stage: exportLatentsStage },
+        inputs: { latents: 'latents' },
+        outputs: { latents_artifact: 'latents_artifact' },
+        components: [],
+        tasks: both,
+        when: (p) => p.returnLatents,
+      },
     ],
   };
 }

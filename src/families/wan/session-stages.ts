@@ -3,9 +3,25 @@ import type { SlabSession } from '../../cache/slab-pool';
 import { toRgb24 } from '../../models/vae/decoder';
 import type { VaeDecodeStream } from '../../models/vae/decode-stream';
 import { createTensor, type NativeTensor } from '../../native/binding';
-import { AdmittedSessionSchema, ROLLOUT_NODE, type AdmittedSession, type SessionStageEnv, type SessionStageHandler, type StageProgress } from '../../pipeline/family/session';
+import {
+  AdmittedSessionSchema,
+  ROLLOUT_NODE,
+  type AdmittedSession,
+  type SessionStageEnv,
+  type SessionStageHandler,
+  type StageProgress,
+} from '../../pipeline/family/session';
 import { RequestState } from '../../pipeline/request-state';
-import { float32Elements, float32Tensor, PayloadError, SESSION_PAYLOAD, sessionPayload, type DiffusionStagePayload, type PayloadTensor, type StageRole } from '../../pipeline/stage-payload';
+import {
+  float32Elements,
+  float32Tensor,
+  PayloadError,
+  SESSION_PAYLOAD,
+  sessionPayload,
+  type DiffusionStagePayload,
+  type PayloadTensor,
+  type StageRole,
+} from '../../pipeline/stage-payload';
 import { SessionActionSchema, type SessionAction } from '../../request/session-request';
 import { ChunkRollout, type ChunkAttempt } from './chunk-rollout';
 import type { WanT2VModel } from './model';
@@ -45,7 +61,10 @@ const CONTROL_TYPES = new Set<string>([SESSION_PAYLOAD.chunk, SESSION_PAYLOAD.fl
 
 function specOf(p: DiffusionStagePayload): AdmittedSession {
   const r = AdmittedSessionSchema.safeParse(p.metadata.session);
-  if (!r.success) throw new PayloadError(`${p.payloadType}: metadata.session.${r.error.issues[0].path.join('.')}: ${r.error.issues[0].message}`, { param: 'metadata.session' });
+  if (!r.success)
+    throw new PayloadError(`${p.payloadType}: metadata.session.${r.error.issues[0].path.join('.')}: ${r.error.issues[0].message}`, {
+      param: 'metadata.session',
+    });
   return r.data;
 }
 
@@ -60,7 +79,14 @@ function actionOf(p: DiffusionStagePayload): SessionAction {
  * the chunk as the one to commit (the rollout's own bookkeeping); the frames are decoded by the Decode stage.
  */
 function latentsOnlyStream(grid: readonly number[]): VaeDecodeStream {
-  const stream = { latentShape: [1, ...grid], outputShape: [1, 1, 1, 3], bytes: 0, decode: async () => undefined, reset: () => undefined, dispose: () => undefined };
+  const stream = {
+    latentShape: [1, ...grid],
+    outputShape: [1, 1, 1, 3],
+    bytes: 0,
+    decode: async () => undefined,
+    reset: () => undefined,
+    dispose: () => undefined,
+  };
   return stream as unknown as VaeDecodeStream;
 }
 
@@ -118,7 +144,10 @@ export class WanSessionStage implements SessionStageHandler {
     if (sid === undefined) return false;
     switch (this.env.role) {
       case 'encode':
-        return (p.payloadType === SESSION_PAYLOAD.open && (p.metadata.session as { family?: unknown } | undefined)?.family === WAN_FAMILY) || CONTROL_TYPES.has(p.payloadType);
+        return (
+          (p.payloadType === SESSION_PAYLOAD.open && (p.metadata.session as { family?: unknown } | undefined)?.family === WAN_FAMILY) ||
+          CONTROL_TYPES.has(p.payloadType)
+        );
       case 'denoise':
         return WAN_TYPES.has(p.payloadType) || p.payloadType === SESSION_PAYLOAD.close || (CONTROL_TYPES.has(p.payloadType) && this.denoising.has(sid));
       case 'decode':
@@ -146,7 +175,8 @@ export class WanSessionStage implements SessionStageHandler {
         const ctx: Record<string, PayloadTensor> = { prompt_embeds: float32Tensor(embeds.data.slice(), embeds.shape) };
         const image = p.tensors.image;
         if (image !== undefined) {
-          if (image.dtype !== 'uint8' || image.shape.join() !== [spec.height, spec.width, 3].join()) throw new PayloadError(`${p.payloadType}: image must be uint8 [${spec.height}, ${spec.width}, 3]`, { param: 'tensors.image' });
+          if (image.dtype !== 'uint8' || image.shape.join() !== [spec.height, spec.width, 3].join())
+            throw new PayloadError(`${p.payloadType}: image must be uint8 [${spec.height}, ${spec.width}, 3]`, { param: 'tensors.image' });
           // Image-to-world: chunk 0 is the encoded image repeated over the chunk's C frames (as `WorldSession` does).
           const frame = await model.vaeEncoder.encodeImage(image.bytes, spec.width, spec.height);
           const grid = sessionLatentGrid(model.spec, spec);
@@ -175,14 +205,26 @@ export class WanSessionStage implements SessionStageHandler {
       const te = model.spec.textEncoder;
       const t = p.tensors.prompt_embeds;
       const shape = [1, te.maxLength, te.dModel];
-      if (t === undefined || t.dtype !== 'float32' || t.shape.join() !== shape.join()) throw new PayloadError(`${p.payloadType}: prompt_embeds must be float32 [${shape.join(', ')}]`, { param: 'tensors.prompt_embeds' });
+      if (t === undefined || t.dtype !== 'float32' || t.shape.join() !== shape.join())
+        throw new PayloadError(`${p.payloadType}: prompt_embeds must be float32 [${shape.join(', ')}]`, { param: 'tensors.prompt_embeds' });
       const context = createTensor(this.env.native, shape, float32Elements(t));
       const pool = this.env.caches.chunkKv(ChunkRollout.slabBytes(model.spec, spec.chunkFrames, spec.width, spec.height));
-      const slabs = pool.openSession(sid, { sinkChunks: spec.sinkFrames / spec.chunkFrames, windowChunks: spec.localWindowFrames / spec.chunkFrames + 1, layers: model.spec.transformer.numLayers });
+      const slabs = pool.openSession(sid, {
+        sinkChunks: spec.sinkFrames / spec.chunkFrames,
+        windowChunks: spec.localWindowFrames / spec.chunkFrames + 1,
+        layers: model.spec.transformer.numLayers,
+      });
       const grid = sessionLatentGrid(model.spec, spec);
       let rollout: ChunkRollout;
       try {
-        const dit = model.causalTransformer({ chunkFrames: spec.chunkFrames, sinkFrames: spec.sinkFrames, localWindowFrames: spec.localWindowFrames, height: grid[2], width: grid[3], textLen: te.maxLength });
+        const dit = model.causalTransformer({
+          chunkFrames: spec.chunkFrames,
+          sinkFrames: spec.sinkFrames,
+          localWindowFrames: spec.localWindowFrames,
+          height: grid[2],
+          width: grid[3],
+          textLen: te.maxLength,
+        });
         rollout = new ChunkRollout(this.env.native, { ...spec }, dit, latentsOnlyStream(grid), context, slabs);
       } catch (e) {
         slabs.release();
@@ -196,7 +238,20 @@ export class WanSessionStage implements SessionStageHandler {
         throw new PayloadError(`${p.payloadType}: image_latents must be float32 [${grid.join(', ')}]`, { param: 'tensors.image_latents' });
       }
       const image = img === undefined ? undefined : float32Elements(img).slice();
-      this.denoising.set(sid, { id: sid, spec, model, rollout, context, slabs, next: 0, latest: { key: 'none' }, denoising: false, flushed: false, image, chain: Promise.resolve() });
+      this.denoising.set(sid, {
+        id: sid,
+        spec,
+        model,
+        rollout,
+        context,
+        slabs,
+        next: 0,
+        latest: { key: 'none' },
+        denoising: false,
+        flushed: false,
+        image,
+        chain: Promise.resolve(),
+      });
       return emit(sessionPayload(sid, p.requestId, 'denoise', 'decode', WAN_SESSION_PAYLOAD.opened, { session: spec }));
     }
     const s = this.denoising.get(sid);
@@ -220,21 +275,42 @@ export class WanSessionStage implements SessionStageHandler {
       if (p.payloadType !== SESSION_PAYLOAD.chunk) throw new PayloadError(`the denoise stage takes no ${p.payloadType} payload`, { param: 'payloadType' });
       const shape = s.rollout.latentShape.join('x');
       const grant = <T>(phase: string, fn: () => Promise<T>) =>
-        lastValueFrom(this.env.steps.step<T>({ requestId: sid, priority: s.spec.priority, cost: { model: `${s.model.spec.id}/transformer`, phase, shape, guidance: 'single' }, run: fn }));
+        lastValueFrom(
+          this.env.steps.step<T>({
+            requestId: sid,
+            priority: s.spec.priority,
+            cost: { model: `${s.model.spec.id}/transformer`, phase, shape, guidance: 'single' },
+            run: fn,
+          }),
+        );
       if (s.image !== undefined && s.next === 0) {
         // Chunk 0 of an image session: the encoded image, no denoising, action none.
         const attempt = s.rollout.startCleanChunk(s.image);
         s.image = undefined;
         const chunk = s.next++;
         await s.rollout.decode(attempt);
-        await emit(sessionPayload(sid, p.requestId, 'denoise', 'decode', WAN_SESSION_PAYLOAD.latents, { chunk, firstFrame: chunk * s.spec.chunkFrames, action: { key: 'none' } }, { latents: float32Tensor(attempt.latents, s.rollout.latentShape) }));
+        await emit(
+          sessionPayload(
+            sid,
+            p.requestId,
+            'denoise',
+            'decode',
+            WAN_SESSION_PAYLOAD.latents,
+            { chunk, firstFrame: chunk * s.spec.chunkFrames, action: { key: 'none' } },
+            { latents: float32Tensor(attempt.latents, s.rollout.latentShape) },
+          ),
+        );
         return grant('world-commit', () => s.rollout.commitPending());
       }
       const chunk = s.next++;
       const { attempt, action } = await this.denoiseChunk(s, chunk, grant, report);
       await s.rollout.decode(attempt); // marks the chunk to commit; the frames are the Decode stage's
       const meta = { chunk, firstFrame: chunk * s.spec.chunkFrames, action };
-      await emit(sessionPayload(sid, p.requestId, 'denoise', 'decode', WAN_SESSION_PAYLOAD.latents, meta, { latents: float32Tensor(attempt.latents, s.rollout.latentShape) }));
+      await emit(
+        sessionPayload(sid, p.requestId, 'denoise', 'decode', WAN_SESSION_PAYLOAD.latents, meta, {
+          latents: float32Tensor(attempt.latents, s.rollout.latentShape),
+        }),
+      );
       // The chunk's K/V commit overlaps its decode on the Decode stage.
       await grant('world-commit', () => s.rollout.commitPending());
     });
@@ -314,7 +390,17 @@ export class WanSessionStage implements SessionStageHandler {
       await s.stream.decode(s.latents, s.rgb);
       const frames = toRgb24(s.rgb.data);
       const { chunkFrames: C, height: H, width: W } = s.spec;
-      await emit(sessionPayload(sid, p.requestId, 'decode', 'decode', SESSION_PAYLOAD.frames, { chunk: p.metadata.chunk ?? null, firstFrame: p.metadata.firstFrame ?? null, action: p.metadata.action ?? null }, { frames: { dtype: 'uint8', shape: [C, H, W, 3], bytes: frames } }));
+      await emit(
+        sessionPayload(
+          sid,
+          p.requestId,
+          'decode',
+          'decode',
+          SESSION_PAYLOAD.frames,
+          { chunk: p.metadata.chunk ?? null, firstFrame: p.metadata.firstFrame ?? null, action: p.metadata.action ?? null },
+          { frames: { dtype: 'uint8', shape: [C, H, W, 3], bytes: frames } },
+        ),
+      );
     });
     s.chain = run.catch(() => undefined);
     return run;

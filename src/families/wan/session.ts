@@ -28,7 +28,12 @@ function refusedActionField(action: SessionAction, cfg: ActionModuleConfig | und
  * @throws OmniError from the injector (OMNIRX_ERR_UNSUPPORTED_VALUE) when the model cannot take the action, its
  *   `param` naming the refused field (`action.key` or `action.vector`).
  */
-export function chunkActionsOf(injector: ConditioningInjector, action: SessionAction, frames: number, cfg: ActionModuleConfig | undefined): ChunkActions | undefined {
+export function chunkActionsOf(
+  injector: ConditioningInjector,
+  action: SessionAction,
+  frames: number,
+  cfg: ActionModuleConfig | undefined,
+): ChunkActions | undefined {
   if (cfg === undefined && action.key === 'none' && action.vector === undefined) return undefined;
   const { key, vector } = action;
   try {
@@ -49,10 +54,24 @@ export function resolveSessionParams(req: SessionRequest, spec: ModelSpec): Reso
   const width = req.width ?? req.image?.width ?? spec.defaults.width;
   const height = req.height ?? req.image?.height ?? spec.defaults.height;
   const stride = pixelStride(spec);
-  for (const [field, v] of [['width', width], ['height', height]] as const) {
-    if (v % stride !== 0) throw new OmniError('OMNIRX_ERR_UNSUPPORTED_VALUE', `${field} ${v} is not a multiple of ${stride} (VAE scale × patch size of '${spec.id}')`, { param: field });
+  for (const [field, v] of [
+    ['width', width],
+    ['height', height],
+  ] as const) {
+    if (v % stride !== 0)
+      throw new OmniError('OMNIRX_ERR_UNSUPPORTED_VALUE', `${field} ${v} is not a multiple of ${stride} (VAE scale × patch size of '${spec.id}')`, {
+        param: field,
+      });
   }
-  return { width, height, fps: req.fps, seed: req.seed ?? randomInt(0, 2 ** 32), flowShift: req.flowShift ?? spec.defaults.flowShift, eta: req.eta ?? spec.defaults.world?.eta ?? 0, priority: req.priority };
+  return {
+    width,
+    height,
+    fps: req.fps,
+    seed: req.seed ?? randomInt(0, 2 ** 32),
+    flowShift: req.flowShift ?? spec.defaults.flowShift,
+    eta: req.eta ?? spec.defaults.world?.eta ?? 0,
+    priority: req.priority,
+  };
 }
 
 /**
@@ -124,7 +143,15 @@ class WanSessionRollout implements SessionRollout {
     const chunk$ = this.step('world-encode', 'vae_encoder', async () => {
       const frame = await this.state.track(this.env.model.vaeEncoder.encodeImage(image.data, image.width, image.height));
       return rollout.decode(rollout.startCleanChunk(imageChunkLatents(frame, rollout.latentShape)));
-    }).pipe(map(({ value }): SessionExecutionEvent => ({ type: 'chunk', chunk: value.chunk, firstFrame: value.firstFrame, frames: value.frames, action: { key: 'none' } })));
+    }).pipe(
+      map(({ value }): SessionExecutionEvent => ({
+        type: 'chunk',
+        chunk: value.chunk,
+        firstFrame: value.firstFrame,
+        frames: value.frames,
+        action: { key: 'none' },
+      })),
+    );
     return concat(chunk$, this.commit$());
   }
 
@@ -161,8 +188,15 @@ class WanSessionRollout implements SessionRollout {
 }
 
 /** Chunk-KV slabs of one session: sink chunks + window chunks + the chunk in flight, one per DiT layer. */
-function slabsOf(spec: ModelSpec, config: Pick<AdmittedSession, 'chunkFrames' | 'sinkFrames' | 'localWindowFrames'>): { sinkChunks: number; windowChunks: number; layers: number } {
-  return { sinkChunks: config.sinkFrames / config.chunkFrames, windowChunks: config.localWindowFrames / config.chunkFrames + 1, layers: spec.transformer.numLayers };
+function slabsOf(
+  spec: ModelSpec,
+  config: Pick<AdmittedSession, 'chunkFrames' | 'sinkFrames' | 'localWindowFrames'>,
+): { sinkChunks: number; windowChunks: number; layers: number } {
+  return {
+    sinkChunks: config.sinkFrames / config.chunkFrames,
+    windowChunks: config.localWindowFrames / config.chunkFrames + 1,
+    layers: spec.transformer.numLayers,
+  };
 }
 
 /** The chunk-KV slab size of a session on `spec` (`ChunkRollout.slabBytes`). */
@@ -200,7 +234,10 @@ export const wanSessions: FamilySessions<WanT2VModel, ModelSpec> = {
   resolve: resolveSessionParams,
   kv(spec, params, config) {
     const s = slabsOf(spec, config);
-    return { slabBytes: slabBytesOf(spec, { chunkFrames: config.chunkFrames, width: params.width, height: params.height }), slabs: s.layers * (s.sinkChunks + s.windowChunks) };
+    return {
+      slabBytes: slabBytesOf(spec, { chunkFrames: config.chunkFrames, width: params.width, height: params.height }),
+      slabs: s.layers * (s.sinkChunks + s.windowChunks),
+    };
   },
   checkAction(spec, action, conditioning, config) {
     chunkActionsOf(conditioning, action, config.chunkFrames, spec.transformer.action);

@@ -60,7 +60,8 @@ export function createTextEncodeStage(cfg: CFGPolicy): Stage<WanT2VContext, WanT
     name: 'text_encoder',
     async forward(ctx, state) {
       state.promptEmbeds = await encodePrompt(ctx, state, ctx.params.prompt);
-      if (denoiseWork(ctx.params, ctx.nodeParams, cfg).guidedSteps > 0 && !ctx.signal.aborted) state.negativeEmbeds = await encodePrompt(ctx, state, ctx.params.negativePrompt);
+      if (denoiseWork(ctx.params, ctx.nodeParams, cfg).guidedSteps > 0 && !ctx.signal.aborted)
+        state.negativeEmbeds = await encodePrompt(ctx, state, ctx.params.negativePrompt);
     },
   };
 }

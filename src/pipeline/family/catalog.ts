@@ -66,7 +66,9 @@ export class ModelCatalog {
     try {
       entries = readdirSync(this.modelsDir, { withFileTypes: true });
     } catch (e) {
-      throw new OmniError('OMNIRX_ERR_MODEL_LOAD', `models folder ${this.modelsDir}: ${(e as NodeJS.ErrnoException).code ?? (e as Error).message}`, { param: 'model' });
+      throw new OmniError('OMNIRX_ERR_MODEL_LOAD', `models folder ${this.modelsDir}: ${(e as NodeJS.ErrnoException).code ?? (e as Error).message}`, {
+        param: 'model',
+      });
     }
     return entries
       .filter((d) => d.isDirectory() && existsSync(path.join(this.modelsDir, d.name, 'model.json')))
@@ -87,7 +89,11 @@ export class ModelCatalog {
       if (!/^[A-Za-z0-9._-]+$/.test(name) || name.startsWith('.') || !existsSync(path.join(dir, 'model.json'))) {
         const known = this.list();
         return Promise.reject(
-          new OmniError('OMNIRX_ERR_UNKNOWN_MODEL', `unknown model '${name}'; available: ${known.length ? known.join(', ') : `none in ${this.modelsDir} (the package ships models/omnirx-default; OMNIRX_MODELS_DIR or --models-dir points elsewhere)`}`, { param: 'model' }),
+          new OmniError(
+            'OMNIRX_ERR_UNKNOWN_MODEL',
+            `unknown model '${name}'; available: ${known.length ? known.join(', ') : `none in ${this.modelsDir} (the package ships models/omnirx-default; OMNIRX_MODELS_DIR or --models-dir points elsewhere)`}`,
+            { param: 'model' },
+          ),
         );
       }
       p = this.read(name, dir);
@@ -101,7 +107,8 @@ export class ModelCatalog {
     const file = path.join(dir, 'model.json');
     const json = await readJsonFile(file);
     const familyName = (json as { family?: unknown } | null)?.family;
-    if (typeof familyName !== 'string') throw new OmniError('OMNIRX_ERR_MODEL_LOAD', `${file}: family: expected the name of a model family (registered: ${this.families.names().join(', ')})`);
+    if (typeof familyName !== 'string')
+      throw new OmniError('OMNIRX_ERR_MODEL_LOAD', `${file}: family: expected the name of a model family (registered: ${this.families.names().join(', ')})`);
     const family = this.families.get(familyName, file);
     const spec = family.parseSpec(json, file);
     if (spec.id !== id) throw new OmniError('OMNIRX_ERR_MODEL_LOAD', `${file}: id: '${spec.id}' differs from its directory name '${id}'`);

@@ -17,7 +17,9 @@ export class ModelLoader {
     private readonly options: ModelLoadOptions = {},
   ) {
     if (options.matmulDtype === 'bfloat16' && !native.stats().bf16Native) {
-      process.emitWarning('matmulDtype bfloat16 on a CPU without AVX512_BF16: the bf16 products run as a float32 emulation, slower than float32 itself', { code: 'OMNIRX_BF16_EMULATED' });
+      process.emitWarning('matmulDtype bfloat16 on a CPU without AVX512_BF16: the bf16 products run as a float32 emulation, slower than float32 itself', {
+        code: 'OMNIRX_BF16_EMULATED',
+      });
     }
   }
 

@@ -21,7 +21,11 @@ export const DiffusionDefaultsSchema = z.strictObject({
 export type DiffusionDefaults = z.infer<typeof DiffusionDefaultsSchema>;
 
 /** A model id: the name of its directory in the models folder. */
-export const ModelIdSchema = z.string().min(1).max(128).regex(/^[A-Za-z0-9._-]+$/);
+export const ModelIdSchema = z
+  .string()
+  .min(1)
+  .max(128)
+  .regex(/^[A-Za-z0-9._-]+$/);
 
 /**
  * What every `model.json` holds, whatever its family (docs/design.md §7): the id, the `family` that builds it (the

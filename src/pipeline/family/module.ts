@@ -18,7 +18,11 @@ export function loadFamilyModule(specifier: string): ModelFamily {
   const f = (mod as { family?: Partial<ModelFamily> } | null)?.family;
   const fns = ['parseSpec', 'load', 'pipeline', 'createState', 'resolve', 'claim', 'work'] as const;
   if (f === undefined || f === null || typeof f.name !== 'string' || fns.some((k) => typeof f[k] !== 'function')) {
-    throw new OmniError('OMNIRX_ERR_CONFIG', `family module '${specifier}' does not export a model family as \`family\` (defineFamily from 'omnirx/families')`, { param: 'families' });
+    throw new OmniError(
+      'OMNIRX_ERR_CONFIG',
+      `family module '${specifier}' does not export a model family as \`family\` (defineFamily from 'omnirx/families')`,
+      { param: 'families' },
+    );
   }
   return f as ModelFamily;
 }

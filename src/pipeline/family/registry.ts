@@ -37,7 +37,11 @@ export class FamilyRegistry {
    */
   get(name: string, source: string): ModelFamily {
     const f = this.byName.get(name);
-    if (f === undefined) throw new OmniError('OMNIRX_ERR_MODEL_LOAD', `${source}: family: '${name}' is not a registered model family (registered: ${this.names().join(', ') || 'none'})`);
+    if (f === undefined)
+      throw new OmniError(
+        'OMNIRX_ERR_MODEL_LOAD',
+        `${source}: family: '${name}' is not a registered model family (registered: ${this.names().join(', ') || 'none'})`,
+      );
     return f;
   }
 }

@@ -45,17 +45,24 @@ export const actionAdaLNInjector: ConditioningInjector = Object.freeze({
     if (list.length !== frames) unsupported(`need ${frames} per-frame actions (one per latent frame of the chunk), got ${list.length}`);
     const parsed = list.map((a, f) => {
       const r = ActionSchema.safeParse(a);
-      if (!r.success) throw new OmniError('OMNIRX_ERR_INVALID_REQUEST', `action at frame ${f}: ${r.error.issues.map((i) => `${i.path.join('.') || 'action'}: ${i.message}`).join('; ')}`, { param: `actions.${f}` });
+      if (!r.success)
+        throw new OmniError(
+          'OMNIRX_ERR_INVALID_REQUEST',
+          `action at frame ${f}: ${r.error.issues.map((i) => `${i.path.join('.') || 'action'}: ${i.message}`).join('; ')}`,
+          { param: `actions.${f}` },
+        );
       return r.data;
     });
     const keys = parsed.map(({ key }, f) => {
       const id = ACTION_KEYS.indexOf(key);
-      if (id >= model.numKeys) unsupported(`action "${key}" at frame ${f} is not one of this model's ${model.numKeys} keys (${ACTION_KEYS.slice(0, model.numKeys).join(', ')})`);
+      if (id >= model.numKeys)
+        unsupported(`action "${key}" at frame ${f} is not one of this model's ${model.numKeys} keys (${ACTION_KEYS.slice(0, model.numKeys).join(', ')})`);
       return id;
     });
     const withVector = parsed.findIndex((a) => a.vector !== undefined);
     if (withVector < 0) return { keys };
-    if (model.vectorDim !== USER_VECTOR_DIM) unsupported(`the action at frame ${withVector} has a vector, but this model takes ${model.vectorDim === 0 ? 'none' : `${model.vectorDim}-wide vectors`}`);
+    if (model.vectorDim !== USER_VECTOR_DIM)
+      unsupported(`the action at frame ${withVector} has a vector, but this model takes ${model.vectorDim === 0 ? 'none' : `${model.vectorDim}-wide vectors`}`);
     const vectors = new Float32Array(frames * USER_VECTOR_DIM);
     parsed.forEach((a, f) => {
       if (a.vector !== undefined) vectors.set(a.vector, f * USER_VECTOR_DIM);

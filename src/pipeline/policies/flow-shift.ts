@@ -19,7 +19,8 @@ export class FlowShiftPolicy implements Policy {
 
   static byResolution(table: ReadonlyArray<{ maxPixels: number; shift: number }>): FlowShiftPolicy {
     if (table.length === 0) throw new RangeError('byResolution needs at least one row');
-    for (let i = 1; i < table.length; i++) if (!(table[i].maxPixels > table[i - 1].maxPixels)) throw new RangeError('byResolution rows must have increasing maxPixels');
+    for (let i = 1; i < table.length; i++)
+      if (!(table[i].maxPixels > table[i - 1].maxPixels)) throw new RangeError('byResolution rows must have increasing maxPixels');
     for (const r of table) {
       if (!(r.shift > 0) || !Number.isFinite(r.shift)) throw new RangeError(`flow shift must be a positive number, got ${r.shift}`);
       if (!(r.maxPixels > 0) || !Number.isFinite(r.maxPixels)) throw new RangeError(`maxPixels must be a positive number, got ${r.maxPixels}`);

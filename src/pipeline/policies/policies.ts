@@ -20,6 +20,11 @@ export interface PipelinePolicies {
 
 /** Classic CFG on every step, one transformer, the model's flow shift, Euler, adaLN action injection. */
 export function defaultPolicies(): PipelinePolicies {
-  return { cfg: CFGPolicy.classic(), expert: ExpertRouting.single(), flowShift: FlowShiftPolicy.fixed(), sampler: SamplerPolicy.of('euler'), conditioning: actionAdaLNInjector };
+  return {
+    cfg: CFGPolicy.classic(),
+    expert: ExpertRouting.single(),
+    flowShift: FlowShiftPolicy.fixed(),
+    sampler: SamplerPolicy.of('euler'),
+    conditioning: actionAdaLNInjector,
+  };
 }
-

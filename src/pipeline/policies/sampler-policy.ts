@@ -51,7 +51,11 @@ export class SamplerPolicy implements Policy {
     if ((name ?? this.defaultSampler) !== 'dmd') return requested ?? modelDefault;
     const n = this.dmd.timesteps.length;
     if (requested !== undefined && requested !== n) {
-      throw new OmniError('OMNIRX_ERR_UNSUPPORTED_VALUE', `the dmd sampler runs its ${n} distilled timesteps (${this.dmd.timesteps.join(', ')}); numInferenceSteps must be ${n} or left out`, { param: 'diffusion.numInferenceSteps' });
+      throw new OmniError(
+        'OMNIRX_ERR_UNSUPPORTED_VALUE',
+        `the dmd sampler runs its ${n} distilled timesteps (${this.dmd.timesteps.join(', ')}); numInferenceSteps must be ${n} or left out`,
+        { param: 'diffusion.numInferenceSteps' },
+      );
     }
     return n;
   }
@@ -66,7 +70,11 @@ export class SamplerPolicy implements Policy {
     const sampler = name ?? this.defaultSampler;
     if (sampler === 'euler') return requested ?? modelDefault ?? 0;
     if (requested !== undefined && requested !== 0) {
-      throw new OmniError('OMNIRX_ERR_UNSUPPORTED_VALUE', `eta re-noises the euler sampler's steps; the ${sampler} sampler takes none (got ${requested}): leave eta out or use sampler euler`, { param: 'diffusion.eta' });
+      throw new OmniError(
+        'OMNIRX_ERR_UNSUPPORTED_VALUE',
+        `eta re-noises the euler sampler's steps; the ${sampler} sampler takes none (got ${requested}): leave eta out or use sampler euler`,
+        { param: 'diffusion.eta' },
+      );
     }
     return 0;
   }

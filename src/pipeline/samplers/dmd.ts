@@ -59,7 +59,8 @@ export function dmdSampler(options: DmdOptions = {}): DmdSampler {
     create(steps: number, shift: number, rng: () => number, eta?: number): SamplerState {
       checkStepsAndShift('dmd', steps, shift);
       checkNoEta('dmd', eta);
-      if (steps !== timesteps.length) throw new RangeError(`dmd: this sampler has ${timesteps.length} timesteps [${timesteps.join(', ')}], got steps = ${steps}`);
+      if (steps !== timesteps.length)
+        throw new RangeError(`dmd: this sampler has ${timesteps.length} timesteps [${timesteps.join(', ')}], got steps = ${steps}`);
       if (typeof rng !== 'function') throw new RangeError('dmd: rng must be a function returning standard normal samples');
       const sigmas = dmdSigmas(timesteps, shift);
       const guard = new StepGuard('dmd', steps);

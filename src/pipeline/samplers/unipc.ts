@@ -239,7 +239,8 @@ export interface UniPCSampler extends Sampler {
 export function uniPCSampler(options: UniPCOptions = {}): UniPCSampler {
   const opts: UniPCOptions = { sigmaMax: options.sigmaMax, disableCorrector: options.disableCorrector?.slice() };
   // validate eagerly so a bad configuration fails where it is built
-  if (opts.sigmaMax !== undefined && !(opts.sigmaMax > 0 && opts.sigmaMax <= 1)) throw new RangeError(`unipc: sigmaMax must be in (0, 1], got ${opts.sigmaMax}`);
+  if (opts.sigmaMax !== undefined && !(opts.sigmaMax > 0 && opts.sigmaMax <= 1))
+    throw new RangeError(`unipc: sigmaMax must be in (0, 1], got ${opts.sigmaMax}`);
   for (const k of opts.disableCorrector ?? []) {
     if (!Number.isInteger(k) || k < 0) throw new RangeError(`unipc: disableCorrector entries must be non-negative integers, got ${k}`);
   }

@@ -60,10 +60,17 @@ export class SocketStageReceiver implements StageReceiver {
   #state: ConnectorState = 'connecting';
 
   constructor(options: SocketReceiverOptions) {
-    this.#options = { ...options, credits: options.credits ?? 4, maxFrameBytes: options.maxFrameBytes ?? 256 * 2 ** 20, maxConnections: options.maxConnections ?? 16 };
+    this.#options = {
+      ...options,
+      credits: options.credits ?? 4,
+      maxFrameBytes: options.maxFrameBytes ?? 256 * 2 ** 20,
+      maxConnections: options.maxConnections ?? 16,
+    };
     const { credits, maxFrameBytes } = this.#options;
-    if (!Number.isSafeInteger(credits) || credits < 1 || credits > 65536) throw new RangeError(`${options.name}: credits must be an integer in [1, 65536], got ${credits}`);
-    if (!Number.isSafeInteger(maxFrameBytes) || maxFrameBytes < 24) throw new RangeError(`${options.name}: maxFrameBytes must be an integer ≥ 24, got ${maxFrameBytes}`);
+    if (!Number.isSafeInteger(credits) || credits < 1 || credits > 65536)
+      throw new RangeError(`${options.name}: credits must be an integer in [1, 65536], got ${credits}`);
+    if (!Number.isSafeInteger(maxFrameBytes) || maxFrameBytes < 24)
+      throw new RangeError(`${options.name}: maxFrameBytes must be an integer ≥ 24, got ${maxFrameBytes}`);
     this.#queue = new ReceiveQueue(options.name);
     this.#server = net.createServer((socket) => this.#serve(socket));
     this.#server.maxConnections = this.#options.maxConnections;
@@ -180,12 +187,14 @@ export class SocketStageReceiver implements StageReceiver {
     const file = path.join(dir, ref.name);
     let result: FrameResult;
     try {
-      if (ref.bytes > this.#options.maxFrameBytes) throw new PayloadError(`payload file ${file}: ${ref.bytes} bytes exceeds the ${this.#options.maxFrameBytes}-byte limit`);
+      if (ref.bytes > this.#options.maxFrameBytes)
+        throw new PayloadError(`payload file ${file}: ${ref.bytes} bytes exceeds the ${this.#options.maxFrameBytes}-byte limit`);
       const buf = new Uint8Array(ref.bytes);
       const fh = await open(file, fsConstants.O_RDONLY | fsConstants.O_NOFOLLOW);
       try {
         const { bytesRead } = await fh.read(buf, 0, ref.bytes, 0);
-        if (bytesRead !== ref.bytes) throw new PayloadError(`payload file ${file} at byte ${bytesRead}: truncated: ${bytesRead} of ${ref.bytes} bytes`, { byteOffset: bytesRead });
+        if (bytesRead !== ref.bytes)
+          throw new PayloadError(`payload file ${file} at byte ${bytesRead}: truncated: ${bytesRead} of ${ref.bytes} bytes`, { byteOffset: bytesRead });
       } finally {
         await fh.close();
       }

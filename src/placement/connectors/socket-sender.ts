@@ -98,7 +98,9 @@ export class SocketStageSender implements StageSender {
       }
       if (bytes > this.#maxFrameBytes) {
         this.#window.grant(1);
-        throw new PayloadError(`${this.#options.name}: payload ${payload.requestId} is ${bytes} bytes as a frame, more than the receiver's ${this.#maxFrameBytes}-byte limit`);
+        throw new PayloadError(
+          `${this.#options.name}: payload ${payload.requestId} is ${bytes} bytes as a frame, more than the receiver's ${this.#maxFrameBytes}-byte limit`,
+        );
       }
       const sent = file;
       file = undefined; // from here on the receiver (or the loss handler) removes it
@@ -169,7 +171,8 @@ export class SocketStageSender implements StageSender {
   #onMessage(m: ReceiverMessage): void {
     switch (m.t) {
       case 'hello':
-        if (m.version !== CONTROL_PROTOCOL_VERSION) throw new OmniError('OMNIRX_ERR_CONNECTOR', `receiver speaks control protocol ${m.version}, this omnirx ${CONTROL_PROTOCOL_VERSION}`);
+        if (m.version !== CONTROL_PROTOCOL_VERSION)
+          throw new OmniError('OMNIRX_ERR_CONNECTOR', `receiver speaks control protocol ${m.version}, this omnirx ${CONTROL_PROTOCOL_VERSION}`);
         this.#maxFrameBytes = m.maxFrameBytes;
         this.#delayMs = this.#options.reconnectDelayMs;
         this.#state = 'ready';
@@ -204,7 +207,9 @@ export class SocketStageSender implements StageSender {
     this.#socket = null;
     this.#window.reset();
     const reason = this.#lostReason || 'closed by the receiver';
-    this.#failUnacked((u) => new OmniError('OMNIRX_ERR_CONNECTOR', `${this.#options.name}: link lost before the receiver accepted payload ${u.requestId} (${reason})`));
+    this.#failUnacked(
+      (u) => new OmniError('OMNIRX_ERR_CONNECTOR', `${this.#options.name}: link lost before the receiver accepted payload ${u.requestId} (${reason})`),
+    );
     if (this.#state === 'closed') return;
     if (this.#state === 'ready') this.#readiness = deferred();
     this.#state = 'connecting';

@@ -7,8 +7,12 @@ const OTHER: StepCost = { ...K, guidance: 'none' };
 describe('CostModel', () => {
   it('keyOf is a stable model|phase|shape|guidance string that never collides', () => {
     expect(CostModel.keyOf(K)).toBe('wan|denoise|480x832x21|cfg');
-    expect(CostModel.keyOf({ model: 'a|b', phase: 'c', shape: 'd', guidance: 'e' })).not.toBe(CostModel.keyOf({ model: 'a', phase: 'b|c', shape: 'd', guidance: 'e' }));
-    expect(CostModel.keyOf({ model: 'a\\', phase: '|b', shape: 'c', guidance: 'd' })).not.toBe(CostModel.keyOf({ model: 'a\\|', phase: 'b', shape: 'c', guidance: 'd' }));
+    expect(CostModel.keyOf({ model: 'a|b', phase: 'c', shape: 'd', guidance: 'e' })).not.toBe(
+      CostModel.keyOf({ model: 'a', phase: 'b|c', shape: 'd', guidance: 'e' }),
+    );
+    expect(CostModel.keyOf({ model: 'a\\', phase: '|b', shape: 'c', guidance: 'd' })).not.toBe(
+      CostModel.keyOf({ model: 'a\\|', phase: 'b', shape: 'c', guidance: 'd' }),
+    );
   });
 
   it('predicts the measured average if any, else the seed, else defaultMs', () => {

@@ -191,14 +191,18 @@ describe('StepScheduler', () => {
       ts.run(({ cold, expectObservable, flush }) => {
         const { runner, calls } = runnerOf(cold, 2, '--(r|)');
         const blocker = pool.step({ requestId: 'x', priority: 0, cost: VIDEO, run: () => cold('-(x|)') });
-        const req = (id: string, priority: number) => pool.step({ requestId: id, priority, cost: IMAGE, batch: { key: 'k', item: id, runner }, run: () => of('unused') });
+        const req = (id: string, priority: number) =>
+          pool.step({ requestId: id, priority, cost: IMAGE, batch: { key: 'k', item: id, runner }, run: () => of('unused') });
         expectObservable(blocker).toBe('-(x|)');
         expectObservable(req('p0', 0)).toBe('-----(a|)', { a: 'p0!' });
         expectObservable(req('p1', 1)).toBe('---(a|)', { a: 'p1!' });
         expectObservable(req('p2', 2)).toBe('---(a|)', { a: 'p2!' });
         expectObservable(req('q0', 0)).toBe('-----(a|)', { a: 'q0!' });
         flush();
-        expect(calls).toEqual([['p2', 'p1'], ['p0', 'q0']]);
+        expect(calls).toEqual([
+          ['p2', 'p1'],
+          ['p0', 'q0'],
+        ]);
       });
     });
 
@@ -215,8 +219,16 @@ describe('StepScheduler', () => {
         };
         const alone = (i: number, last: boolean) => cold('-(r|)', { r: out(i, last) });
         expectObservable(pool.step({ requestId: 'blocker', priority: 0, cost: VIDEO, run: () => cold('-(x|)') })).toBe('-(x|)');
-        expectObservable(denoiseLoop(pool, { id: 'a', steps: 3, cost: IMAGE, run: alone, batch: { key: 'k', runner } })).toBe('---a-b-(c|)', { a: out(1), b: out(2), c: out(3, true) });
-        expectObservable(denoiseLoop(pool, { id: 'b', steps: 3, cost: IMAGE, run: alone, batch: { key: 'k', runner } })).toBe('---a-b-(c|)', { a: out(1), b: out(2), c: out(3, true) });
+        expectObservable(denoiseLoop(pool, { id: 'a', steps: 3, cost: IMAGE, run: alone, batch: { key: 'k', runner } })).toBe('---a-b-(c|)', {
+          a: out(1),
+          b: out(2),
+          c: out(3, true),
+        });
+        expectObservable(denoiseLoop(pool, { id: 'b', steps: 3, cost: IMAGE, run: alone, batch: { key: 'k', runner } })).toBe('---a-b-(c|)', {
+          a: out(1),
+          b: out(2),
+          c: out(3, true),
+        });
       });
       expect(calls).toEqual([
         [out(1), out(1)],
@@ -263,7 +275,8 @@ describe('StepScheduler', () => {
           },
         };
         const short: BatchRunner = { maxBatch: 2, run: () => cold('-(r|)', { r: ['only one'] }) };
-        const req = (id: string, key: string, runner: BatchRunner) => pool.step({ requestId: id, priority: 0, cost: IMAGE, batch: { key, item: id, runner }, run: () => of('unused') });
+        const req = (id: string, key: string, runner: BatchRunner) =>
+          pool.step({ requestId: id, priority: 0, cost: IMAGE, batch: { key, item: id, runner }, run: () => of('unused') });
         const wrongCount = new OmniError('OMNIRX_ERR_INTERNAL', "batch runner (key 's') returned 1 results for 2 items");
         expectObservable(req('a', 'e', erroring)).toBe('--#', undefined, boom);
         expectObservable(req('b', 'e', erroring)).toBe('--#', undefined, boom);
@@ -373,7 +386,11 @@ describe('StepScheduler', () => {
             },
           }),
         ).toBe('#', undefined, thrown);
-        expectObservable(pool.step({ requestId: 'b', priority: 0, cost: VIDEO, run: () => cold('-|') })).toBe('-#', undefined, new OmniError('OMNIRX_ERR_INTERNAL', 'a step of request b completed without producing a result'));
+        expectObservable(pool.step({ requestId: 'b', priority: 0, cost: VIDEO, run: () => cold('-|') })).toBe(
+          '-#',
+          undefined,
+          new OmniError('OMNIRX_ERR_INTERNAL', 'a step of request b completed without producing a result'),
+        );
         expectObservable(pool.step({ requestId: 'c', priority: 0, cost: VIDEO, run: () => cold('-(c|)') })).toBe('--(c|)');
       });
     });
@@ -430,7 +447,8 @@ describe('StepScheduler', () => {
           return items.map((x) => `${String(x)}!`);
         },
       };
-      const step = (id: string) => firstValueFrom(pool.step({ requestId: id, priority: 0, cost: IMAGE, batch: { key: 'k', item: id, runner }, run: () => Promise.resolve('alone') }));
+      const step = (id: string) =>
+        firstValueFrom(pool.step({ requestId: id, priority: 0, cost: IMAGE, batch: { key: 'k', item: id, runner }, run: () => Promise.resolve('alone') }));
       const a = step('a');
       await new Promise((r) => setTimeout(r, 5));
       const b = step('b');
@@ -469,7 +487,11 @@ describe('StepScheduler', () => {
       const pool = new StepScheduler({ costModel: costs });
       testScheduler().run(({ cold, expectObservable }) => {
         const frames = ['----(r|)', '--(r|)', '--(r|)'];
-        expectObservable(denoiseLoop(pool, { id: 'a', steps: 3, run: (i, last) => cold(frames[i - 1]!, { r: out(i, last) }) })).toBe('----a-b-(c|)', { a: out(1), b: out(2), c: out(3, true) });
+        expectObservable(denoiseLoop(pool, { id: 'a', steps: 3, run: (i, last) => cold(frames[i - 1]!, { r: out(i, last) }) })).toBe('----a-b-(c|)', {
+          a: out(1),
+          b: out(2),
+          c: out(3, true),
+        });
       });
       // first measurement replaces the default (4), then EMA with alpha 0.5: 4 → 3 → 2.5
       expect(costs.samples(VIDEO)).toBe(3);

@@ -18,7 +18,8 @@ export function resolveToyParams(req: OmniRequest, spec: ToySpec, env: ResolveEn
   if (req.task !== 'T2I') refuse('task', `makes images only: task must be T2I, got ${req.task}`);
   const sampler = req.diffusion.sampler ?? env.policies.sampler.defaultSampler;
   if (sampler !== 'euler') refuse('diffusion.sampler', `samples with euler only, got ${sampler}`);
-  if (req.outputs.returnLatents || (req.outputs.modalities ?? []).includes('latents')) refuse('outputs.returnLatents', 'denoises in pixel space and has no latents to return');
+  if (req.outputs.returnLatents || (req.outputs.modalities ?? []).includes('latents'))
+    refuse('outputs.returnLatents', 'denoises in pixel space and has no latents to return');
   if (req.outputs.previewEvery !== undefined) refuse('outputs.previewEvery', 'streams no previews');
   const p = spec.denoiser.patch;
   return resolveDiffusionParams(req, spec, env, { pixelStride: p, strideOrigin: 'the denoiser patch', latentTokens: (q) => (q.width / p) * (q.height / p) });

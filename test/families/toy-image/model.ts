@@ -85,7 +85,8 @@ export class PatchDenoiser {
         const u = (2 * Math.PI * (px + 0.5)) / cols;
         const v = (2 * Math.PI * (py + 0.5)) / rows;
         const pos = [Math.sin(u), Math.cos(u), Math.sin(v), Math.cos(v)];
-        for (let c = 0; c < 3; c++) for (let dy = 0; dy < p; dy++) for (let dx = 0; dx < p; dx++) a[(c * p + dy) * p + dx] = x[c * plane + (py * p + dy) * width + px * p + dx];
+        for (let c = 0; c < 3; c++)
+          for (let dy = 0; dy < p; dy++) for (let dx = 0; dx < p; dx++) a[(c * p + dy) * p + dx] = x[c * plane + (py * p + dy) * width + px * p + dx];
         for (let k = 0; k < H; k++) {
           let s = base[k];
           for (let i = 0; i < P; i++) s += w_in[k * P + i] * a[i];

@@ -1,6 +1,15 @@
 import { OmniError } from 'omnirx';
 import type { RequestContext } from 'omnirx/families';
-import { flowMatchSigmas, RequestState, stochasticEulerStep, type LoopStage, type PipelineSpec, type ResolvedParams, type Stage, type StepCost } from 'omnirx/pipeline';
+import {
+  flowMatchSigmas,
+  RequestState,
+  stochasticEulerStep,
+  type LoopStage,
+  type PipelineSpec,
+  type ResolvedParams,
+  type Stage,
+  type StepCost,
+} from 'omnirx/pipeline';
 import type { ToyImageModel } from './model';
 import { TOY_FAMILY } from './spec';
 
@@ -123,7 +132,12 @@ export const denoiseLoop: LoopStage<ToyContext, ToyState, ToyLoop> = {
   },
 
   cost(ctx, loop): StepCost {
-    return { model: `${ctx.model.spec.id}/denoiser`, phase: 'denoise', shape: `${ctx.params.height}x${ctx.params.width}`, guidance: guidedStep(ctx.params, loop.index) ? 'cfg' : 'none' };
+    return {
+      model: `${ctx.model.spec.id}/denoiser`,
+      phase: 'denoise',
+      shape: `${ctx.params.height}x${ctx.params.width}`,
+      guidance: guidedStep(ctx.params, loop.index) ? 'cfg' : 'none',
+    };
   },
 
   remaining(loop) {
@@ -158,9 +172,30 @@ export function toyPipeline(): PipelineSpec<ToyContext, ToyState> {
     components: { embedder: { tasks: t2i }, denoiser: { tasks: t2i }, decoder: { tasks: t2i } },
     requestInputs: { prompt: 'text' },
     nodes: [
-      { name: 'embed_text', run: { kind: 'stage', stage: embedTextStage }, inputs: { prompt: 'text' }, outputs: { embedding: 'toy.embedding' }, components: ['embedder'], tasks: t2i },
-      { name: 'denoise', run: { kind: 'loop', stage: denoiseLoop }, inputs: { embedding: 'toy.embedding' }, outputs: { rgb: 'toy.rgb' }, components: ['denoiser'], tasks: t2i },
-      { name: 'render', run: { kind: 'stage', stage: renderStage }, inputs: { rgb: 'toy.rgb' }, outputs: { image: 'image' }, components: ['decoder'], tasks: t2i },
+      {
+        name: 'embed_text',
+        run: { kind: 'stage', stage: embedTextStage },
+        inputs: { prompt: 'text' },
+        outputs: { embedding: 'toy.embedding' },
+        components: ['embedder'],
+        tasks: t2i,
+      },
+      {
+        name: 'denoise',
+        run: { kind: 'loop', stage: denoiseLoop },
+        inputs: { embedding: 'toy.embedding' },
+        outputs: { rgb: 'toy.rgb' },
+        components: ['denoiser'],
+        tasks: t2i,
+      },
+      {
+        name: 'render',
+        run: { kind: 'stage', stage: renderStage },
+        inputs: { rgb: 'toy.rgb' },
+        outputs: { image: 'image' },
+        components: ['decoder'],
+        tasks: t2i,
+      },
     ],
   };
 }

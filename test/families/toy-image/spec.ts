@@ -46,7 +46,10 @@ export function parseToySpec(json: unknown, file: string): ToySpec {
   const spec = r.data;
   for (const side of ['width', 'height'] as const) {
     if (spec.defaults[side] % spec.denoiser.patch !== 0) {
-      throw new OmniError('OMNIRX_ERR_MODEL_LOAD', `${file}: defaults.${side}: ${spec.defaults[side]} is not a multiple of denoiser.patch ${spec.denoiser.patch}`);
+      throw new OmniError(
+        'OMNIRX_ERR_MODEL_LOAD',
+        `${file}: defaults.${side}: ${spec.defaults[side]} is not a multiple of denoiser.patch ${spec.denoiser.patch}`,
+      );
     }
   }
   return spec;
@@ -64,7 +67,15 @@ export function componentTensors(spec: ToySpec): Record<ToyComponent, Record<str
   const P = patchValues(spec);
   return {
     embedder: { table: [buckets, dim] },
-    denoiser: { w_in: [hidden, P], b_in: [hidden], w_text: [hidden, dim], w_time: [hidden, TIME_FEATURES], w_pos: [hidden, POSITION_FEATURES], w_out: [P, hidden], b_out: [P] },
+    denoiser: {
+      w_in: [hidden, P],
+      b_in: [hidden],
+      w_text: [hidden, dim],
+      w_time: [hidden, TIME_FEATURES],
+      w_pos: [hidden, POSITION_FEATURES],
+      w_out: [P, hidden],
+      b_out: [P],
+    },
     decoder: { color: [3, 3], bias: [3] },
   };
 }

@@ -50,7 +50,8 @@ export const toyStages: FamilyStages<ToyImageModel, ToyState> = {
 
   restore(role, ctx, p, state) {
     const want = role === 'denoise' ? TOY_PAYLOAD.embedding : TOY_PAYLOAD.rgb;
-    if (p.payloadType !== want) throw new PayloadError(`the ${role} stage of ${ctx.model.spec.family} expects a ${want} payload, got ${p.payloadType}`, { param: 'payloadType' });
+    if (p.payloadType !== want)
+      throw new PayloadError(`the ${role} stage of ${ctx.model.spec.family} expects a ${want} payload, got ${p.payloadType}`, { param: 'payloadType' });
     if (role === 'denoise') {
       const dim = ctx.model.spec.embedder.dim;
       state.text = restored(p, 'text', [dim]);

@@ -88,15 +88,25 @@ describe('omnirx serve on a disaggregated deployment', () => {
     await c.waitJson('frame', (f) => f.pts === 3);
     c.send({ type: 'close' });
     expect(await c.waitJson('end')).toEqual({ type: 'end', frames: 4, reason: 'closed' });
-    expect(c.json('admitted')[0]).toMatchObject({ model: 'tiny-world', params: { task: 'WORLD', seed: 5, width: 16, height: 16, fps: 10, chunkFrames: 1, stepsPerChunk: 2 } });
+    expect(c.json('admitted')[0]).toMatchObject({
+      model: 'tiny-world',
+      params: { task: 'WORLD', seed: 5, width: 16, height: 16, fps: 10, chunkFrames: 1, stepsPerChunk: 2 },
+    });
     const frames = c.json('frame');
-    expect(frames.map((f) => [f.pts, f.chunk])).toEqual([[0, 0], [1, 1], [2, 2], [3, 3]]);
+    expect(frames.map((f) => [f.pts, f.chunk])).toEqual([
+      [0, 0],
+      [1, 1],
+      [2, 2],
+      [3, 3],
+    ]);
     expect(frames.map((f) => f.action)).toEqual([{ key: 'none' }, { key: 'none' }, { key: 'up', id: 'a1' }, { key: 'left', vector: [0.5, -0.5] }]);
     expect(c.json('progress').length).toBe(16 + 3 * 2); // chunk 0: sessions.firstChunkSteps (default 16); then 2 steps each
     expect(c.json('error')).toEqual([]);
     const file = path.join(dir, 'session.mp4');
     writeFileSync(file, Buffer.concat(c.binaries()));
-    const probe = JSON.parse(execFileSync('ffprobe', ['-v', 'error', '-count_frames', '-show_entries', 'stream=nb_read_frames,width,height', '-of', 'json', file]).toString()).streams[0];
+    const probe = JSON.parse(
+      execFileSync('ffprobe', ['-v', 'error', '-count_frames', '-show_entries', 'stream=nb_read_frames,width,height', '-of', 'json', file]).toString(),
+    ).streams[0];
     expect(probe).toMatchObject({ nb_read_frames: '4', width: 16, height: 16 });
     expect((await c.closed).code).toBe(1000);
   });

@@ -53,7 +53,10 @@ export interface SseEvent {
  * Reads `GET url` as an SSE stream to its end (or until `until` returns true for an event; the connection is
  * then closed) and returns the events in order. `onEvent` sees each event as it arrives.
  */
-export async function readSse(url: string, opts: { headers?: Record<string, string>; until?: (e: SseEvent) => boolean; onEvent?: (e: SseEvent) => void | Promise<void> } = {}): Promise<{ status: number; contentType: string | null; events: SseEvent[] }> {
+export async function readSse(
+  url: string,
+  opts: { headers?: Record<string, string>; until?: (e: SseEvent) => boolean; onEvent?: (e: SseEvent) => void | Promise<void> } = {},
+): Promise<{ status: number; contentType: string | null; events: SseEvent[] }> {
   const ac = new AbortController();
   const res = await fetch(url, { headers: opts.headers, signal: ac.signal });
   const events: SseEvent[] = [];

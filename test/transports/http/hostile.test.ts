@@ -24,9 +24,18 @@ async function get(url: string, headers: Record<string, string> = auth): Promise
   return { status: res.statusCode, json: res.json() as Record<string, any> };
 }
 
-async function post(pathname: string, body: string | FormData, headers: Record<string, string> = { 'content-type': 'application/json' }): Promise<{ status: number; json: Record<string, any> }> {
+async function post(
+  pathname: string,
+  body: string | FormData,
+  headers: Record<string, string> = { 'content-type': 'application/json' },
+): Promise<{ status: number; json: Record<string, any> }> {
   // A string goes as a Buffer so that an empty body is sent as one (Content-Length: 0), as fetch sends it.
-  const res = await app.inject({ method: 'POST', url: pathname, payload: typeof body === 'string' ? Buffer.from(body) : body, headers: { ...auth, ...headers } });
+  const res = await app.inject({
+    method: 'POST',
+    url: pathname,
+    payload: typeof body === 'string' ? Buffer.from(body) : body,
+    headers: { ...auth, ...headers },
+  });
   return { status: res.statusCode, json: res.json() as Record<string, any> };
 }
 
@@ -36,7 +45,9 @@ describe('hostile input gets a clear 4xx in the error shape, and the server keep
   it('malformed JSON → 400 invalid_json saying where it broke; an empty body says it is empty', async () => {
     const r = await post('/v1/videos', '{"prompt": "a",');
     expect(r.status).toBe(400);
-    expect(r.json).toEqual({ error: { type: 'invalid_request_error', code: 'invalid_json', message: expect.stringMatching(/^the body is not valid JSON: .*position 15/), param: null } });
+    expect(r.json).toEqual({
+      error: { type: 'invalid_request_error', code: 'invalid_json', message: expect.stringMatching(/^the body is not valid JSON: .*position 15/), param: null },
+    });
     const empty = await post('/v1/videos', '');
     expect(empty.json.error).toMatchObject({ code: 'invalid_json', message: 'the body is empty: send a JSON object' });
   });
@@ -78,7 +89,11 @@ describe('hostile input gets a clear 4xx in the error shape, and the server keep
     const body = '--zzz\r\nContent-Disposition: form-data; name="prompt"\r\n\r\nx';
     const r = await post('/v1/videos', body, { 'content-type': 'multipart/form-data; boundary=zzz' });
     expect(r.status).toBe(400);
-    expect(r.json.error).toMatchObject({ type: 'invalid_request_error', code: 'invalid_body', message: expect.stringMatching(/multipart body could not be read/) });
+    expect(r.json.error).toMatchObject({
+      type: 'invalid_request_error',
+      code: 'invalid_body',
+      message: expect.stringMatching(/multipart body could not be read/),
+    });
   });
 
   it('a URL that is not valid percent-encoding → 400 in the error shape', async () => {
@@ -114,7 +129,11 @@ describe('hostile input gets a clear 4xx in the error shape, and the server keep
     const form = new FormData();
     form.append('prompt', 'a');
     const img = await post('/v1/images/generations', form, {});
-    expect([img.status, img.json.error.code, img.json.error.message]).toEqual([415, 'unsupported_media_type', expect.stringMatching(/takes application\/json; got multipart/)]);
+    expect([img.status, img.json.error.code, img.json.error.message]).toEqual([
+      415,
+      'unsupported_media_type',
+      expect.stringMatching(/takes application\/json; got multipart/),
+    ]);
   });
 
   it('unknown fields, wrong types, a bad size, negative or fractional-frame seconds → 400 naming the field', async () => {
@@ -148,14 +167,22 @@ describe('hostile input gets a clear 4xx in the error shape, and the server keep
     ];
     for (const [body, param] of cases) {
       const r = await postJson(body);
-      expect({ body, status: r.status, param: r.json.error?.param, type: r.json.error?.type }).toEqual({ body, status: 400, param, type: 'invalid_request_error' });
+      expect({ body, status: r.status, param: r.json.error?.param, type: r.json.error?.type }).toEqual({
+        body,
+        status: 400,
+        param,
+        type: 'invalid_request_error',
+      });
       expect(typeof r.json.error.message).toBe('string');
     }
     // A wrong type says what is taken, not zod's "Invalid input"; so does a list query's bad limit.
     const obj = await postJson({ prompt: 'a', seconds: {} });
     expect(obj.json.error.message).toMatch(/seconds must be a number of seconds or a string of one, e\.g\. 4 or "4"/);
     const limit = await get('/v1/videos?limit=abc');
-    expect([limit.status, limit.json.error]).toEqual([400, expect.objectContaining({ param: 'limit', message: expect.stringMatching(/limit must be an integer from 1 to 100/) })]);
+    expect([limit.status, limit.json.error]).toEqual([
+      400,
+      expect.objectContaining({ param: 'limit', message: expect.stringMatching(/limit must be an integer from 1 to 100/) }),
+    ]);
     // An engine-side rejection names the HTTP field first in its message, then the request path it maps to.
     const steps = await postJson({ prompt: 'a', num_inference_steps: 1000 });
     expect(steps.json.error.message).toMatch(/^num_inference_steps \(diffusion\.numInferenceSteps\): /);
@@ -171,7 +198,11 @@ describe('hostile input gets a clear 4xx in the error shape, and the server keep
     expect(r.status).toBe(400);
     expect(r.json.error.param).toBe('num_frames');
     // guidance_interval as "start,end": a reversed pair is refused for what it is, text that is not two numbers too.
-    for (const [text, message] of [['0.5,0.25', /start must not exceed end/], ['0,0.5,1', /as text: "start,end"/], ['abc', /as text: "start,end"/]] as const) {
+    for (const [text, message] of [
+      ['0.5,0.25', /start must not exceed end/],
+      ['0,0.5,1', /as text: "start,end"/],
+      ['abc', /as text: "start,end"/],
+    ] as const) {
       const f = new FormData();
       f.append('prompt', 'a');
       f.append('guidance_interval', text);
@@ -261,10 +292,18 @@ describe('on a real socket: what the HTTP parser refuses, stray upgrades, CONNEC
       });
     const parse = (res: string) => ({ status: Number(res.split(' ')[1]), body: JSON.parse(res.slice(res.indexOf('\r\n\r\n') + 4)) });
     const big = parse(await raw(`GET /health HTTP/1.1\r\nHost: x\r\nX-Big: ${'a'.repeat(20_000)}\r\n\r\n`));
-    expect(big).toEqual({ status: 431, body: { error: { type: 'invalid_request_error', code: 'headers_too_large', message: expect.stringMatching(/limit of \d+ bytes/), param: null } } });
+    expect(big).toEqual({
+      status: 431,
+      body: { error: { type: 'invalid_request_error', code: 'headers_too_large', message: expect.stringMatching(/limit of \d+ bytes/), param: null } },
+    });
     for (const request of ['GARBAGE / HTTP/1.1\r\nHost: x\r\n\r\n', 'POST /v1/videos HTTP/1.1\r\nHost: x\r\nContent-Length: abc\r\n\r\n']) {
       const r = parse(await raw(request));
-      expect({ request, status: r.status, code: r.body.error.code, type: r.body.error.type }).toEqual({ request, status: 400, code: 'malformed_request', type: 'invalid_request_error' });
+      expect({ request, status: r.status, code: r.body.error.code, type: r.body.error.type }).toEqual({
+        request,
+        status: 400,
+        code: 'malformed_request',
+        type: 'invalid_request_error',
+      });
       expect(r.body.error.message).toMatch(/^the request is not valid HTTP\/1\.1 \(HPE_/);
     }
     expect((await fetch(`${server.origin}/health`)).status).toBe(200);
@@ -298,16 +337,18 @@ describe('on a real socket: what the HTTP parser refuses, stray upgrades, CONNEC
   it('100 rapid connects and disconnects (some with half a request or garbage), then a normal request succeeds', async () => {
     const garbage = ['', 'GET /v1/mod', 'POST /v1/videos HTTP/1.1\r\nContent-Length: 100000\r\n\r\n{"pro', '\x00\x01\x02binary\xff'];
     await Promise.all(
-      Array.from({ length: 100 }, (_, i) =>
-        new Promise<void>((resolve) => {
-          const s = connect(server.port, '127.0.0.1', () => {
-            const g = garbage[i % garbage.length]!;
-            if (g !== '') s.write(g);
-            s.destroy();
-          });
-          s.on('close', () => resolve());
-          s.on('error', () => resolve());
-        }),
+      Array.from(
+        { length: 100 },
+        (_, i) =>
+          new Promise<void>((resolve) => {
+            const s = connect(server.port, '127.0.0.1', () => {
+              const g = garbage[i % garbage.length]!;
+              if (g !== '') s.write(g);
+              s.destroy();
+            });
+            s.on('close', () => resolve());
+            s.on('error', () => resolve());
+          }),
       ),
     );
     const r = await fetch(`${server.origin}/v1/models`, { headers: auth });

@@ -55,10 +55,21 @@ describe('SSE job events', () => {
     const types = live.events.map((e) => e.event);
     expect(types.at(-1)).toBe('final');
     const steps = live.events.filter((e) => e.event === 'step').map((e) => [e.data.index, e.data.total]);
-    expect(steps).toEqual([[0, 4], [1, 4], [2, 4], [3, 4]]);
+    expect(steps).toEqual([
+      [0, 4],
+      [1, 4],
+      [2, 4],
+      [3, 4],
+    ]);
     const final = live.events.at(-1)!.data;
     // Artifacts are summarised (shape only), never base64 frames.
-    expect(final).toEqual({ type: 'final', requestId: job.id, seed: 3, ms: expect.any(Number), artifacts: { video: { kind: 'video', width: 16, height: 16, numFrames: 3, fps: 6 } } });
+    expect(final).toEqual({
+      type: 'final',
+      requestId: job.id,
+      seed: 3,
+      ms: expect.any(Number),
+      artifacts: { video: { kind: 'video', width: 16, height: 16, numFrames: 3, fps: 6 } },
+    });
     expect(JSON.stringify(live.events).length).toBeLessThan(10_000);
     // `final` on the stream means the content is downloadable.
     const content = await fetch(`${s.origin}/v1/videos/${job.id}/content`);
@@ -73,16 +84,26 @@ describe('SSE job events', () => {
     const sse = await readSse(`${s.origin}/v1/videos/${job.id}/events`);
     const order = sse.events.filter((e) => e.event === 'step' || e.event === 'chunk').map((e) => (e.event === 'step' ? `step${e.data.index}` : 'preview'));
     expect(order).toEqual(['step0', 'preview', 'step1', 'preview', 'step2', 'preview', 'step3']);
-    const pngs = sse.events.filter((e) => e.event === 'chunk').map((e) => {
-      expect(e.data).toMatchObject({ node: 'denoise', artifact: { kind: 'image', width: 16, height: 16 }, preview: { width: 16, height: 16 } });
-      return PNG.sync.read(Buffer.from((e.data.preview as { png_b64: string }).png_b64, 'base64'));
-    });
-    expect(pngs.map((p) => [p.width, p.height])).toEqual([[16, 16], [16, 16], [16, 16]]);
+    const pngs = sse.events
+      .filter((e) => e.event === 'chunk')
+      .map((e) => {
+        expect(e.data).toMatchObject({ node: 'denoise', artifact: { kind: 'image', width: 16, height: 16 }, preview: { width: 16, height: 16 } });
+        return PNG.sync.read(Buffer.from((e.data.preview as { png_b64: string }).png_b64, 'base64'));
+      });
+    expect(pngs.map((p) => [p.width, p.height])).toEqual([
+      [16, 16],
+      [16, 16],
+      [16, 16],
+    ]);
     // Successive predictions of the same video differ (the sampler moves), and the job still ends with its MP4.
     expect(Buffer.compare(pngs[0]!.data, pngs[2]!.data)).not.toBe(0);
     expect(sse.events.at(-1)!.event).toBe('final');
     for (const bad of [0, -1, 2.5, 'x']) {
-      const r = await fetch(`${s.origin}/v1/videos`, { method: 'POST', headers: { 'content-type': 'application/json' }, body: JSON.stringify({ prompt: 'a', preview_every: bad }) });
+      const r = await fetch(`${s.origin}/v1/videos`, {
+        method: 'POST',
+        headers: { 'content-type': 'application/json' },
+        body: JSON.stringify({ prompt: 'a', preview_every: bad }),
+      });
       expect([bad, r.status, ((await r.json()) as any).error.param]).toEqual([bad, 400, 'preview_every']);
     }
   });
@@ -120,7 +141,18 @@ describe('metrics', () => {
       expect(metric(after, 'omnirx_running')).toBe(0);
       expect(metric(after, 'omnirx_http_request_duration_seconds_count{method="POST",route="/v1/videos",status="200"}')).toBe(1);
       // A second server has its own registry: nothing leaks between them.
-      const other = await createServer({ engine: { generate: () => { throw new Error('unused'); }, listModels: () => [], stats: () => ({ queued: 0, running: 0 }), models: { get: () => Promise.reject(new Error('unused')) }, session: () => Promise.reject(new Error('unused')), close: async () => undefined } });
+      const other = await createServer({
+        engine: {
+          generate: () => {
+            throw new Error('unused');
+          },
+          listModels: () => [],
+          stats: () => ({ queued: 0, running: 0 }),
+          models: { get: () => Promise.reject(new Error('unused')) },
+          session: () => Promise.reject(new Error('unused')),
+          close: async () => undefined,
+        },
+      });
       expect(metric(await other.omnirx.metrics.registry.metrics(), 'omnirx_jobs_total{status="completed"}')).toBeUndefined();
       await other.close();
     } finally {
@@ -139,7 +171,11 @@ describe('drain', () => {
     const ready = await fetch(`${s.origin}/ready`);
     expect(ready.status).toBe(503);
     expect(((await ready.json()) as any).error.code).toBe('OMNIRX_ERR_UNAVAILABLE');
-    const refused = await fetch(`${s.origin}/v1/videos`, { method: 'POST', headers: { 'content-type': 'application/json', connection: 'close' }, body: JSON.stringify({ prompt: 'late' }) });
+    const refused = await fetch(`${s.origin}/v1/videos`, {
+      method: 'POST',
+      headers: { 'content-type': 'application/json', connection: 'close' },
+      body: JSON.stringify({ prompt: 'late' }),
+    });
     expect(refused.status).toBe(503);
     expect(((await refused.json()) as any).error).toMatchObject({ code: 'OMNIRX_ERR_UNAVAILABLE', type: 'service_unavailable_error' });
     expect(await draining).toEqual({ finished: 1, failed: 0 });
@@ -175,11 +211,24 @@ describe('drain', () => {
     const app = await createServer({ engine: new Promise((resolve) => (up = resolve as never)) });
     const ready = await app.inject({ url: '/ready' });
     expect(ready.statusCode).toBe(503);
-    const create = await app.inject({ method: 'POST', url: '/v1/videos', headers: { 'content-type': 'application/json' }, payload: JSON.stringify({ prompt: 'a' }) });
+    const create = await app.inject({
+      method: 'POST',
+      url: '/v1/videos',
+      headers: { 'content-type': 'application/json' },
+      payload: JSON.stringify({ prompt: 'a' }),
+    });
     expect(create.statusCode).toBe(503);
     expect((create.json() as any).error.code).toBe('OMNIRX_ERR_UNAVAILABLE');
     expect((await app.inject({ url: '/health' })).statusCode).toBe(200);
-    up({ generate: () => { throw new Error('unused'); }, listModels: () => ['m'], stats: () => ({ queued: 0, running: 0 }), models: { get: () => Promise.reject(new Error('unused')) }, close: async () => undefined } as never);
+    up({
+      generate: () => {
+        throw new Error('unused');
+      },
+      listModels: () => ['m'],
+      stats: () => ({ queued: 0, running: 0 }),
+      models: { get: () => Promise.reject(new Error('unused')) },
+      close: async () => undefined,
+    } as never);
     await app.omnirx.engineReady;
     expect((await app.inject({ url: '/ready' })).statusCode).toBe(200);
     await app.close();
@@ -193,7 +242,12 @@ describe('queue full', () => {
     try {
       const long = await injectJob(app, { prompt: 'a', size: '40x40', num_frames: 40, num_inference_steps: 50, guidance_scale: 1 });
       expect(long.status).toBe('in_progress');
-      const res = await app.inject({ method: 'POST', url: '/v1/videos', headers: { 'content-type': 'application/json' }, payload: JSON.stringify({ prompt: 'b' }) });
+      const res = await app.inject({
+        method: 'POST',
+        url: '/v1/videos',
+        headers: { 'content-type': 'application/json' },
+        payload: JSON.stringify({ prompt: 'b' }),
+      });
       expect(res.statusCode).toBe(429);
       expect((res.json() as any).error).toMatchObject({ type: 'rate_limit_error', code: 'OMNIRX_ERR_QUEUE_FULL' });
       const list = (await app.inject({ url: '/v1/videos' })).json() as { data: Array<{ id: string }> };
@@ -206,8 +260,19 @@ describe('queue full', () => {
 
 describe('omnirx serve arguments', () => {
   it('binds 127.0.0.1:8000 by default, takes the api key from OMNIRX_API_KEY, and rejects a bad port', () => {
-    expect(parseServeArgs([], { OMNIRX_API_KEY: 'sekret' }, () => undefined)).toEqual({ host: '127.0.0.1', port: 8000, drainTimeoutMs: 30000, apiKey: 'sekret' });
-    expect(parseServeArgs(['--port', '0', '--host', '0.0.0.0', '--api-key', 'a', '--models-dir', '/m'], {}, () => undefined)).toEqual({ host: '0.0.0.0', port: 0, drainTimeoutMs: 30000, apiKey: 'a', modelsDir: '/m' });
+    expect(parseServeArgs([], { OMNIRX_API_KEY: 'sekret' }, () => undefined)).toEqual({
+      host: '127.0.0.1',
+      port: 8000,
+      drainTimeoutMs: 30000,
+      apiKey: 'sekret',
+    });
+    expect(parseServeArgs(['--port', '0', '--host', '0.0.0.0', '--api-key', 'a', '--models-dir', '/m'], {}, () => undefined)).toEqual({
+      host: '0.0.0.0',
+      port: 0,
+      drainTimeoutMs: 30000,
+      apiKey: 'a',
+      modelsDir: '/m',
+    });
     expect(() => parseServeArgs(['--port', '70000'], {}, () => undefined)).toThrow(/--port must be an integer in \[0, 65535\]/);
   });
 });

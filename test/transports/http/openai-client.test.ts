@@ -24,7 +24,8 @@ afterAll(async () => {
 });
 
 /** `videos.create` with the extension fields (num_frames, fps, …) and sizes the client's types do not list. */
-const createVideo = (body: Record<string, unknown>): Promise<VideoObject> => client.videos.create(body as unknown as OpenAI.Videos.VideoCreateParams) as unknown as Promise<VideoObject>;
+const createVideo = (body: Record<string, unknown>): Promise<VideoObject> =>
+  client.videos.create(body as unknown as OpenAI.Videos.VideoCreateParams) as unknown as Promise<VideoObject>;
 
 /** Polls `retrieve` until the job leaves queued/in_progress (no time bound: jest's own timeout applies). */
 async function pollDone(id: string): Promise<OpenAI.Videos.Video> {
@@ -38,8 +39,29 @@ async function pollDone(id: string): Promise<OpenAI.Videos.Video> {
 describe('the official openai client against omnirx serve', () => {
   it('creates a video job (multipart, seconds as a string), polls it to completed and downloads an MP4 that ffprobe validates', async () => {
     // 16x8, 1 s at 6 fps = 6 frames; the extra fields ride along in the multipart form.
-    const created = await createVideo({ prompt: 'a red ball in a blue room', model: 'tiny', seconds: '1', size: '16x8', fps: 6, num_inference_steps: 2, seed: 11 });
-    expect(created).toMatchObject({ object: 'video', model: 'tiny', size: '16x8', seconds: '1', num_frames: 6, fps: 6, num_inference_steps: 2, seed: 11, guidance_scale: 4, guidance_interval: [0, 1], eta: 0, error: null });
+    const created = await createVideo({
+      prompt: 'a red ball in a blue room',
+      model: 'tiny',
+      seconds: '1',
+      size: '16x8',
+      fps: 6,
+      num_inference_steps: 2,
+      seed: 11,
+    });
+    expect(created).toMatchObject({
+      object: 'video',
+      model: 'tiny',
+      size: '16x8',
+      seconds: '1',
+      num_frames: 6,
+      fps: 6,
+      num_inference_steps: 2,
+      seed: 11,
+      guidance_scale: 4,
+      guidance_interval: [0, 1],
+      eta: 0,
+      error: null,
+    });
     expect(created.id).toMatch(/^video_[0-9a-f]{32}$/);
     expect(['queued', 'in_progress', 'completed']).toContain(created.status);
 

@@ -39,7 +39,10 @@ test('the world page decodes the session video and a key press yields displayed 
     const v = document.getElementById('video');
     return { latencies: w.latencies, decoded: v.getVideoPlaybackQuality().totalVideoFrames, width: v.videoWidth, height: v.videoHeight, errors: w.errors, lastKey: w.lastFrame.key };
   })()`)) as { latencies: Array<{ id: string; key: string; ms: number }>; decoded: number; width: number; height: number; errors: unknown[]; lastKey: string };
-  expect(state.latencies.map((l) => [l.id, l.key])).toEqual([['a1', 'left'], ['a2', 'right']]);
+  expect(state.latencies.map((l) => [l.id, l.key])).toEqual([
+    ['a1', 'left'],
+    ['a2', 'right'],
+  ]);
   expect(state.latencies.every((l) => Number.isFinite(l.ms) && l.ms > 0)).toBe(true);
   expect(state.decoded).toBeGreaterThan(0);
   expect([state.width, state.height]).toEqual([32, 32]);

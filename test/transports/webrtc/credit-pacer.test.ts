@@ -15,7 +15,10 @@ describe('CreditPacer', () => {
     p.start();
     expect(grants).toEqual([[0, 1]]); // spaced: the second window credit comes 50 ms later
     jest.advanceTimersByTime(50);
-    expect(grants).toEqual([[0, 1], [50, 1]]);
+    expect(grants).toEqual([
+      [0, 1],
+      [50, 1],
+    ]);
     expect(p.framesInFlight).toBe(2);
     jest.advanceTimersByTime(100);
     expect(grants.length).toBe(2); // nothing sent: nothing more granted
@@ -35,7 +38,11 @@ describe('CreditPacer', () => {
     p.start();
     p.frameSent();
     p.frameSent();
-    expect(grants).toEqual([[0, 3], [0, 1], [0, 1]]);
+    expect(grants).toEqual([
+      [0, 3],
+      [0, 1],
+      [0, 1],
+    ]);
   });
 
   it('expedite grants an owed credit at once (an action arrived) but never beyond the window', () => {
@@ -61,7 +68,10 @@ describe('CreditPacer', () => {
     expect(grants).toEqual([[0, 1]]);
     jest.advanceTimersByTime(10);
     p.frameSent(); // at 30, before the 50 ms spacing
-    expect(grants).toEqual([[0, 1], [30, 1]]);
+    expect(grants).toEqual([
+      [0, 1],
+      [30, 1],
+    ]);
     jest.advanceTimersByTime(10);
     p.frameSent(); // at 40: spaced again, due at 80
     expect(grants.length).toBe(2);

@@ -7,7 +7,6 @@ import { rtcPeerConfig } from '../../../transports/webrtc/peer-config';
 import { makeModelsDir, tinyWorldSpec } from '../../helpers/tiny-model';
 import { builtinFamilies } from '../../../src/families';
 
-
 /** A listening server over an engine on the tiny world model (chunks of one frame, two denoise steps). */
 export interface RtcTestServer {
   app: FastifyInstance;
@@ -20,7 +19,12 @@ export interface RtcTestServer {
 export async function startRtcServer(opts: { maxSessions?: number } = {}): Promise<RtcTestServer> {
   const maxSessions = opts.maxSessions ?? 4;
   const modelsDir = await makeModelsDir([{ spec: tinyWorldSpec(), seed: 3 }]);
-  const engine = await Engine.create({ families: builtinFamilies(), modelsDir, defaultModel: 'tiny-world', sessions: { chunkFrames: 1, sinkFrames: 1, localWindowFrames: 2, steps: 2, maxSessions } });
+  const engine = await Engine.create({
+    families: builtinFamilies(),
+    modelsDir,
+    defaultModel: 'tiny-world',
+    sessions: { chunkFrames: 1, sinkFrames: 1, localWindowFrames: 2, steps: 2, maxSessions },
+  });
   const app = await createServer({ engine });
   await app.omnirx.engineReady;
   await app.listen({ host: '127.0.0.1', port: 0 });
@@ -96,11 +100,13 @@ export async function connectClient(wsUrl: string, session: Record<string, unkno
       else dc.stateChanged.subscribe((s) => s === 'open' && resolve(dc));
     });
   });
-  const answer = signaling.next((m) => m.type === 'offer').then(async (m) => {
-    await pc.setRemoteDescription({ type: 'offer', sdp: m.sdp as string });
-    await pc.setLocalDescription(await pc.createAnswer());
-    return pc.localDescription!.sdp;
-  });
+  const answer = signaling
+    .next((m) => m.type === 'offer')
+    .then(async (m) => {
+      await pc.setRemoteDescription({ type: 'offer', sdp: m.sdp as string });
+      await pc.setLocalDescription(await pc.createAnswer());
+      return pc.localDescription!.sdp;
+    });
   ws.on('message', (data) => signaling.push(JSON.parse(data.toString()) as Record<string, unknown>));
   if (opts.autoAnswer !== false) void answer.then((sdp) => ws.send(JSON.stringify({ type: 'answer', sdp })));
   const closeFrame = new Promise<{ code: number; reason: string; after: number }>((resolve) =>

@@ -95,7 +95,12 @@ test('signaling garbage and bad session fields get errors naming the field; the 
   c.ws.send(JSON.stringify({ type: 'start', session: { prompt: ' \t ' } }));
   c.ws.send(JSON.stringify({ type: 'start', session: { prompt: 'a', fps: 0 } }));
   await until(() => c.signaling.all.filter((m) => m.type === 'error').length >= 8);
-  expect(c.signaling.all.filter((m) => m.type === 'error').slice(1).map((e) => [e.code, e.param])).toEqual([
+  expect(
+    c.signaling.all
+      .filter((m) => m.type === 'error')
+      .slice(1)
+      .map((e) => [e.code, e.param]),
+  ).toEqual([
     ['invalid_json', 'message'],
     ['invalid_json', 'message'],
     ['invalid_message', 'type'],
@@ -108,7 +113,10 @@ test('signaling garbage and bad session fields get errors naming the field; the 
   c.ws.send(JSON.stringify({ type: 'start', session: { prompt: 'a', eta: 2 } }));
   c.ws.send(JSON.stringify({ type: 'start', session: { prompt: 'a', eta: 'some' } }));
   await until(() => c.signaling.all.filter((m) => m.type === 'error').length >= 10);
-  const etaErrors = c.signaling.all.filter((m) => m.type === 'error').slice(8).map((e) => `${e.code} ${e.param}`);
+  const etaErrors = c.signaling.all
+    .filter((m) => m.type === 'error')
+    .slice(8)
+    .map((e) => `${e.code} ${e.param}`);
   expect(etaErrors.sort()).toEqual(['OMNIRX_ERR_INVALID_REQUEST session.eta', 'invalid_message session.eta']);
   expect(server.engine.stats().sessions).toBe(0);
   c.ws.send(JSON.stringify({ type: 'start', session: { prompt: 'a red room', width: 32, height: 32 } }));

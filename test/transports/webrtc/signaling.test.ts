@@ -44,7 +44,11 @@ test('malformed ICE candidates are refused on receipt naming the field; the answ
   await until(() => errors().length >= 6);
   // Shape errors answer at once, section errors after a look at the offer: compare in message order.
   const byId = (a: Record<string, unknown>, b: Record<string, unknown>) => String(a.replyTo).localeCompare(String(b.replyTo));
-  expect(errors().sort(byId).map((e) => [e.replyTo, e.code, e.param, e.fatal])).toEqual([
+  expect(
+    errors()
+      .sort(byId)
+      .map((e) => [e.replyTo, e.code, e.param, e.fatal]),
+  ).toEqual([
     ['c1', 'invalid_message', 'candidate.candidate', false],
     ['c2', 'invalid_message', 'candidate.sdpMid', false],
     ['c3', 'OMNIRX_ERR_INVALID_REQUEST', 'candidate.sdpMid', false],
@@ -69,7 +73,10 @@ test('a candidate queued before the answer and refused when applied rejects unde
   try {
     // Before the offer the server cannot check the mid: the candidate waits for the answer.
     const queued = session.addCandidate({ candidate: HOST_CANDIDATE, sdpMid: 'not-a-mid' });
-    const settled = queued.then(() => 'applied', (err: unknown) => err);
+    const settled = queued.then(
+      () => 'applied',
+      (err: unknown) => err,
+    );
     const inbox = new Inbox();
     const channel = new Promise<RTCDataChannel>((resolve) =>
       client.onDataChannel.subscribe((dc) => {

@@ -23,7 +23,7 @@ function udpSockets(): number {
 /** The open UDP sockets once they stopped changing for a moment (closing one takes an event-loop turn or two). */
 async function settledUdpSockets(): Promise<number> {
   let last = udpSockets();
-  for (let stable = 0; stable < 10; ) {
+  for (let stable = 0; stable < 10;) {
     await new Promise((r) => setTimeout(r, 20));
     const now = udpSockets();
     stable = now === last ? stable + 1 : 0;

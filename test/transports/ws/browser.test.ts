@@ -34,7 +34,9 @@ describe('generation demo page in headless Chromium', () => {
     await page.click('#go');
     // Page-side expressions as strings: this project type-checks without the DOM library.
     await page.waitForFunction('window.omnirxDemo?.ended === true');
-    await page.waitForFunction("(() => { const v = document.querySelector('video'); return v.currentTime > 0.5 && v.getVideoPlaybackQuality().totalVideoFrames > 0; })()");
+    await page.waitForFunction(
+      "(() => { const v = document.querySelector('video'); return v.currentTime > 0.5 && v.getVideoPlaybackQuality().totalVideoFrames > 0; })()",
+    );
     const state = (await page.evaluate(`(() => {
       const v = document.querySelector('video');
       const demo = window.omnirxDemo;

@@ -29,7 +29,18 @@ afterAll(async () => {
 const REQUEST = { prompt: 'a red ball', size: '32x32', num_frames: 9, fps: 8, num_inference_steps: 2, seed: 7 };
 
 function ffprobe(file: string): { nb_read_frames: string; width: number; height: number; r_frame_rate: string; codec_name: string } {
-  const out = execFileSync('ffprobe', ['-v', 'error', '-count_frames', '-select_streams', 'v:0', '-show_entries', 'stream=nb_read_frames,width,height,r_frame_rate,codec_name', '-of', 'json', file]);
+  const out = execFileSync('ffprobe', [
+    '-v',
+    'error',
+    '-count_frames',
+    '-select_streams',
+    'v:0',
+    '-show_entries',
+    'stream=nb_read_frames,width,height,r_frame_rate,codec_name',
+    '-of',
+    'json',
+    file,
+  ]);
   return JSON.parse(out.toString()).streams[0];
 }
 
@@ -48,14 +59,19 @@ async function generate(format: 'fmp4' | 'h264', credits = 2): Promise<StreamCli
 describe('generation over /v1/stream', () => {
   it('fMP4: init message and segment, then per frame a frame message and one moof+mdat; ffprobe counts frames, fps and size', async () => {
     const c = await generate('fmp4');
-    const order = c.received.map((m) => (m.kind === 'binary' ? 'bin' : (m.data.type as string))).filter((t) => t !== 'queued' && t !== 'progress' && t !== 'admitted');
+    const order = c.received
+      .map((m) => (m.kind === 'binary' ? 'bin' : (m.data.type as string)))
+      .filter((t) => t !== 'queued' && t !== 'progress' && t !== 'admitted');
     expect(order).toEqual(['init', 'bin', ...Array.from({ length: 9 }, () => ['frame', 'bin']).flat(), 'end']);
     expect(c.json('init')[0]).toMatchObject({ type: 'init', format: 'fmp4', width: 32, height: 32, fps: 8 });
     expect(c.json('init')[0]!.codec).toMatch(/^avc1\.[0-9A-F]{6}$/);
     expect(c.json('frame').map((f) => f.pts)).toEqual([0, 1, 2, 3, 4, 5, 6, 7, 8]);
     expect(c.json('frame').map((f) => f.ptsMs)).toEqual([0, 125, 250, 375, 500, 625, 750, 875, 1000]);
     expect(c.json('frame')[0]).toMatchObject({ keyframe: true, chunk: null, action: null });
-    expect(c.json('progress').map((p) => [p.step, p.total])).toEqual([[1, 2], [2, 2]]);
+    expect(c.json('progress').map((p) => [p.step, p.total])).toEqual([
+      [1, 2],
+      [2, 2],
+    ]);
     expect(c.json('end')[0]).toEqual({ type: 'end', frames: 9, reason: 'completed' });
     const bins = c.binaries();
     expect(bins[0]!.subarray(4, 8).toString('latin1')).toBe('ftyp');
@@ -122,8 +138,16 @@ describe('hostile input on /v1/stream', () => {
     ['preview_every', { type: 'generate', request: { prompt: 'a', preview_every: 2 } }, { code: 'invalid_message', param: 'request.preview_every' }],
     ['a bad size', { type: 'generate', request: { prompt: 'a', size: 'big' } }, { code: 'invalid_message', param: 'request.size' }],
     ['num_frames as a string', { type: 'generate', request: { prompt: 'a', num_frames: '9' } }, { code: 'invalid_message', param: 'request.num_frames' }],
-    ['a reversed guidance interval', { type: 'generate', request: { prompt: 'a', guidance_interval: [0.75, 0.25] } }, { code: 'invalid_message', param: 'request.guidance_interval' }],
-    ['a guidance interval past 1', { type: 'generate', request: { prompt: 'a', guidance_interval: [0, 7] } }, { code: 'invalid_message', param: 'request.guidance_interval.1' }],
+    [
+      'a reversed guidance interval',
+      { type: 'generate', request: { prompt: 'a', guidance_interval: [0.75, 0.25] } },
+      { code: 'invalid_message', param: 'request.guidance_interval' },
+    ],
+    [
+      'a guidance interval past 1',
+      { type: 'generate', request: { prompt: 'a', guidance_interval: [0, 7] } },
+      { code: 'invalid_message', param: 'request.guidance_interval.1' },
+    ],
     ['an eta past 1', { type: 'generate', request: { prompt: 'a', eta: 3 } }, { code: 'invalid_message', param: 'request.eta' }],
     ['an eta as a string', { type: 'generate', request: { prompt: 'a', eta: '0.5' } }, { code: 'invalid_message', param: 'request.eta' }],
     ['an unknown format', { type: 'generate', format: 'webm', request: { prompt: 'a' } }, { code: 'invalid_message', param: 'format' }],
@@ -133,7 +157,11 @@ describe('hostile input on /v1/stream', () => {
     ['an action before any session', { type: 'action', key: 'up' }, { code: 'not_started', param: 'type' }],
     ['a credit before any stream', { type: 'credit', frames: 1 }, { code: 'not_started', param: 'type' }],
     ['a flush before any session', { type: 'flush' }, { code: 'not_started', param: 'type' }],
-    ['a size the model cannot take', { type: 'generate', request: { prompt: 'a', size: '30x30' } }, { code: 'OMNIRX_ERR_UNSUPPORTED_VALUE', param: 'request.size' }],
+    [
+      'a size the model cannot take',
+      { type: 'generate', request: { prompt: 'a', size: '30x30' } },
+      { code: 'OMNIRX_ERR_UNSUPPORTED_VALUE', param: 'request.size' },
+    ],
     ['an unknown model', { type: 'generate', request: { prompt: 'a', model: 'nope' } }, { code: 'OMNIRX_ERR_UNKNOWN_MODEL', param: 'request.model' }],
   ];
 
@@ -156,7 +184,10 @@ describe('hostile input on /v1/stream', () => {
     // 65 more exceed the 64 a client may hold whatever frames were spent in between (with 1 more, a stream that sent
     // its frames before this message arrived would leave room for it, and no error would come).
     c.send({ type: 'credit', frames: 65 });
-    expect(await c.waitJson('error', (e) => e.param === 'frames' && /64 credits/.test(String(e.message)))).toMatchObject({ code: 'invalid_message', fatal: false });
+    expect(await c.waitJson('error', (e) => e.param === 'frames' && /64 credits/.test(String(e.message)))).toMatchObject({
+      code: 'invalid_message',
+      fatal: false,
+    });
     expect(await c.waitJson('end')).toMatchObject({ frames: 9, reason: 'completed' });
   });
 
@@ -207,17 +238,19 @@ describe('hostile input on /v1/stream', () => {
   it('100 rapid connects and disconnects (some mid-start), then a normal stream works', async () => {
     const url = server.origin.replace(/^http/, 'ws') + '/v1/stream';
     await Promise.all(
-      Array.from({ length: 100 }, (_, i) =>
-        new Promise<void>((resolve) => {
-          const ws = new WebSocket(url);
-          ws.on('open', () => {
-            if (i % 2 === 0) ws.send(JSON.stringify({ type: 'generate', request: REQUEST }));
-            if (i % 3 === 0) ws.terminate();
-            else ws.close();
-          });
-          ws.on('close', () => resolve());
-          ws.on('error', () => resolve());
-        }),
+      Array.from(
+        { length: 100 },
+        (_, i) =>
+          new Promise<void>((resolve) => {
+            const ws = new WebSocket(url);
+            ws.on('open', () => {
+              if (i % 2 === 0) ws.send(JSON.stringify({ type: 'generate', request: REQUEST }));
+              if (i % 3 === 0) ws.terminate();
+              else ws.close();
+            });
+            ws.on('close', () => resolve());
+            ws.on('error', () => resolve());
+          }),
       ),
     );
     const d = await generate('fmp4', 9);

@@ -13,13 +13,17 @@ import { startServer, type TestServer } from '../http/helpers';
 import { StreamClient } from './stream-client';
 import { builtinFamilies } from '../../../src/families';
 
-
 let engine: Engine;
 let server: TestServer;
 
 beforeAll(async () => {
   const modelsDir = await makeModelsDir([{ spec: tinyWorldSpec(), seed: 3 }]);
-  engine = await Engine.create({ families: builtinFamilies(), modelsDir, defaultModel: 'tiny-world', sessions: { chunkFrames: 1, sinkFrames: 1, localWindowFrames: 2, steps: 2, maxSessions: 2 } });
+  engine = await Engine.create({
+    families: builtinFamilies(),
+    modelsDir,
+    defaultModel: 'tiny-world',
+    sessions: { chunkFrames: 1, sinkFrames: 1, localWindowFrames: 2, steps: 2, maxSessions: 2 },
+  });
   server = await startServer({ engine, modelsDir });
 });
 
@@ -51,8 +55,20 @@ describe('world sessions over /v1/stream', () => {
     const end = await c.waitJson('end');
     expect(end).toEqual({ type: 'end', frames: 5, reason: 'closed' });
     const frames = c.json('frame');
-    expect(frames.map((f) => [f.pts, f.chunk, f.ptsMs])).toEqual([[0, 0, 0], [1, 1, 100], [2, 2, 200], [3, 3, 300], [4, 4, 400]]);
-    expect(frames.map((f) => f.action)).toEqual([{ key: 'none' }, { key: 'none' }, { key: 'up', id: 'a1' }, { key: 'left', vector: [0.5, -0.5] }, { key: 'left', vector: [0.5, -0.5] }]);
+    expect(frames.map((f) => [f.pts, f.chunk, f.ptsMs])).toEqual([
+      [0, 0, 0],
+      [1, 1, 100],
+      [2, 2, 200],
+      [3, 3, 300],
+      [4, 4, 400],
+    ]);
+    expect(frames.map((f) => f.action)).toEqual([
+      { key: 'none' },
+      { key: 'none' },
+      { key: 'up', id: 'a1' },
+      { key: 'left', vector: [0.5, -0.5] },
+      { key: 'left', vector: [0.5, -0.5] },
+    ]);
     expect(c.json('init')[0]).toMatchObject({ format: 'fmp4', width: 16, height: 16, fps: 10 });
     expect(c.json('admitted')[0]).toMatchObject({ model: 'tiny-world', params: { task: 'WORLD', seed: 5 } });
     expect(c.json('progress').length).toBe(16 + 4 * 2); // chunk 0: sessions.firstChunkSteps (default 16); then 2 steps each
@@ -60,7 +76,18 @@ describe('world sessions over /v1/stream', () => {
     const dir = mkdtempSync(path.join(tmpdir(), 'omnirx-ws-session-'));
     writeFileSync(path.join(dir, 's.mp4'), Buffer.concat(c.binaries()));
     expect(c.binaries()).toHaveLength(6);
-    const probe = JSON.parse(execFileSync('ffprobe', ['-v', 'error', '-count_frames', '-show_entries', 'stream=nb_read_frames,width,height', '-of', 'json', path.join(dir, 's.mp4')]).toString()).streams[0];
+    const probe = JSON.parse(
+      execFileSync('ffprobe', [
+        '-v',
+        'error',
+        '-count_frames',
+        '-show_entries',
+        'stream=nb_read_frames,width,height',
+        '-of',
+        'json',
+        path.join(dir, 's.mp4'),
+      ]).toString(),
+    ).streams[0];
     expect(probe).toMatchObject({ nb_read_frames: '5', width: 16, height: 16 });
     expect((await c.closed).code).toBe(1000);
     expect(await sessionsFreed()).toBe(0);

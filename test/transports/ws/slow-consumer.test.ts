@@ -48,7 +48,16 @@ describe('/v1/stream slow-consumer guard', () => {
     const ws = connect(1000);
     ws.bufferedAmount = 1001;
     ws.receive({ type: 'flush', id: 'f1' });
-    expect(ws.sent).toEqual([{ type: 'error', code: 'slow_consumer', message: expect.stringMatching(/1001 bytes are waiting.*limit is 1000/), param: null, fatal: true, replyTo: null }]);
+    expect(ws.sent).toEqual([
+      {
+        type: 'error',
+        code: 'slow_consumer',
+        message: expect.stringMatching(/1001 bytes are waiting.*limit is 1000/),
+        param: null,
+        fatal: true,
+        replyTo: null,
+      },
+    ]);
     expect(ws.closedWith).toBe(1008);
     ws.readyState = WebSocket.OPEN; // even if the socket still took messages, the connection has ended
     ws.bufferedAmount = 0;

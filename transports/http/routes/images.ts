@@ -29,16 +29,19 @@ export function registerImageRoutes(app: FastifyInstance, ctx: ServerContext): v
         resolve(undefined);
       };
       reply.raw.once('close', onClose);
-      sub = ctx.engine().generate(request).subscribe({
-        next: (ev) => {
-          if (ev.type === 'step') ctx.metrics.stepSeconds.observe(ev.ms / 1000);
-          if (ev.type === 'final' || ev.type === 'error') end = ev;
-        },
-        complete: () => {
-          reply.raw.off('close', onClose);
-          resolve(end);
-        },
-      });
+      sub = ctx
+        .engine()
+        .generate(request)
+        .subscribe({
+          next: (ev) => {
+            if (ev.type === 'step') ctx.metrics.stepSeconds.observe(ev.ms / 1000);
+            if (ev.type === 'final' || ev.type === 'error') end = ev;
+          },
+          complete: () => {
+            reply.raw.off('close', onClose);
+            resolve(end);
+          },
+        });
     });
     if (last === undefined) return reply; // the client went away; nothing to send
     if (last.type === 'error') {

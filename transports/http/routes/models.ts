@@ -12,7 +12,8 @@ export function registerModelRoutes(app: FastifyInstance, ctx: ServerContext): v
   app.get('/v1/models', async () => ({ object: 'list', data: ctx.engine().listModels().map(model) }));
   app.get<{ Params: { id: string } }>('/v1/models/:id', async (req) => {
     const id = req.params.id;
-    if (!ctx.engine().listModels().includes(id)) throw HttpError.of('not_found', `no model '${id.slice(0, 200)}'; GET /v1/models lists the models served`, 'model');
+    if (!ctx.engine().listModels().includes(id))
+      throw HttpError.of('not_found', `no model '${id.slice(0, 200)}'; GET /v1/models lists the models served`, 'model');
     return model(id);
   });
 }
