@@ -19,7 +19,7 @@ export {
   type SessionRequestInput,
   type SessionAction,
 } from './request/session-request';
-export { ActionSchema, ACTION_KEYS, type Action, type ActionKey } from './request/action';
+export { ActionSchema, ACTION_KEYS, ACTION_VECTOR_MAX_ABS, type Action, type ActionKey } from './request/action';
 export type { Artifact, VideoArtifact, ImageArtifact, LatentsArtifact } from './request/artifacts';
 export { DEFAULT_LIMITS, type RequestLimits } from './request/limits';
 export { OmniError, ERROR_CATALOGUE, type ErrorCode } from './errors';

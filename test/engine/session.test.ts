@@ -349,18 +349,28 @@ describe('Engine.session: hostile input', () => {
       { key: 'jump' },
       { key: 'up', vector: [1] },
       { key: 'up', vector: [Number.NaN, 0] },
+      // finite as float64, but past float32's range (and past the bound, which keeps the model's activations finite)
+      { key: 'up', vector: [1e39, 0] },
+      { key: 'up', vector: [0, -1001] },
       { key: 'up', extra: 1 },
       { key: 'up', id: 'x'.repeat(65) },
     ];
     for (const a of bad) expect(() => s.actions.next(a)).toThrow(expect.objectContaining({ code: 'OMNIRX_ERR_INVALID_REQUEST' }));
     expect(() => s.actions.next({ key: 'jump' })).toThrow(/action\.key/);
+    expect(() => s.actions.next({ key: 'up', vector: [0, 1e20] })).toThrow(expect.objectContaining({ param: 'action.vector.1' }));
     for (const c of [0, -1, 1.5, Number.NaN, Number.MAX_VALUE])
       expect(() => s.credits.next(c)).toThrow(expect.objectContaining({ code: 'OMNIRX_ERR_INVALID_REQUEST', param: 'credits' }));
     s.credits.next(1);
     const c0 = (await rec.wait(isChunk(0))) as ChunkEvent;
     expect(c0.rollout?.action).toEqual({ key: 'none' });
+    // the bound itself is taken and the chunk made with it completes (a value that overflowed would end the session)
+    s.actions.next({ key: 'up', vector: [1000, -1000] });
+    s.credits.next(1);
+    const c1 = (await rec.wait(isChunk(1))) as ChunkEvent;
+    expect(c1.rollout?.action).toEqual({ key: 'up', vector: [1000, -1000] });
     s.close();
     await rec.done;
+    expect(rec.events.filter((e) => e.type === 'error')).toEqual([]);
     await s.whenReleased();
   });
 

@@ -33,7 +33,7 @@ export interface RtcSessionOptions {
   ffmpegPath?: string;
 }
 
-/** What a WebRTC session uses of a world session (a `WorldSession`, a disaggregated `StageSession`, or any frame source with its surface). */
+/** What a WebRTC session uses of a world session (`Engine.session` on any topology, or any frame source with its surface). */
 export type RtcWorld = WorldSessionHandle;
 
 /** What a WebRTC session needs of the engine. */

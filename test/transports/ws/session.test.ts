@@ -129,6 +129,13 @@ describe('world sessions over /v1/stream', () => {
     c.send({ type: 'session', prompt: 'a ball' });
     c.send({ type: 'action', key: 'up', vector: [1] });
     expect(await c.waitJson('error', (e) => e.param === 'vector')).toMatchObject({ code: 'invalid_message', fatal: false });
+    // finite as JSON's float64, past the bound that keeps the model's float32 activations finite: refused on arrival
+    c.send({ type: 'action', key: 'left', vector: [1e308, -1e308] });
+    expect(await c.waitJson('error', (e) => e.param === 'vector.0')).toMatchObject({
+      code: 'invalid_message',
+      message: expect.stringMatching(/1000/),
+      fatal: false,
+    });
     c.send({ type: 'credit', frames: 64 });
     await c.waitJson('frame', (f) => f.pts === 3);
     expect(engine.stats().sessions).toBe(1);
