@@ -70,10 +70,13 @@ export class ModelCatalog {
         param: 'model',
       });
     }
-    return entries
-      .filter((d) => d.isDirectory() && existsSync(path.join(this.modelsDir, d.name, 'model.json')))
-      .map((d) => d.name)
-      .sort();
+    return (
+      entries
+        // a symlink counts where it reaches a folder holding model.json (existsSync follows it), as get() loads it
+        .filter((d) => (d.isDirectory() || d.isSymbolicLink()) && existsSync(path.join(this.modelsDir, d.name, 'model.json')))
+        .map((d) => d.name)
+        .sort()
+    );
   }
 
   /**
