@@ -5,7 +5,7 @@
  * (typed edges, a topological order), `runGraph` runs it, and the events flow through RxJS operators — a custom one,
  * `progressEvery`, among them.
  *
- *   node examples/custom-pipeline.js      (compiled: npm run build, then node dist/examples/custom-pipeline.js)
+ *   npm run build && node dist/examples/custom-pipeline.js
  */
 import { lastValueFrom, map, tap, toArray } from 'rxjs';
 import { StepScheduler } from 'omnirx';

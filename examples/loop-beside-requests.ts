@@ -5,7 +5,7 @@
  * The custom loop upscales the first image the engine produced (4×, nearest) and sharpens it, one unsharp-mask pass
  * per step, while the engine is still denoising a second image.
  *
- *   node examples/loop-beside-requests.js      (compiled: npm run build, then node dist/examples/loop-beside-requests.js)
+ *   npm run build && node dist/examples/loop-beside-requests.js
  */
 import { filter, firstValueFrom, lastValueFrom, share } from 'rxjs';
 import { builtinFamilies, Engine, StepScheduler, type ImageArtifact, type OmniEvent } from 'omnirx';

@@ -4,7 +4,7 @@
  * chunk is already denoising when a chunk arrives; on each change of direction it sets the new action and flushes, so
  * the chunk in flight is redone with it instead of showing one more step of the old direction.
  *
- *   node examples/world-session.js      (compiled: npm run build, then node dist/examples/world-session.js)
+ *   npm run build && node dist/examples/world-session.js
  */
 import { filter, lastValueFrom, take, tap, toArray } from 'rxjs';
 import { builtinFamilies, Engine, type ChunkEvent, type SessionAction } from 'omnirx';

@@ -28,3 +28,12 @@ describe('ModelLoader: matmulDtype', () => {
     expect(emit).not.toHaveBeenCalled();
   });
 });
+
+describe('FamilyRegistry: what plain JavaScript can pass', () => {
+  it('refuses a missing families list or an entry that is not a family, naming the field', () => {
+    for (const bad of [undefined, null, {}, 3, [undefined], [{}], [{ name: 1 }]]) {
+      expect(() => new FamilyRegistry(bad as never)).toThrow(expect.objectContaining({ code: 'OMNIRX_ERR_CONFIG', param: 'families' }));
+    }
+    expect(() => new FamilyRegistry(undefined as never)).toThrow(/builtinFamilies\(\)/);
+  });
+});

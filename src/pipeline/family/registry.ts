@@ -9,9 +9,18 @@ import type { ModelFamily } from './family';
 export class FamilyRegistry {
   private readonly byName = new Map<string, ModelFamily>();
 
-  /** @throws OmniError OMNIRX_ERR_CONFIG when two families share a name. */
+  /**
+   * @throws OmniError OMNIRX_ERR_CONFIG (`param` "families") when `families` is not an iterable of families (a caller
+   *   from plain JavaScript that left it out), or when two families share a name.
+   */
   constructor(families: Iterable<ModelFamily>) {
+    const iterable = typeof (families as { [Symbol.iterator]?: unknown } | null | undefined)?.[Symbol.iterator] === 'function';
+    if (!iterable)
+      throw new OmniError('OMNIRX_ERR_CONFIG', "families must list the model families to serve, e.g. builtinFamilies() from 'omnirx'", { param: 'families' });
     for (const f of families) {
+      if (typeof (f as { name?: unknown } | null)?.name !== 'string') {
+        throw new OmniError('OMNIRX_ERR_CONFIG', 'every entry of families must be a model family (defineFamily(...))', { param: 'families' });
+      }
       if (this.byName.has(f.name)) throw new OmniError('OMNIRX_ERR_CONFIG', `two model families are named '${f.name}'`, { param: 'families' });
       this.byName.set(f.name, f);
     }
