@@ -12,7 +12,7 @@
  * Scratch files live in the run's temporary root; `node_modules` there links the repository's packages and `omnirx`
  * itself, so resolution is an installed user's.
  */
-import { spawnSync } from 'node:child_process';
+import { spawn, spawnSync, type SpawnOptions } from 'node:child_process';
 import { mkdirSync, mkdtempSync, readdirSync, readFileSync, symlinkSync, writeFileSync } from 'node:fs';
 import type { AddressInfo } from 'node:net';
 import { tmpdir } from 'node:os';
@@ -82,6 +82,24 @@ afterAll(async () => {
   await server?.close();
 });
 
+/**
+ * Runs a command without blocking this process's event loop (the server the blocks call lives in it) and resolves
+ * with its exit status (null when killed at `timeoutMs`) and stderr.
+ */
+function run(cmd: string, args: string[], options: SpawnOptions, timeoutMs: number): Promise<{ status: number | null; stderr: string }> {
+  return new Promise((resolve, reject) => {
+    const child = spawn(cmd, args, { ...options, stdio: ['ignore', 'ignore', 'pipe'] });
+    let stderr = '';
+    child.stderr?.on('data', (d: Buffer) => (stderr += d.toString()));
+    const timer = setTimeout(() => child.kill('SIGKILL'), timeoutMs);
+    child.on('error', reject);
+    child.on('close', (status) => {
+      clearTimeout(timer);
+      resolve({ status, stderr });
+    });
+  });
+}
+
 /** A ts block as a module: its imports first, the rest in an async main that must settle. */
 function program(code: string): string {
   const lines = code.replace(/http:\/\/127\.0\.0\.1:8000/g, origin).split('\n');
@@ -136,10 +154,10 @@ describe('documentation code blocks', () => {
 
   it.each(ts.map((b, i) => [`${b.file}:${b.line}`, i] as const))(
     '%s runs to completion',
-    (_where, i) => {
+    async (_where, i) => {
       const b = ts[i];
       const js = path.join(scratch, 'ts', 'out', `${path.basename(b.file, '.md')}-${b.line}-${i}.js`);
-      const r = spawnSync(process.execPath, [js], { cwd: scratch, encoding: 'utf8', timeout: 290_000 });
+      const r = await run(process.execPath, [js], { cwd: scratch }, 290_000);
       expect({ status: r.status, stderr: r.status === 0 ? '' : r.stderr }).toEqual({ status: 0, stderr: '' });
     },
     300_000,
@@ -147,15 +165,11 @@ describe('documentation code blocks', () => {
 
   it.each(sh.map((b, i) => [`${b.file}:${b.line}`, i] as const))(
     '%s runs in bash',
-    (_where, i) => {
+    async (_where, i) => {
       const cwd = mkdtempSync(path.join(scratch, 'sh-'));
       for (const dir of ['dist', 'models', 'node_modules']) symlinkSync(path.join(ROOT, dir), path.join(cwd, dir));
-      const r = spawnSync('bash', ['-euo', 'pipefail', '-c', sh[i].code], {
-        cwd,
-        encoding: 'utf8',
-        timeout: 110_000,
-        env: { ...process.env, PATH: `${path.join(scratch, 'bin')}:${process.env.PATH}` },
-      });
+      const env = { ...process.env, PATH: `${path.join(scratch, 'bin')}:${process.env.PATH}` };
+      const r = await run('bash', ['-euo', 'pipefail', '-c', sh[i].code], { cwd, env }, 110_000);
       expect({ status: r.status, stderr: r.status === 0 ? '' : r.stderr }).toEqual({ status: 0, stderr: '' });
     },
     120_000,
