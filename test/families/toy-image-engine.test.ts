@@ -86,7 +86,8 @@ describe('a second model family (toy-image) registered beside Wan', () => {
   it('refuses what the family does not serve, naming the field', async () => {
     const t2v = errorOf(await run({ model: 'toy', task: 'T2V', inputs: { prompt: 'a red fox' } }));
     expect(t2v).toMatchObject({ code: 'OMNIRX_ERR_UNSUPPORTED_VALUE', param: 'task' });
-    expect(t2v.message).toMatch(/toy-image.*images only.*T2I/);
+    // the engine refuses a task outside the family's `tasks` before the family's admission runs
+    expect(t2v.message).toBe("model 'toy' (family 'toy-image') serves T2I, not T2V");
     expect(errorOf(await run(toy('a fox', 1, { width: 26 })))).toMatchObject({ code: 'OMNIRX_ERR_UNSUPPORTED_VALUE', param: 'diffusion.width' });
     expect(errorOf(await run(toy('a fox', 1, { sampler: 'unipc' })))).toMatchObject({ code: 'OMNIRX_ERR_UNSUPPORTED_VALUE', param: 'diffusion.sampler' });
     expect(errorOf(await run({ ...toy('a fox', 1), outputs: { returnLatents: true } }))).toMatchObject({

@@ -7,15 +7,15 @@ import { patchValues, TOY_FAMILY, type ToySpec } from './spec';
 /**
  * A toy-image request's parameters. The family makes images only and samples with (stochastic) Euler; it has no latents
  * and no previews to return. Width and height must be multiples of the denoiser's patch; the patches are its tokens.
- * Nothing the model cannot honour is adjusted: it is refused naming the field.
- * @throws OmniError OMNIRX_ERR_UNSUPPORTED_VALUE (`task`, `diffusion.sampler`, `outputs.returnLatents`,
+ * Nothing the model cannot honour is adjusted: it is refused naming the field. (The engine refuses a task outside the
+ * family's `tasks` before this runs.)
+ * @throws OmniError OMNIRX_ERR_UNSUPPORTED_VALUE (`diffusion.sampler`, `outputs.returnLatents`,
  *   `outputs.previewEvery`, and what `resolveDiffusionParams` refuses).
  */
 export function resolveToyParams(req: OmniRequest, spec: ToySpec, env: ResolveEnv): ResolvedParams {
   const refuse = (param: string, message: string): never => {
     throw new OmniError('OMNIRX_ERR_UNSUPPORTED_VALUE', `model '${spec.id}' (family '${TOY_FAMILY}') ${message}`, { param });
   };
-  if (req.task !== 'T2I') refuse('task', `makes images only: task must be T2I, got ${req.task}`);
   const sampler = req.diffusion.sampler ?? env.policies.sampler.defaultSampler;
   if (sampler !== 'euler') refuse('diffusion.sampler', `samples with euler only, got ${sampler}`);
   if (req.outputs.returnLatents || (req.outputs.modalities ?? []).includes('latents'))
