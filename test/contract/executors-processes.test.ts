@@ -5,30 +5,14 @@
  * build, or OMNIRX_STAGE_ENTRY.
  */
 import * as path from 'node:path';
-import { Engine } from '../../src/engine/engine';
-import { builtinFamilies } from '../../src/families';
-import { TopologySchema } from '../../src/placement/topology';
-import { CONTRACT_SESSIONS, contractModels, runRequests, runSessions } from './scenarios';
+import type { TopologyInput } from '../../src/placement/topology';
+import { contractModels, runContract, type ContractRecord } from './scenarios';
 
 const stageEntry = process.env.OMNIRX_STAGE_ENTRY ?? path.resolve(__dirname, '../../dist/src/placement/stage-main.js');
 let modelsDir: string;
-let reference: { requests: Record<string, unknown[]>; sessions: Record<string, unknown[]> };
+let reference: ContractRecord;
 
-async function run(topology?: Parameters<typeof TopologySchema.parse>[0]) {
-  const engine = await Engine.create({
-    families: builtinFamilies(),
-    modelsDir,
-    defaultModel: 'tiny-world',
-    sessions: CONTRACT_SESSIONS,
-    stageEntry,
-    ...(topology ? { topology: TopologySchema.parse(topology) } : {}),
-  });
-  try {
-    return { requests: await runRequests(engine), sessions: await runSessions(engine) };
-  } finally {
-    await engine.close();
-  }
-}
+const run = (topology?: TopologyInput) => runContract(modelsDir, topology, stageEntry);
 
 beforeAll(async () => {
   modelsDir = await contractModels();

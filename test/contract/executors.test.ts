@@ -3,28 +3,13 @@
  * linked in this process give the same events and byte-identical artifacts for every contract request and session
  * (the stage processes' run of the same contract: executors-processes.test.ts).
  */
-import { Engine } from '../../src/engine/engine';
-import { builtinFamilies } from '../../src/families';
-import { TopologySchema } from '../../src/placement/topology';
-import { CONTRACT_SESSIONS, contractModels, runRequests, runSessions } from './scenarios';
+import type { TopologyInput } from '../../src/placement/topology';
+import { contractModels, runContract, type ContractRecord } from './scenarios';
 
 let modelsDir: string;
-let reference: { requests: Record<string, unknown[]>; sessions: Record<string, unknown[]> };
+let reference: ContractRecord;
 
-async function run(topology?: Parameters<typeof TopologySchema.parse>[0]) {
-  const engine = await Engine.create({
-    families: builtinFamilies(),
-    modelsDir,
-    defaultModel: 'tiny-world',
-    sessions: CONTRACT_SESSIONS,
-    ...(topology ? { topology: TopologySchema.parse(topology) } : {}),
-  });
-  try {
-    return { requests: await runRequests(engine), sessions: await runSessions(engine) };
-  } finally {
-    await engine.close();
-  }
-}
+const run = (topology?: TopologyInput) => runContract(modelsDir, topology);
 
 beforeAll(async () => {
   modelsDir = await contractModels();

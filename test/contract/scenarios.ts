@@ -5,7 +5,9 @@
  * suites compare every topology's records with the in-process engine's.
  */
 import { lastValueFrom, toArray } from 'rxjs';
-import type { Engine } from '../../src/engine/engine';
+import { Engine } from '../../src/engine/engine';
+import { builtinFamilies } from '../../src/families';
+import type { TopologyInput } from '../../src/placement/topology';
 import type { WorldSession } from '../../src/engine/session';
 import type { SessionAction } from '../../src/request/session-request';
 import type { OmniEvent } from '../../src/request/omni-event';
@@ -117,4 +119,31 @@ export async function runSessions(engine: Engine): Promise<Record<string, unknow
       { key: 'up' },
     ]),
   };
+}
+
+/** What a topology's engine gave for every contract request and session (normalised events, by scenario id). */
+export interface ContractRecord {
+  requests: Record<string, unknown[]>;
+  sessions: Record<string, unknown[]>;
+}
+
+/**
+ * Runs every contract request and session on an engine over `topology` (the in-process executor when omitted) with
+ * the models of `contractModels()`, and closes it. `stageEntry` is the compiled stage-process entry, for topologies
+ * that fork stages.
+ */
+export async function runContract(modelsDir: string, topology?: TopologyInput, stageEntry?: string): Promise<ContractRecord> {
+  const engine = await Engine.create({
+    families: builtinFamilies(),
+    modelsDir,
+    defaultModel: 'tiny-world',
+    sessions: CONTRACT_SESSIONS,
+    ...(stageEntry === undefined ? {} : { stageEntry }),
+    ...(topology === undefined ? {} : { topology }),
+  });
+  try {
+    return { requests: await runRequests(engine), sessions: await runSessions(engine) };
+  } finally {
+    await engine.close();
+  }
 }
