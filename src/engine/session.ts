@@ -2,7 +2,7 @@ import { asyncScheduler, BehaviorSubject, concat, defer, map, Observable, of, Su
 import { creditGate } from '../../operators';
 import { OmniError } from '../errors';
 import type { SessionExecution, SessionInputs as ExecutorSessionInputs } from '../executor/executor';
-import { ROLLOUT_NODE, type AdmittedSession, type SessionExecutionEvent } from '../pipeline/family/session';
+import { ROLLOUT_NODE, type AdmittedSession, type ResolvedSessionParams, type SessionExecutionEvent } from '../pipeline/family/session';
 import type { OmniEvent } from '../request/omni-event';
 import { parseSessionAction, type SessionAction } from '../request/session-request';
 import { failureEvent } from './events';
@@ -40,20 +40,11 @@ export function worldAdmittedEvent(s: AdmittedSession): OmniEvent {
   };
 }
 
-/** A session's resolved parameters (the request with the model's defaults applied). */
-export interface WorldSessionParams {
+/** A session's resolved parameters (the request with the model's defaults applied), with its id, prompt and first action. */
+export interface WorldSessionParams extends ResolvedSessionParams {
   sessionId: string;
   prompt: string;
-  width: number;
-  height: number;
-  /** PTS rate of the emitted frames, frames per second. */
-  fps: number;
-  seed: number;
-  flowShift: number;
-  /** Share of fresh noise re-noising each Euler step of every chunk, [0, 1]. */
-  eta: number;
   initialAction: SessionAction;
-  priority: number;
 }
 
 /** Occupancy of a session, for transports and tests. */
