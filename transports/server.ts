@@ -32,7 +32,7 @@ export interface ServerOptions {
    * Encode → Denoise → Decode stages); `modelsDir`/`defaultModel` above win. Default: the defaults of every field.
    */
   deploy?: DeployConfig;
-  /** Bearer token required on every `/v1` route when set; `/health`, `/ready` and `/metrics` stay open. */
+  /** Bearer token required on every `/v1` route when set (non-empty); `/health`, `/ready` and `/metrics` stay open. */
   apiKey?: string;
   /** Largest JSON body, bytes. Default 1 MiB. */
   bodyLimitBytes?: number;
@@ -101,8 +101,12 @@ const MAX_PATH_PARAM = 256;
  * (`app.omnirx.engineReady`, which rejects with `OMNIRX_ERR_CONFIG` when neither `engine` nor `families` is given, and
  * with `OMNIRX_ERR_UNKNOWN_MODEL` when the default model is not served). Every error response is
  * `{"error": {type, message, param, code}}`.
+ * @throws OmniError OMNIRX_ERR_CONFIG (`param` "apiKey") for an empty or blank `apiKey`, which would serve without auth.
  */
 export async function createServer(options: ServerOptions = {}): Promise<FastifyInstance> {
+  if (options.apiKey !== undefined && (typeof options.apiKey !== 'string' || options.apiKey.trim() === '')) {
+    throw new OmniError('OMNIRX_ERR_CONFIG', 'apiKey must be a non-empty string (leave it out to serve without auth)', { param: 'apiKey' });
+  }
   const bodyLimit = options.bodyLimitBytes ?? 2 ** 20;
   const app = Fastify({
     logger: options.logger ?? false,
@@ -165,7 +169,7 @@ export async function createServer(options: ServerOptions = {}): Promise<Fastify
   const table = jobs;
   const websockets = new WebSocketRouter({
     authorize: (req, url) => {
-      if (options.apiKey === undefined || options.apiKey === '') return undefined;
+      if (options.apiKey === undefined) return undefined;
       const h = req.headers.authorization;
       const m = typeof h === 'string' ? /^Bearer\s+(.+)$/i.exec(h.trim()) : null;
       const given = m?.[1] ?? url.searchParams.get('token') ?? undefined;
@@ -249,7 +253,7 @@ export async function createServer(options: ServerOptions = {}): Promise<Fastify
     await engine?.close();
   });
 
-  if (options.apiKey !== undefined && options.apiKey !== '') {
+  if (options.apiKey !== undefined) {
     const key = options.apiKey;
     app.addHook('onRequest', async (req) => {
       if (!req.url.startsWith('/v1')) return;

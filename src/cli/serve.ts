@@ -29,7 +29,7 @@ export interface ServeArgs {
 }
 
 /**
- * Parses `omnirx serve` arguments. `--api-key` falls back to `env.OMNIRX_API_KEY`.
+ * Parses `omnirx serve` arguments. `--api-key` falls back to `env.OMNIRX_API_KEY`; an empty or blank key is refused.
  * @returns the options, or `help` when help was printed.
  * @throws OmniError `OMNIRX_ERR_CLI_ARGUMENT` naming the flag.
  */
@@ -52,7 +52,13 @@ export function parseServeArgs(argv: string[], env: NodeJS.ProcessEnv, writeOut:
     throw new OmniError('OMNIRX_ERR_CLI_ARGUMENT', err instanceof Error ? err.message.replace(/^error:\s*/, '') : String(err));
   }
   const o = cmd.opts<{ host: string; port: string; modelsDir?: string; config?: string; matmulDtype?: MatmulDtype; apiKey?: string; drainTimeoutMs: string }>();
-  const apiKey = o.apiKey ?? (env.OMNIRX_API_KEY || undefined);
+  // an empty key would serve without auth while the operator believes it on: refused, from the flag or the environment
+  if (o.apiKey !== undefined && o.apiKey.trim() === '')
+    throw new OmniError('OMNIRX_ERR_CLI_ARGUMENT', '--api-key must not be empty (leave it out to serve without auth)');
+  if (o.apiKey === undefined && env.OMNIRX_API_KEY !== undefined && env.OMNIRX_API_KEY.trim() === '') {
+    throw new OmniError('OMNIRX_ERR_CLI_ARGUMENT', 'OMNIRX_API_KEY is set but empty (unset it to serve without auth)');
+  }
+  const apiKey = o.apiKey ?? env.OMNIRX_API_KEY;
   return {
     host: o.host,
     port: parseNumericFlag({ flag: '--port', integer: true, min: 0, max: 65535 }, o.port),

@@ -275,4 +275,17 @@ describe('omnirx serve arguments', () => {
     });
     expect(() => parseServeArgs(['--port', '70000'], {}, () => undefined)).toThrow(/--port must be an integer in \[0, 65535\]/);
   });
+
+  it('refuses an empty or blank api key, from the flag or the environment, rather than serving without auth', async () => {
+    for (const key of ['', '  ']) {
+      expect(() => parseServeArgs(['--api-key', key], {}, () => undefined)).toThrow(
+        expect.objectContaining({ code: 'OMNIRX_ERR_CLI_ARGUMENT', message: expect.stringMatching(/--api-key must not be empty/) }),
+      );
+      expect(() => parseServeArgs([], { OMNIRX_API_KEY: key }, () => undefined)).toThrow(/OMNIRX_API_KEY is set but empty/);
+      await expect(createServer({ apiKey: key, families: [] })).rejects.toMatchObject({ code: 'OMNIRX_ERR_CONFIG', param: 'apiKey' });
+    }
+    // the flag wins over an empty environment variable; no key at all serves without auth
+    expect(parseServeArgs(['--api-key', 'k'], { OMNIRX_API_KEY: '' }, () => undefined)).toMatchObject({ apiKey: 'k' });
+    expect(parseServeArgs([], {}, () => undefined)).not.toHaveProperty('apiKey');
+  });
 });
