@@ -1,4 +1,5 @@
-import { readFile } from 'node:fs/promises';
+import { constants } from 'node:fs';
+import { open } from 'node:fs/promises';
 import { z } from 'zod';
 import { OmniError } from '../errors';
 import { TaskSchema } from '../request/omni-request';
@@ -55,16 +56,41 @@ export function parseDeployConfig(input: unknown, source = 'deploy config'): Dep
 }
 
 /**
- * Reads and validates a deploy config file (JSON, at most 1 MiB).
- * @throws OmniError OMNIRX_ERR_CONFIG for an unreadable or oversized file, invalid JSON (with the parser's
- *   position) or an invalid field.
+ * Reads at most `limit` bytes of regular file `file`, and refuses anything else before reading it whole: a device, pipe
+ * or folder (`/dev/zero` would otherwise be read without end), or a file over `limit` (also one that grows past it
+ * while read).
+ * @throws Error naming what is wrong (an fs error's code, "not a regular file", the limit).
+ */
+async function readBounded(file: string, limit: number): Promise<Buffer> {
+  // non-blocking, so opening a FIFO with no writer returns at once (to be refused) instead of waiting for one
+  const handle = await open(file, constants.O_RDONLY | constants.O_NONBLOCK);
+  try {
+    const stat = await handle.stat();
+    if (!stat.isFile()) throw new Error('not a regular file');
+    if (stat.size > limit) throw new Error(`${stat.size} bytes, more than the 1 MiB limit`);
+    const buf = Buffer.alloc(limit + 1);
+    let length = 0;
+    for (;;) {
+      const { bytesRead } = await handle.read(buf, length, buf.length - length, length);
+      if (bytesRead === 0) break;
+      length += bytesRead;
+      if (length > limit) throw new Error('more than the 1 MiB limit');
+    }
+    return buf.subarray(0, length);
+  } finally {
+    await handle.close();
+  }
+}
+
+/**
+ * Reads and validates a deploy config file (JSON, a regular file of at most 1 MiB, read no further).
+ * @throws OmniError OMNIRX_ERR_CONFIG for an unreadable, oversized or non-regular file, invalid JSON (with the
+ *   parser's position) or an invalid field.
  */
 export async function loadDeployConfig(file: string): Promise<DeployConfig> {
   let text: string;
   try {
-    const buf = await readFile(file);
-    if (buf.length > MiB) throw new Error(`${buf.length} bytes, more than the 1 MiB limit`);
-    text = buf.toString('utf8');
+    text = (await readBounded(file, MiB)).toString('utf8');
   } catch (e) {
     throw new OmniError('OMNIRX_ERR_CONFIG', `${file}: ${(e as Error).message}`);
   }

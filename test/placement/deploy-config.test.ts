@@ -1,3 +1,4 @@
+import { spawnSync } from 'node:child_process';
 import { mkdtempSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import * as path from 'node:path';
@@ -75,6 +76,12 @@ describe('deploy config', () => {
     });
     await expect(loadDeployConfig('/nonexistent/deploy.json')).rejects.toMatchObject({ code: 'OMNIRX_ERR_CONFIG', message: expect.stringMatching(/ENOENT/) });
     await expect(loadDeployConfig(file(Buffer.alloc(MiB + 1, 0x20)))).rejects.toMatchObject({ message: expect.stringMatching(/more than the 1 MiB limit/) });
+    // a device, a folder or a FIFO without a writer is refused before it is read (/dev/zero never ends: reading it whole grew memory without bound)
+    const fifo = path.join(mkdtempSync(path.join(tmpdir(), 'omnirx-deploy-')), 'fifo');
+    expect(spawnSync('mkfifo', [fifo]).status).toBe(0);
+    for (const special of ['/dev/zero', '/dev/urandom', tmpdir(), fifo]) {
+      await expect(loadDeployConfig(special)).rejects.toMatchObject({ code: 'OMNIRX_ERR_CONFIG', message: `${special}: not a regular file` });
+    }
     await expect(loadDeployConfig(tmpdir())).rejects.toMatchObject({ code: 'OMNIRX_ERR_CONFIG' });
     await expect(loadDeployConfig(file('\u0000\u0001binary'))).rejects.toMatchObject({ message: expect.stringMatching(/not valid JSON/) });
   });
