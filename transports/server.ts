@@ -34,6 +34,12 @@ export interface ServerOptions {
   deploy?: DeployConfig;
   /** Bearer token required on every `/v1` route when set (non-empty); `/health`, `/ready` and `/metrics` stay open. */
   apiKey?: string;
+  /**
+   * Longest time to receive a whole request, headers and body, ms: past it the server answers 408 `request_timeout`
+   * (checked every second) and closes the connection. Handling a request and streaming its response (a long image
+   * request, an SSE stream) have no time limit. Default 60000.
+   */
+  requestTimeoutMs?: number;
   /** Largest JSON body, bytes. Default 1 MiB. */
   bodyLimitBytes?: number;
   /** Largest uploaded file (`input_reference`) in a multipart body, bytes. Default 8 MiB. */
@@ -101,18 +107,29 @@ const MAX_PATH_PARAM = 256;
  * (`app.omnirx.engineReady`, which rejects with `OMNIRX_ERR_CONFIG` when neither `engine` nor `families` is given, and
  * with `OMNIRX_ERR_UNKNOWN_MODEL` when the default model is not served). Every error response is
  * `{"error": {type, message, param, code}}`.
- * @throws OmniError OMNIRX_ERR_CONFIG (`param` "apiKey") for an empty or blank `apiKey`, which would serve without auth.
+ * @throws OmniError OMNIRX_ERR_CONFIG (`param` "apiKey") for an empty or blank `apiKey`, which would serve without auth;
+ *   (`param` "requestTimeoutMs") for a request timeout outside [100 ms, 1 h].
  */
 export async function createServer(options: ServerOptions = {}): Promise<FastifyInstance> {
   if (options.apiKey !== undefined && (typeof options.apiKey !== 'string' || options.apiKey.trim() === '')) {
     throw new OmniError('OMNIRX_ERR_CONFIG', 'apiKey must be a non-empty string (leave it out to serve without auth)', { param: 'apiKey' });
   }
   const bodyLimit = options.bodyLimitBytes ?? 2 ** 20;
+  const requestTimeout = options.requestTimeoutMs ?? 60_000;
+  if (!Number.isInteger(requestTimeout) || requestTimeout < 100 || requestTimeout > 3_600_000) {
+    throw new OmniError('OMNIRX_ERR_CONFIG', `requestTimeoutMs must be an integer in [100, 3600000] ms; got ${String(requestTimeout)}`, {
+      param: 'requestTimeoutMs',
+    });
+  }
   const app = Fastify({
     logger: options.logger ?? false,
     bodyLimit,
-    requestTimeout: 60_000,
-    connectionTimeout: 60_000,
+    // Node's request timeout answers a request not received in time (408, through clientErrorHandler); no socket
+    // inactivity timeout, which cut long requests and quiet SSE streams with no answer at all. Idle keep-alive
+    // connections still close after Fastify's keepAliveTimeout.
+    requestTimeout,
+    connectionTimeout: 0,
+    http: { requestTimeout, headersTimeout: requestTimeout, connectionsCheckingInterval: 1000 },
     return503OnClosing: true,
     // Path parameters (model and job ids: at most 128 characters) longer than this are refused with 414.
     routerOptions: { maxParamLength: MAX_PATH_PARAM },
