@@ -94,6 +94,7 @@ export const FLAG_FOR_PARAM: Readonly<Record<string, string>> = Object.freeze({
   'inputs.prompt': '--prompt',
   'inputs.negativePrompt': '--negative-prompt',
   model: '--model',
+  modelsDir: '--models-dir',
   task: '--task',
   ...Object.fromEntries(NUMERIC_FLAGS.map((f) => [`diffusion.${f.key}`, f.flag])),
   'diffusion.guidanceInterval': '--guidance-interval',

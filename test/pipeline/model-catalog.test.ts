@@ -35,4 +35,14 @@ describe('ModelCatalog', () => {
       message: expect.stringMatching(/available: tiny$/),
     });
   });
+
+  it('names a models folder that does not exist as such, not as an unknown model', async () => {
+    const catalog = new ModelCatalog(path.join(dir, 'nope'), 'tiny', new FamilyRegistry(builtinFamilies()));
+    expect(catalog.list()).toEqual([]);
+    await expect(catalog.get(undefined)).rejects.toMatchObject({
+      code: 'OMNIRX_ERR_UNKNOWN_MODEL',
+      param: 'modelsDir',
+      message: `the models folder ${path.join(dir, 'nope')} does not exist (OMNIRX_MODELS_DIR or --models-dir names it)`,
+    });
+  });
 });

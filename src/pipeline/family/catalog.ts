@@ -81,7 +81,8 @@ export class ModelCatalog {
 
   /**
    * Model `id` (the default model when undefined): its directory, spec and family.
-   * @throws OmniError OMNIRX_ERR_UNKNOWN_MODEL (`param` "model") when no such directory exists; OMNIRX_ERR_MODEL_LOAD
+   * @throws OmniError OMNIRX_ERR_UNKNOWN_MODEL (`param` "modelsDir") when the models folder does not exist, (`param`
+   *   "model") when no such model directory exists in it; OMNIRX_ERR_MODEL_LOAD
    *   naming the file (and the field) when `model.json` is not JSON, names an unregistered family or fails its schema.
    */
   get(id: string | undefined): Promise<CatalogEntry> {
@@ -89,6 +90,13 @@ export class ModelCatalog {
     let p = this.entries.get(name);
     if (p === undefined) {
       const dir = path.join(this.modelsDir, name);
+      if (!existsSync(this.modelsDir)) {
+        return Promise.reject(
+          new OmniError('OMNIRX_ERR_UNKNOWN_MODEL', `the models folder ${this.modelsDir} does not exist (OMNIRX_MODELS_DIR or --models-dir names it)`, {
+            param: 'modelsDir',
+          }),
+        );
+      }
       if (!/^[A-Za-z0-9._-]+$/.test(name) || name.startsWith('.') || !existsSync(path.join(dir, 'model.json'))) {
         const known = this.list();
         return Promise.reject(
