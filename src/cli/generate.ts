@@ -4,7 +4,8 @@ import { Subscription, type Observable } from 'rxjs';
 import { z } from 'zod';
 import { OmniError } from '../errors';
 import { checkOutputPath, encodeMp4 } from '../media/mp4';
-import type { VideoArtifact } from '../request/artifacts';
+import { writePng } from '../media/png';
+import type { ImageArtifact, VideoArtifact } from '../request/artifacts';
 import type { ErrorEvent, OmniEvent } from '../request/omni-event';
 import { parseGuidanceIntervalText } from '../request/guidance-interval';
 import { OmniRequestSchema, TaskSchema, type OmniRequestInput } from '../request/omni-request';
@@ -137,14 +138,14 @@ export type ParsedGenerate =
       kind: 'run';
       /** Only the fields the user gave, plus `task` and `inputs.prompt`. */
       request: OmniRequestInput;
-      /** `--out` as given, or undefined for the default `out/omnirx-<requestId>.mp4`. */
+      /** `--out` as given, or undefined for the default `out/omnirx-<requestId>.mp4` (`.png` for T2I). */
       out?: string;
       engineOptions: CliEngineOptions;
     };
 
 function buildCommand(): Command {
   const cmd = new Command('omnirx generate')
-    .description('Generate a video from a text prompt and write it as an H.264 MP4.')
+    .description('Generate a video (T2V, written as an H.264 MP4) or an image (T2I, written as a PNG) from a text prompt.')
     .allowExcessArguments(true)
     .exitOverride()
     .helpOption('-h, --help', 'show this help');
@@ -154,7 +155,11 @@ function buildCommand(): Command {
   };
   cmd.addOption(new Option('--prompt <text>', `text prompt (default: "${DEFAULT_PROMPT}")`).argParser(text('--prompt')));
   cmd.addOption(new Option('--negative-prompt <text>', 'negative prompt').argParser(text('--negative-prompt')));
-  cmd.addOption(new Option('--out <file.mp4>', 'output MP4 (default: out/omnirx-<requestId>.mp4)').argParser(text('--out')));
+  cmd.addOption(
+    new Option('--out <file>', 'output file: .mp4 (T2V; T2I as one frame) or .png (T2I) (default: out/omnirx-<requestId>.mp4, .png for T2I)').argParser(
+      text('--out'),
+    ),
+  );
   for (const f of NUMERIC_FLAGS) {
     const range = `${f.integer ? 'integer' : 'number'} in [${f.min}, ${f.max}]`;
     cmd.addOption(
@@ -264,8 +269,11 @@ export function parseGenerateArgs(argv: readonly string[], output: { writeOut: (
 
   const out = opts.out as string | undefined;
   if (out !== undefined && out.trim() === '') throw argError('--out', `--out must be a file path; got ${JSON.stringify(out)}`);
-  if (out !== undefined && !/\.mp4$/i.test(out))
-    throw argError('--out', `--out must name an .mp4 file (the output is H.264 in MP4); got ${JSON.stringify(out)}`);
+  const task = parsed.data.task;
+  if (out !== undefined && !/\.(mp4|png)$/i.test(out))
+    throw argError('--out', `--out must name an .mp4 file (H.264 in MP4) or, for T2I, a .png file; got ${JSON.stringify(out)}`);
+  if (out !== undefined && task !== 'T2I' && /\.png$/i.test(out))
+    throw argError('--out', `--out: a ${task} video is written as .mp4, not PNG (a PNG holds the one image of --task T2I); got ${JSON.stringify(out)}`);
   const modelsDir = opts.modelsDir as string | undefined;
   if (modelsDir !== undefined && modelsDir.trim() === '') throw argError('--models-dir', `--models-dir must be a directory; got ${JSON.stringify(modelsDir)}`);
   const matmulDtype = opts.matmulDtype as MatmulDtype | undefined;
@@ -273,10 +281,21 @@ export function parseGenerateArgs(argv: readonly string[], output: { writeOut: (
   return { kind: 'run', request, ...(out !== undefined ? { out } : {}), engineOptions };
 }
 
-/** The default output path for a request: `out/omnirx-<requestId>.mp4` (or a timestamp when there is no id). */
-export function defaultOutPath(requestId: string | undefined, now: Date = new Date()): string {
+/**
+ * The default output path for a request: `out/omnirx-<requestId>.<ext>` (or a timestamp when there is no id), `ext`
+ * `mp4` for a video and `png` for a T2I image.
+ */
+export function defaultOutPath(requestId: string | undefined, now: Date = new Date(), ext: 'mp4' | 'png' = 'mp4'): string {
   const id = requestId && requestId.trim() !== '' ? requestId.replace(/[^A-Za-z0-9._-]/g, '_') : now.toISOString().replace(/[:.]/g, '-');
-  return path.join('out', `omnirx-${id}.mp4`);
+  return path.join('out', `omnirx-${id}.${ext}`);
+}
+
+/** The image to write as PNG from a final output: the `image` artifact, else any image. */
+export function pickImage(final: FinalEvent): ImageArtifact | undefined {
+  const arts = final.output.artifacts;
+  const named = arts.image;
+  if (named?.kind === 'image') return named;
+  return Object.values(arts).find((a): a is ImageArtifact => a.kind === 'image');
 }
 
 /** Picks the video to write from a final output: the `video` artifact, else any video, else an image as 1 frame. */
@@ -333,7 +352,8 @@ function abortPromise(signal: AbortSignal | undefined): { promise: Promise<'inte
 /**
  * `omnirx generate`: parses `argv` (the arguments after `generate`), creates the engine, runs one request while
  * showing progress, encodes the `video` artifact of the `final` event as MP4 and prints
- * `wrote /abs/path.mp4 (F frames, WxH, N fps)` as the last stdout line.
+ * `wrote /abs/path.mp4 (F frames, WxH, N fps)` as the last stdout line; for `--task T2I` (unless `--out` names an
+ * .mp4) writes the image as PNG and prints `wrote /abs/path.png (WxH PNG)`.
  *
  * Never throws; every failure is a message on stderr and an exit code:
  * 0 written; 1 the engine could not start, the request failed (`error` event) or encoding failed;
@@ -458,13 +478,30 @@ export async function runGenerate(argv: string[], deps: GenerateDeps): Promise<n
     }
 
     const final = outcome.event;
+    const id = final.output.requestId || final.requestId || requestId;
+    if (parsed.request.task === 'T2I' && (parsed.out === undefined || /\.png$/i.test(parsed.out))) {
+      const image = pickImage(final);
+      if (!image) {
+        const names = Object.entries(final.output.artifacts).map(([k, a]) => `${k} (${a.kind})`);
+        complain(`error: the final output has no image artifact (got ${names.length ? names.join(', ') : 'none'})\n`);
+        return EXIT.FAILED;
+      }
+      try {
+        const written = await writePng(image, parsed.out ?? defaultOutPath(id, undefined, 'png'));
+        say(`wrote ${written} (${image.width}x${image.height} PNG)\n`);
+        return EXIT.OK;
+      } catch (err) {
+        complain(`error: ${errorText(err)}\n`);
+        return EXIT.FAILED;
+      }
+    }
     const video = pickVideo(final);
     if (!video) {
       const names = Object.entries(final.output.artifacts).map(([k, a]) => `${k} (${a.kind})`);
       complain(`error: the final output has no video artifact (got ${names.length ? names.join(', ') : 'none'})\n`);
       return EXIT.FAILED;
     }
-    const out = parsed.out ?? defaultOutPath(final.output.requestId || final.requestId || requestId);
+    const out = parsed.out ?? defaultOutPath(id);
     try {
       const written = await encodeMp4(video, out, { ...(deps.ffmpegPath !== undefined ? { ffmpegPath: deps.ffmpegPath } : {}), ...(signal ? { signal } : {}) });
       say(`wrote ${written.path} (${video.numFrames} frames, ${video.width}x${video.height}, ${video.fps} fps)\n`);

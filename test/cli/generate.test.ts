@@ -1,7 +1,8 @@
-import { existsSync, mkdirSync, mkdtempSync, readdirSync, rmSync } from 'node:fs';
+import { existsSync, mkdirSync, mkdtempSync, readdirSync, readFileSync, rmSync } from 'node:fs';
 import * as os from 'node:os';
 import * as path from 'node:path';
 import { Writable } from 'node:stream';
+import { PNG } from 'pngjs';
 import { Observable } from 'rxjs';
 import {
   DEFAULT_PROMPT,
@@ -157,6 +158,40 @@ describe('omnirx generate: success', () => {
     expectH264Mp4(out, { width: 64, height: 64, frames: 16, fps: 8 });
   });
 
+  it('--task T2I writes the image as PNG: out/omnirx-<requestId>.png by default, or the --out .png; an --out .mp4 still takes it as one frame', async () => {
+    const pixels = new Uint8Array(24 * 16 * 3).map((_, i) => (i * 29 + 7) & 255);
+    const image = { kind: 'image' as const, width: 24, height: 16, pixels };
+    const events = (): OmniEvent[] => [
+      { type: 'queued', requestId: RID, position: 0 },
+      { type: 'final', requestId: RID, output: { requestId: RID, artifacts: { image }, seed: 42, ms: 20 } },
+    ];
+    const cwd = process.cwd();
+    const work = path.join(dir, 't2i');
+    mkdirSync(work, { recursive: true });
+    process.chdir(work);
+    try {
+      const r = await run(['--task', 'T2I'], fakeEngine(events()));
+      expect(r.stderr.text).toBe('');
+      expect(r.code).toBe(0);
+      const expected = path.join(work, 'out', `omnirx-${RID}.png`);
+      expect(r.stdout.lines.at(-1)).toBe(`wrote ${expected} (24x16 PNG)`);
+      const png = PNG.sync.read(readFileSync(expected));
+      expect([png.width, png.height]).toEqual([24, 16]);
+      // RGBA as decoded: every pixel's RGB is the artifact's, alpha opaque
+      const rgb = Uint8Array.from({ length: 24 * 16 * 3 }, (_, i) => png.data[Math.floor(i / 3) * 4 + (i % 3)]);
+      expect(Buffer.from(rgb).equals(Buffer.from(pixels))).toBe(true);
+      expect(readdirSync(path.join(work, 'out'))).toEqual([`omnirx-${RID}.png`]); // no partial file left beside it
+    } finally {
+      process.chdir(cwd);
+    }
+    const named = path.join(dir, 't2i', 'named.png');
+    expect((await run(['--task', 'T2I', '--out', named], fakeEngine(events()))).stdout.lines.at(-1)).toBe(`wrote ${named} (24x16 PNG)`);
+    const mp4 = path.join(dir, 't2i', 'one-frame.mp4');
+    const r = await run(['--task', 'T2I', '--out', mp4], fakeEngine(events()));
+    expect(r.stdout.lines.at(-1)).toBe(`wrote ${mp4} (1 frames, 24x16, 1 fps)`);
+    expectH264Mp4(mp4, { width: 24, height: 16, frames: 1, fps: 1 });
+  });
+
   it('sends only task and the default prompt when no flags are given, and writes out/omnirx-<requestId>.mp4', async () => {
     const cwd = process.cwd();
     const work = path.join(dir, 'defaults');
@@ -307,7 +342,7 @@ describe('omnirx generate: argument errors exit 2 and name the flag', () => {
     ['missing value at the end', ['--steps'], /option '--steps <n>' argument missing/],
     ['missing value before another flag', ['--steps', '--seed', '3'], /--steps must be an integer in \[1, 200\]; got "--seed" \(is the value missing\?/],
     ['missing prompt value', ['--prompt', '--steps', '3'], /--prompt is missing its value/],
-    ['missing --out value', ['--out'], /option '--out <file.mp4>' argument missing/],
+    ['missing --out value', ['--out'], /option '--out <file>' argument missing/],
     ['stray positional', ['a cat'], /unexpected argument "a cat"/],
     ['unknown task', ['--task', 'I2V'], /--task must be one of T2V, T2I; got "I2V"/],
     ['T2I with frames', ['--task', 'T2I', '--frames', '16'], /--frames: T2I generates one frame/],
@@ -342,10 +377,18 @@ describe('omnirx generate: argument errors exit 2 and name the flag', () => {
     expect(r.stderr.text).toMatch(/--out: .*it is a directory/);
   });
 
-  it.each([['x.png'], ['x'], ['-'], ['clip.mp4.txt']])('--out %s without the .mp4 extension', async (name) => {
+  it.each([['x'], ['-'], ['clip.mp4.txt'], ['x.gif']])('--out %s without the .mp4 or .png extension', async (name) => {
     const r = await run(['--out', path.join(dir, name)], fakeEngine([]));
     expect(r.code).toBe(2);
-    expect(r.stderr.text).toMatch(/--out must name an \.mp4 file/);
+    expect(r.stderr.text).toMatch(/--out must name an \.mp4 file \(H\.264 in MP4\) or, for T2I, a \.png file/);
+  });
+
+  it('--out x.png for a video (T2V) is refused before any work, naming the flag', async () => {
+    const engine = fakeEngine([]);
+    const r = await run(['--out', path.join(dir, 'x.png')], engine);
+    expect(r.code).toBe(2);
+    expect(r.stderr.text).toMatch(/--out: a T2V video is written as \.mp4, not PNG/);
+    expect(engine.requests).toEqual([]);
   });
 
   it('--help prints usage with ranges and exits 0 without creating the engine', async () => {

@@ -2,6 +2,7 @@ import { spawnSync } from 'node:child_process';
 import { existsSync, mkdtempSync, readFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import * as path from 'node:path';
+import { PNG } from 'pngjs';
 import { makeModelsDir } from '../helpers/tiny-model';
 import { expectH264Mp4 } from '../media/helpers';
 
@@ -63,6 +64,18 @@ describe('omnirx generate (compiled CLI, real engine, real ffmpeg)', () => {
       expect(r.status).toBe(0);
     }
     expectH264Mp4(a, { width: 64, height: 64, frames: 8, fps: 8 });
+    expect(readFileSync(a).equals(readFileSync(b))).toBe(true);
+  });
+
+  it("--task T2I on the embedded default model writes a PNG of the model's size; same seed → same bytes", () => {
+    const [a, b] = [path.join(out, 'image-a.png'), path.join(out, 'image-b.png')];
+    for (const f of [a, b]) {
+      const r = omnirx(['generate', '--task', 'T2I', '--steps', '2', '--seed', '5', '--out', f]);
+      expect(r.stderr).toBe('');
+      expect(r.stdout.trim().split('\n').pop()).toBe(`wrote ${f} (64x64 PNG)`);
+    }
+    const png = PNG.sync.read(readFileSync(a));
+    expect([png.width, png.height]).toEqual([64, 64]);
     expect(readFileSync(a).equals(readFileSync(b))).toBe(true);
   });
 

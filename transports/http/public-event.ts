@@ -1,6 +1,6 @@
 import type { Artifact } from '../../src/request/artifacts';
 import type { OmniEvent } from '../../src/request/omni-event';
-import { encodePng, thumbnail } from './png';
+import { encodePng, thumbnail } from '../../src/media/png';
 
 /** What a client sees of an artifact on the event stream: its shape, never its pixels. */
 export type ArtifactSummary =

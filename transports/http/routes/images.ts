@@ -4,7 +4,7 @@ import type { Subscription } from 'rxjs';
 import type { OmniEvent } from '../../../src/request/omni-event';
 import type { ServerContext } from '../../shared/context';
 import { fromErrorEvent, HttpError } from '../../shared/errors';
-import { encodePng } from '../png';
+import { encodePng } from '../../../src/media/png';
 import { httpFieldOf, ImageGenerateBodySchema, parseBody, toImageRequest } from '../../shared/video-request';
 import { admitting, loadModel } from '../../shared/admission';
 

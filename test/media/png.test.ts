@@ -1,5 +1,5 @@
 import { PNG } from 'pngjs';
-import { encodePng, thumbnail } from '../../../transports/http/png';
+import { encodePng, thumbnail } from '../../src/media/png';
 
 describe('preview images', () => {
   const image = (width: number, height: number) => {

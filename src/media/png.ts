@@ -1,5 +1,8 @@
+import { promises as fsp } from 'node:fs';
+import * as path from 'node:path';
 import { PNG } from 'pngjs';
-import type { ImageArtifact } from '../../src/request/artifacts';
+import type { ImageArtifact } from '../request/artifacts';
+import { checkOutputPath } from './mp4';
 
 /** Encodes an RGB24 image artifact (`pixels` `[H, W, 3]` uint8) as an 8-bit RGB PNG. */
 export function encodePng(image: ImageArtifact): Buffer {
@@ -27,4 +30,23 @@ export function thumbnail(image: ImageArtifact, maxSide: number): ImageArtifact 
     }
   }
   return { kind: 'image', width, height, pixels };
+}
+
+/**
+ * Writes `image` as a PNG at `outPath`, through a temporary name renamed when complete (a failure never leaves a
+ * truncated file); the folder is created when missing.
+ * @returns the absolute path written.
+ * @throws OmniError OMNIRX_ERR_OUTPUT_PATH when the path cannot take the file (see `checkOutputPath`).
+ */
+export async function writePng(image: ImageArtifact, outPath: string): Promise<string> {
+  const abs = await checkOutputPath(outPath);
+  const tmp = path.join(path.dirname(abs), `.${path.basename(abs)}.${process.pid}.${Date.now().toString(36)}.partial`);
+  try {
+    await fsp.writeFile(tmp, encodePng(image));
+    await fsp.rename(tmp, abs);
+  } catch (e) {
+    await fsp.rm(tmp, { force: true }).catch(() => undefined);
+    throw e;
+  }
+  return abs;
 }
