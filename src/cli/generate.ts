@@ -99,9 +99,20 @@ export const FLAG_FOR_PARAM: Readonly<Record<string, string>> = Object.freeze({
   task: '--task',
   ...Object.fromEntries(NUMERIC_FLAGS.map((f) => [`diffusion.${f.key}`, f.flag])),
   'diffusion.guidanceInterval': '--guidance-interval',
+  'diffusion.sampler': '--sampler',
 });
 
-const STRING_FLAGS = ['--prompt', '--negative-prompt', '--out', '--model', '--task', '--models-dir', '--matmul-dtype', '--guidance-interval'] as const;
+const STRING_FLAGS = [
+  '--prompt',
+  '--negative-prompt',
+  '--out',
+  '--model',
+  '--task',
+  '--models-dir',
+  '--matmul-dtype',
+  '--guidance-interval',
+  '--sampler',
+] as const;
 const ALL_FLAGS = new Set<string>([...STRING_FLAGS, ...NUMERIC_FLAGS.map((f) => f.flag), '--help', '-h']);
 
 const INT_RE = /^[+-]?\d+$/;
@@ -182,6 +193,12 @@ function buildCommand(): Command {
     }),
   );
   cmd.addOption(new Option('--model <id>', "registered model id (default: the engine's default model)").argParser(text('--model')));
+  cmd.addOption(
+    new Option(
+      '--sampler <name>',
+      "sampler: euler (flow-matching Euler), unipc (UniPC, order 2) or dmd (a few-step schedule) (default: the model's)",
+    ).argParser(text('--sampler')),
+  );
   cmd.addOption(new Option('--task <task>', `task, one of ${TaskSchema.options.join(', ')}`).default('T2V').argParser(text('--task')));
   cmd.addOption(new Option('--models-dir <dir>', "directory of model checkpoints (default: the engine's)").argParser(text('--models-dir')));
   const dtype = text('--matmul-dtype');
@@ -255,7 +272,8 @@ export function parseGenerateArgs(argv: readonly string[], output: { writeOut: (
   if (opts.negativePrompt !== undefined) inputs.negativePrompt = opts.negativePrompt as string;
   const request: OmniRequestInput = { task: opts.task as OmniRequestInput['task'], inputs };
   if (opts.model !== undefined) request.model = opts.model as string;
-  const diffusion: Record<string, number | [number, number]> = {};
+  const diffusion: Record<string, string | number | [number, number]> = {};
+  if (typeof opts.sampler === 'string') diffusion.sampler = opts.sampler;
   for (const f of NUMERIC_FLAGS) {
     const attr = f.flag.slice(2).replace(/-([a-z])/g, (_m, c: string) => c.toUpperCase());
     const v = opts[attr];

@@ -416,6 +416,10 @@ describe('omnirx generate: argument errors exit 2 and name the flag', () => {
       engineOptions: {},
     });
     expect(parseGenerateArgs(['--models-dir', '/m', '--out', 'x.mp4'])).toMatchObject({ out: 'x.mp4', engineOptions: { modelsDir: '/m' } });
+    expect(parseGenerateArgs(['--sampler', 'unipc'])).toMatchObject({ request: { diffusion: { sampler: 'unipc' } } });
+    expect(() => parseGenerateArgs(['--sampler', 'heun'])).toThrow(
+      expect.objectContaining({ code: 'OMNIRX_ERR_CLI_ARGUMENT', param: '--sampler', message: '--sampler must be one of euler, unipc, dmd; got "heun"' }),
+    );
     expect(parseGenerateArgs(['--matmul-dtype', 'bfloat16'])).toMatchObject({ engineOptions: { matmulDtype: 'bfloat16' } });
   });
 });
