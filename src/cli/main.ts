@@ -1,6 +1,8 @@
 #!/usr/bin/env node
 import { Command, CommanderError } from 'commander';
+import type { ModelFamily } from '../pipeline/family/family';
 import { EXIT, runGenerate, type CliEngineOptions, type EngineLike, type GenerateDeps } from './generate';
+import { runModels } from './models';
 import { runServe } from './serve';
 
 /**
@@ -11,6 +13,11 @@ import { runServe } from './serve';
 export async function loadEngine(options: CliEngineOptions = {}): Promise<EngineLike> {
   const { Engine, builtinFamilies } = await import('../index');
   return Engine.create({ families: builtinFamilies(), ...options });
+}
+
+/** The package's built-in model families, loaded lazily as `loadEngine` does. */
+async function builtinFamilies(): Promise<readonly ModelFamily[]> {
+  return (await import('../index')).builtinFamilies();
 }
 
 /** The package's version from its package.json (the CLI runs from src/ under tests and from dist/src/ built). */
@@ -43,13 +50,23 @@ export function buildProgram(deps: GenerateDeps, result: { code: number }): Comm
     });
   program
     .command('generate')
-    .description('generate a video from a prompt and write an MP4 (see "omnirx generate --help")')
+    .description('generate a video (MP4) or, with --task T2I, an image (PNG) from a prompt (see "omnirx generate --help")')
     .helpOption(false)
     .allowUnknownOption()
     .allowExcessArguments()
     .passThroughOptions()
     .action(async (_opts: unknown, cmd: Command) => {
       result.code = await runGenerate(cmd.args, deps);
+    });
+  program
+    .command('models')
+    .description('list the models of the models folder: id, family, tasks (see "omnirx models --help")')
+    .helpOption(false)
+    .allowUnknownOption()
+    .allowExcessArguments()
+    .passThroughOptions()
+    .action(async (_opts: unknown, cmd: Command) => {
+      result.code = await runModels(cmd.args, { families: builtinFamilies, stdout: deps.stdout, stderr: deps.stderr });
     });
   program
     .command('serve')
