@@ -1,7 +1,8 @@
 import { fork, type ChildProcess } from 'node:child_process';
-import { mkdtempSync, rmSync } from 'node:fs';
+import { rmSync } from 'node:fs';
 import * as path from 'node:path';
 import { OmniError } from '../errors';
+import { ownedTempDir } from '../util/owned-temp-dir';
 import type { StageRole } from '../pipeline/stage-payload';
 import { connectShm, connectTcp, defaultShmDir, listenShm, listenTcp } from './connectors';
 import type { SocketStageReceiver } from './connectors/socket-receiver';
@@ -88,7 +89,7 @@ export class StageProcesses implements StageHosting {
       return f.module;
     });
     const shmDir = defaultShmDir();
-    const runDir = mkdtempSync(path.join(shmDir, 'omnirx-stages-'));
+    const runDir = ownedTempDir(shmDir, 'omnirx-stages-');
     const results = connector === 'shm' ? listenShm({ socketPath: path.join(runDir, 'front.sock'), dir: runDir }) : listenTcp({ port: 0 });
     await results.ready;
     const addr = results.address();

@@ -1,6 +1,7 @@
-import { mkdtempSync, promises as fsp, rmSync } from 'node:fs';
+import { promises as fsp, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import * as path from 'node:path';
+import { ownedTempDir } from '../../src/util/owned-temp-dir';
 
 /** Bounds of an {@link Mp4Store}. */
 export interface Mp4StoreLimits {
@@ -24,7 +25,7 @@ export class Mp4Store {
     private readonly limits: Mp4StoreLimits,
     private readonly onEvict: (id: string) => void,
   ) {
-    this.dir = mkdtempSync(path.join(tmpdir(), 'omnirx-http-'));
+    this.dir = ownedTempDir(tmpdir(), 'omnirx-http-');
   }
 
   /** Path a new video `id` is encoded to (then registered with {@link add}). */
