@@ -281,8 +281,10 @@ describe('Engine.session', () => {
     await s.whenReleased();
     expect(inProcess(engine).caches.stats().chunkKv).toMatchObject({ used: 0, sessions: 0 });
     expect(s.stats()).toMatchObject({ nativeBytes: 0, closed: true });
-    // settled as `before` was: tensors dropped before the session (by earlier tests) are freed when GC finalizes them
-    expect(await settledBytesInUse(native)).toBe(before);
+    // settled as `before` was. Native memory is per process and the suite runs its files in one: a tensor an earlier
+    // file dropped may be finalized only now (320 bytes were seen), so the check is that the session left nothing,
+    // not that nothing else moved
+    expect(await settledBytesInUse(native)).toBeLessThanOrEqual(before);
     expect(engine.stats().sessions).toBe(0);
   });
 
