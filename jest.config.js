@@ -14,6 +14,7 @@ const SLOW = [
   // stage processes (dist/src/placement/stage-main.js over shm or tcp)
   'test/placement/stage-processes.test.ts',
   'test/placement/stage-session.test.ts',
+  'test/placement/stage-supervision.test.ts',
   'test/placement/topology-deployment.test.ts',
   'test/contract/executors-processes.test.ts',
   'test/families/toy-image-stage-processes.test.ts',
@@ -44,6 +45,8 @@ module.exports = {
     '^omnirx/families$': '<rootDir>/src/families/index.ts',
     '^omnirx/families/wan$': '<rootDir>/src/families/wan/index.ts',
     '^omnirx/server$': '<rootDir>/transports/server.ts',
+    // light-my-request (Fastify's inject) requires `cookie`, an ES module Jest cannot require on Node 20
+    '^cookie$': '<rootDir>/test/helpers/cookie-stub.js',
   },
   testTimeout: 120000,
   // one temporary root per run, removed at its end, on SIGINT/SIGTERM/SIGHUP, or by the next run if its jest was killed

@@ -151,6 +151,7 @@ function trivialEngine(fps: number): ServedEngine {
     generate: unsupported,
     listModels: () => ['trivial'],
     stats: () => ({ queued: 0, running: 0 }),
+    health: () => ({ status: 'ok' }),
     models: { get: () => Promise.reject(new Error('no models')) },
     session: async () => trivialWorld(`trivial-${++n}`, 64, 64, fps),
     close: async () => undefined,

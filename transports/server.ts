@@ -212,7 +212,7 @@ export async function createServer(options: ServerOptions = {}): Promise<Fastify
         ...(options.modelsDir === undefined ? {} : { modelsDir: options.modelsDir }),
         ...(options.defaultModel === undefined ? {} : { defaultModel: options.defaultModel }),
       };
-      return Engine.fromDeployConfig({ ...(options.deploy ?? parseDeployConfig({ schemaVersion: 1 })), ...overrides }, { families });
+      return Engine.fromDeployConfig({ ...(options.deploy ?? parseDeployConfig({ schemaVersion: 1 })), ...overrides }, { families, logger: app.log });
     };
     if (options.engine === undefined && options.families === undefined)
       throw new OmniError('OMNIRX_ERR_CONFIG', 'createServer needs an engine or the model families to build one (families: builtinFamilies() from omnirx)', {

@@ -3,7 +3,7 @@ import { Observable, type SchedulerLike, type Subscription } from 'rxjs';
 import { CacheBudgetsSchema, type CacheBudgets } from '../cache/budgets';
 import { SlabReservations } from '../cache/slab-reservations';
 import { OmniError } from '../errors';
-import type { AdmittedRequest, Executor } from '../executor/executor';
+import type { AdmittedRequest, Executor, ExecutorHealth } from '../executor/executor';
 import { InProcessExecutor } from '../executor/in-process';
 import type { StepScheduler } from '../executor/scheduler';
 import { loadNative, type NativeBinding } from '../native/binding';
@@ -25,6 +25,7 @@ import type { OmniEvent } from '../request/omni-event';
 import { createOmniRequestSchema, type OmniRequest, type OmniRequestInput, type Task } from '../request/omni-request';
 import { invalidInput } from '../request/invalid-input';
 import { createSessionRequestSchema, type SessionRequestInput } from '../request/session-request';
+import type { Logger } from '../util/logger';
 import { AdmissionPlanner } from './admission-planner';
 import { errorEventOf, failureEvent } from './events';
 import { takeRequestOrAnswer } from './intake';
@@ -78,6 +79,11 @@ export interface EngineOptions {
   topology?: TopologyInput;
   /** The compiled stage entry point of stage processes (tests). Default: `stage-main.js` beside the placement code. */
   stageEntry?: string;
+  /**
+   * Where the engine logs what an operator must see: stage processes restarted, frozen, or the pipeline going down.
+   * Any pino-style logger (a server passes Fastify's `app.log`). Default: nothing is logged.
+   */
+  logger?: Logger;
 }
 
 /** Lifecycle of a request in the engine (ordered; everything after `running` is final). */
@@ -256,6 +262,7 @@ export class Engine {
             load,
             topology: t,
             entry: options.stageEntry,
+            logger: options.logger,
           });
     return new Engine(
       catalog,
@@ -288,6 +295,14 @@ export class Engine {
   /** Requests waiting for admission, requests running, their admitted memory and the open world sessions. */
   stats(): { queued: number; running: number; memoryBytes: number; sessions: number } {
     return { queued: this.waiting.length, running: this.runningIds.size, memoryBytes: this.admission.usedBytes, sessions: this.worldSessions.size };
+  }
+
+  /**
+   * Whether the engine takes work: its executor's health (`degraded` while a stage process restarts; `down` when the
+   * stages cannot recover, or once closed). New requests and sessions are refused while it is `down`.
+   */
+  health(): ExecutorHealth {
+    return this.closed ? { status: 'down', reason: 'the engine is closed' } : this.executor.health();
   }
 
   /** The graph of `family` for the deployed tasks (built once). */
@@ -449,6 +464,8 @@ export class Engine {
   /** Why a valid request cannot enter now (closed engine, an id in use, a full queue), or undefined. */
   private refusal(requestId: string): OmniError | undefined {
     if (this.closed) return new OmniError('OMNIRX_ERR_UNAVAILABLE', 'the engine is closed');
+    const h = this.executor.health();
+    if (h.status === 'down') return new OmniError('OMNIRX_ERR_STAGE_FAILED', `the pipeline is down: ${h.reason}`);
     if (this.idInUse(requestId)) {
       return new OmniError('OMNIRX_ERR_INVALID_REQUEST', `requestId '${requestId}' is already queued or running`, { param: 'requestId' });
     }

@@ -69,6 +69,13 @@ export interface SessionExecution {
 }
 
 /**
+ * Whether an executor can take work: `ok`; `degraded` while it recovers (a stage process being restarted: work waits
+ * for it); `down` when it cannot recover (a restart failed, or stage processes kept dying past the restart budget):
+ * work is refused at once and the deployment must be restarted.
+ */
+export type ExecutorHealth = { status: 'ok' } | { status: 'degraded' | 'down'; reason: string };
+
+/**
  * Where requests and sessions run (docs/design.md §4, vLLM v1's Engine/Executor split): the engine front does intake,
  * queueing, admission and events; an executor runs admitted work. `InProcessExecutor` runs the graph in this process
  * on one step scheduler; `StageExecutor` (src/placement) runs it on Encode / Denoise / Decode stages. Both take plain
@@ -91,6 +98,8 @@ export interface Executor {
    * @throws OmniError from the model's load, or the error a stage failed the open with.
    */
   openSession(session: AdmittedSession, image: SessionImage | undefined, inputs: SessionInputs): Promise<SessionExecution>;
+  /** Whether it can take work now (see `ExecutorHealth`). */
+  health(): ExecutorHealth;
   /** Predicted ms of `costs` on this executor's pool, when it keeps a cost model here; undefined otherwise. */
   price(costs: RequestWork['costs']): number | undefined;
   /**

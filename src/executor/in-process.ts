@@ -29,7 +29,7 @@ import type { PipelinePolicies } from '../pipeline/policies/policies';
 import type { RequestState } from '../pipeline/request-state';
 import { buildPipeline, type BuiltPipeline } from '../pipeline/spec';
 import type { Task } from '../request/omni-request';
-import type { AdmittedRequest, ExecutionEvent, Executor, SessionExecution, SessionInputs } from './executor';
+import type { AdmittedRequest, ExecutionEvent, Executor, ExecutorHealth, SessionExecution, SessionInputs } from './executor';
 import { toExecutionFailure } from './failure';
 import { CostModel, StepScheduler } from './scheduler';
 
@@ -99,6 +99,11 @@ export class InProcessExecutor implements Executor {
 
   async prepare(model: string): Promise<void> {
     await this.models.get(model);
+  }
+
+  /** `ok` until closed: work in this process has no part that can die on its own. */
+  health(): ExecutorHealth {
+    return this.closePromise === undefined ? { status: 'ok' } : { status: 'down', reason: 'the executor is closed' };
   }
 
   price(costs: RequestWork['costs']): number {

@@ -41,6 +41,8 @@ export function createInProcessStages(o: StageExecutorOptions, sink: StageSink):
     toEncode: toEncode.sender,
     results: results.receiver,
     reportsDelivery: false,
+    // The stages share this process: none can die or freeze apart from it.
+    health: () => ({ status: 'ok' }),
     cancel: (id) => {
       for (const h of Object.values(hosts)) h.worker.cancel(id);
     },

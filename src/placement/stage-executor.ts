@@ -1,6 +1,6 @@
 import { Observable, Subject, type Subscriber, type Subscription } from 'rxjs';
 import { OmniError } from '../errors';
-import type { AdmittedRequest, ExecutionEvent, Executor, SessionExecution, SessionInputs } from '../executor/executor';
+import type { AdmittedRequest, ExecutionEvent, Executor, ExecutorHealth, SessionExecution, SessionInputs } from '../executor/executor';
 import { toExecutionFailure } from '../executor/failure';
 import type { AdmittedSession, SessionExecutionEvent, SessionImage, StageProgress } from '../pipeline/family/session';
 import { RUNTIME_PAYLOAD, SESSION_PAYLOAD, sessionPayload, type DiffusionStagePayload, type PayloadTensor, type StageRole } from '../pipeline/stage-payload';
@@ -89,6 +89,18 @@ export class StageExecutor implements Executor, StageSink {
   /** The stages load models themselves (each its own components, the default model before they report ready). */
   async prepare(): Promise<void> {}
 
+  /** The stages' health (`degraded` while a stage process restarts, `down` once they cannot recover); `down` once closed. */
+  health(): ExecutorHealth {
+    return this.closed ? { status: 'down', reason: 'the pipeline is closed' } : this.stages.health();
+  }
+
+  /** Why new work is refused now (closed, or the stages are down), or undefined. */
+  private refusal(): OmniError | undefined {
+    const h = this.health();
+    if (h.status !== 'down') return undefined;
+    return this.closed ? new OmniError('OMNIRX_ERR_UNAVAILABLE', 'the pipeline is closed') : new OmniError('OMNIRX_ERR_STAGE_FAILED', `the pipeline is down: ${h.reason}`);
+  }
+
   /** No cost model here: step times are learned on the Denoise stage. */
   price(): undefined {
     return undefined;
@@ -97,8 +109,9 @@ export class StageExecutor implements Executor, StageSink {
   execute(request: AdmittedRequest): Observable<ExecutionEvent> {
     return new Observable<ExecutionEvent>((subscriber) => {
       const { requestId } = request;
-      if (this.closed) {
-        subscriber.next({ type: 'failed', failure: { code: 'OMNIRX_ERR_UNAVAILABLE', message: 'the pipeline is closed' } });
+      const refused = this.refusal();
+      if (refused !== undefined) {
+        subscriber.next({ type: 'failed', failure: toExecutionFailure(refused) });
         subscriber.complete();
         return undefined;
       }
@@ -210,7 +223,8 @@ export class StageExecutor implements Executor, StageSink {
    * @throws OmniError the error a stage failed the open with; OMNIRX_ERR_UNAVAILABLE once closed.
    */
   async openSession(session: AdmittedSession, image: SessionImage | undefined, inputs: SessionInputs): Promise<SessionExecution> {
-    if (this.closed) throw new OmniError('OMNIRX_ERR_UNAVAILABLE', 'the pipeline is closed');
+    const refused = this.refusal();
+    if (refused !== undefined) throw refused;
     const id = session.sessionId;
     let released!: () => void;
     const state: StageSessionState = {
@@ -295,6 +309,11 @@ export class StageExecutor implements Executor, StageSink {
       }
       this.releaseSession(id);
     }
+  }
+
+  down(err: OmniError): void {
+    for (const id of [...this.pending.keys()]) this.fail(id, err);
+    this.failSessions(err);
   }
 
   /** Hands a session payload from Decode to its opener or its session. */

@@ -1,5 +1,6 @@
 import type { CacheBudgets } from '../cache/budgets';
 import type { OmniError } from '../errors';
+import type { ExecutorHealth } from '../executor/executor';
 import type { NativeBinding } from '../native/binding';
 import type { ModelCatalog } from '../pipeline/family/catalog';
 import type { ModelLoadOptions } from '../pipeline/family/model';
@@ -7,6 +8,7 @@ import type { StageProgress } from '../pipeline/family/session';
 import type { PipelinePolicies } from '../pipeline/policies/policies';
 import type { StageRole } from '../pipeline/stage-payload';
 import type { Task } from '../request/omni-request';
+import type { Logger } from '../util/logger';
 import type { StageReceiver, StageSender } from './connectors/stage-connector';
 import type { StageMemory } from './stage-host';
 import type { DisaggregatedTopology } from './topology';
@@ -32,6 +34,8 @@ export interface StageExecutorOptions {
   topology: DisaggregatedTopology;
   /** The compiled stage entry point of stage processes. */
   entry?: string;
+  /** Where stage restarts, frozen stages and a pipeline going down are logged. Default: nowhere. */
+  logger?: Logger;
 }
 
 /** What the stages report to the executor that runs requests on them. */
@@ -48,6 +52,8 @@ export interface StageSink {
   fail(requestId: string, err: OmniError): void;
   /** Ends every open session with `err` (a stage holding session state died); their state is gone. */
   failSessions(err: OmniError): void;
+  /** The stages cannot recover (`health()` is `down` from now on): every request and session fails with `err`. */
+  down(err: OmniError): void;
 }
 
 /** The running stages, in this process or as stage processes. */
@@ -61,6 +67,8 @@ export interface StageHosting {
    * the results link): a result is held until its report, so `output` comes after every progress event.
    */
   readonly reportsDelivery: boolean;
+  /** Whether the stages can take work (`degraded` while one restarts, `down` for good once one cannot). */
+  health(): ExecutorHealth;
   /** Stops request `requestId`'s work on whichever stage holds it. */
   cancel(requestId: string): void;
   /** What each stage holds resident. */

@@ -47,7 +47,14 @@ export type StageToParent =
   | { type: 'progress'; event: StageProgress }
   | { type: 'holding'; seq: number; requestIds: string[] }
   | { type: 'memory'; seq: number; rssBytes: number; nativeBytesInUse: number; stage: StageMemory }
+  /** The answer to a liveness `ping` (sent from the process's event loop, so a frozen or wedged process sends none). */
+  | { type: 'pong'; seq: number }
   | { type: 'fatal'; message: string };
 
 /** Parent → stage process. */
-export type ParentToStage = { type: 'holding?'; seq: number } | { type: 'memory?'; seq: number } | { type: 'cancel'; requestId: string } | { type: 'shutdown' };
+export type ParentToStage =
+  | { type: 'holding?'; seq: number }
+  | { type: 'memory?'; seq: number }
+  | { type: 'ping'; seq: number }
+  | { type: 'cancel'; requestId: string }
+  | { type: 'shutdown' };

@@ -13,7 +13,7 @@ import { StageProcessConfigSchema, type LinkAddress, type ParentToStage, type St
  * argv[2] is a `StageProcessConfig` as JSON. The process loads the deployment's families from their modules, listens
  * on its input link, connects to the next stage, loads its components (only its own), then reports `ready` over IPC;
  * it reports each request it takes (`held`) and hands on (`passed`) and its progress on them (`progress`), answers
- * `holding?` and `memory?`, and exits on `shutdown` or when the parent is gone.
+ * `ping` (liveness), `holding?` and `memory?`, and exits on `shutdown` or when the parent is gone.
  */
 async function main(): Promise<void> {
   const send = (m: StageToParent) => process.send?.(m);
@@ -54,6 +54,7 @@ async function main(): Promise<void> {
   };
   process.on('disconnect', () => void stop());
   process.on('message', (m: ParentToStage) => {
+    if (m.type === 'ping') send({ type: 'pong', seq: m.seq });
     if (m.type === 'holding?') send({ type: 'holding', seq: m.seq, requestIds: host.worker.holding() });
     if (m.type === 'memory?')
       void host

@@ -10,6 +10,8 @@ import type { SocketStageSender } from './connectors/socket-sender';
 import type { StageExecutorOptions, StageHosting, StageSink } from './stage-hosting';
 import type { StageMemory } from './stage-host';
 import type { LinkAddress, ParentToStage, StageProcessConfig, StageToParent } from './stage-ipc';
+import type { ExecutorHealth } from '../executor/executor';
+import { silentLogger, type Logger } from '../util/logger';
 
 /** What a stage process reports about its memory: its stage's (`StageMemory`) and the process's own. */
 export interface StageProcessMemory extends StageMemory {
@@ -21,8 +23,6 @@ export interface StageProcessMemory extends StageMemory {
 }
 
 export interface StageProcessesOptions extends StageExecutorOptions {
-  /** A stage process that dies is restarted at most this many times in all; then the pipeline closes. Default 5. */
-  maxRestarts?: number;
   /** ms a stage process has to start and load its components. Default 60 000. */
   startTimeoutMs?: number;
 }
@@ -32,6 +32,8 @@ interface Child {
   proc: ChildProcess;
   listen: LinkAddress;
   replies: Map<number, (m: StageToParent) => void>;
+  /** The liveness ping not yet answered: its seq and when it was sent (performance.now(), ms). */
+  ping?: { seq: number; sentAt: number };
 }
 
 const ORDER: readonly StageRole[] = ['encode', 'denoise', 'decode'];
@@ -50,12 +52,27 @@ const NEXT: Readonly<Record<StageRole, StageRole | undefined>> = { encode: 'deno
  * held with OMNIRX_ERR_STAGE_FAILED, then forks a replacement on the same address. Requests upstream keep going:
  * their puts wait for the link to come back (and are retried if the link dropped before acceptance), so nothing
  * durable is lost. A result the dead Decode had already sent but the front had not yet taken fails too.
+ *
+ * **Supervision** (`topology.supervision`). Each stage process is pinged over IPC every `livenessIntervalMs`; one that
+ * has not answered for `livenessTimeoutMs` (stopped with SIGSTOP, a wedged event loop) is killed with SIGKILL and so
+ * restarted as above. More than `maxRestarts` restarts within `windowMs`, or a replacement that fails to start, takes
+ * the pipeline down: `health()` is `down`, every request and session fails with OMNIRX_ERR_STAGE_FAILED through the
+ * sink's `down`, and no further restart is tried (the deployment must be restarted: a crash loop would otherwise
+ * fail requests forever). Restarts, frozen stages and going down are logged (`logger`).
  */
 export class StageProcesses implements StageHosting {
   readonly reportsDelivery = true;
   private readonly children = new Map<StageRole, Child>();
   private readonly up = new Map<StageRole, Promise<void>>();
+  /** Roles being restarted now. */
+  private readonly restarting = new Set<StageRole>();
+  /** When each restart within the supervision window happened (performance.now(), ms). */
+  private restartTimes: number[] = [];
   private restartCount = 0;
+  /** Why the pipeline cannot recover, once it cannot. */
+  private downReason?: string;
+  private readonly liveness: NodeJS.Timeout;
+  private lastTick = performance.now();
   private seq = 0;
   private closing = false;
 
@@ -66,7 +83,14 @@ export class StageProcesses implements StageHosting {
     readonly results: SocketStageReceiver,
     private readonly config: (role: StageRole) => Omit<StageProcessConfig, 'listen' | 'downstream'>,
     readonly toEncode: SocketStageSender,
-  ) {}
+  ) {
+    this.liveness = setInterval(() => this.checkLiveness(), o.topology.supervision.livenessIntervalMs);
+    this.liveness.unref();
+  }
+
+  private get log(): Logger {
+    return this.o.logger ?? silentLogger;
+  }
 
   /**
    * Forks the three stage processes (Decode first, so each connects to a listening next stage) and waits until
@@ -145,6 +169,7 @@ export class StageProcesses implements StageHosting {
         clearTimeout(timer);
         proc.off('message', onMessage);
         proc.off('exit', onExit);
+        proc.off('error', onError);
         proc.kill('SIGKILL');
         reject(new OmniError('OMNIRX_ERR_STAGE_FAILED', `the ${config.role} stage process ${why}`));
       };
@@ -154,11 +179,14 @@ export class StageProcesses implements StageHosting {
         clearTimeout(timer);
         proc.off('message', onMessage);
         proc.off('exit', onExit);
+        proc.off('error', onError);
         resolve({ proc, listen: m.port !== undefined ? { port: m.port } : config.listen });
       };
       const onExit = (code: number | null, signal: string | null) => fail(`exited while starting (${signal ?? `code ${code}`})`);
+      const onError = (e: Error) => fail(`could not be started: ${e.message}`);
       proc.on('message', onMessage);
       proc.on('exit', onExit);
+      proc.on('error', onError);
     });
   }
 
@@ -173,11 +201,15 @@ export class StageProcesses implements StageHosting {
         const next = NEXT[role];
         if (next !== undefined) this.sink.moved(m.requestId, next);
         else this.sink.delivered(m.requestId);
+      } else if (m.type === 'pong') {
+        if (child.ping?.seq === m.seq) child.ping = undefined;
       } else if (m.type === 'holding' || m.type === 'memory') {
         child.replies.get(m.seq)?.(m);
         child.replies.delete(m.seq);
       }
     });
+    // A message sent just as the process dies fails with EPIPE; its exit is handled below.
+    proc.on('error', (e) => this.log.warn({ stage: role, pid: proc.pid, err: e.message }, 'stage process IPC error'));
     proc.on('exit', (code, signal) => {
       for (const r of child.replies.values()) r({ type: 'fatal', message: 'exited' });
       child.replies.clear();
@@ -206,30 +238,86 @@ export class StageProcesses implements StageHosting {
   private async recover(dead: Child, code: number | null, signal: string | null): Promise<void> {
     const role = dead.role;
     const upstream = UPSTREAM[role];
-    // One turn of the event loop first: acks the dead stage sent this process before it died (the front's puts to
-    // Encode) are read and applied. Then an IPC barrier: every `passed` the upstream stage sent before its answer has
-    // been applied by now.
-    await new Promise<void>((resolve) => setImmediate(resolve));
-    if (upstream !== undefined) await this.ask(upstream, { type: 'holding?', seq: ++this.seq });
-    const why = `the ${role} stage process exited (${signal ?? `code ${code}`}) while it held the request`;
-    for (const [id, loc] of this.sink.locations())
-      if (loc === role) this.sink.fail(id, new OmniError('OMNIRX_ERR_STAGE_FAILED', `${why}; it is being restarted`));
-    // Session state (KV on Denoise, decoder state on Decode) died with the process: those sessions end.
-    if (role !== 'encode')
-      this.sink.failSessions(
-        new OmniError('OMNIRX_ERR_STAGE_FAILED', `the ${role} stage process exited (${signal ?? `code ${code}`}); the session's state on it is lost`),
-      );
-    if (this.closing) return;
-    if (++this.restartCount > (this.o.maxRestarts ?? 5)) {
-      for (const id of this.sink.locations().keys()) this.sink.fail(id, new OmniError('OMNIRX_ERR_STAGE_FAILED', `${why}, and the restart budget is spent`));
-      return;
+    const exit = signal ?? `code ${code}`;
+    this.restarting.add(role);
+    try {
+      // One turn of the event loop first: acks the dead stage sent this process before it died (the front's puts to
+      // Encode) are read and applied. Then an IPC barrier: every `passed` the upstream stage sent before its answer has
+      // been applied by now.
+      await new Promise<void>((resolve) => setImmediate(resolve));
+      if (upstream !== undefined) await this.ask(upstream, { type: 'holding?', seq: ++this.seq });
+      const why = `the ${role} stage process exited (${exit}) while it held the request`;
+      for (const [id, loc] of this.sink.locations())
+        if (loc === role) this.sink.fail(id, new OmniError('OMNIRX_ERR_STAGE_FAILED', `${why}; it is being restarted`));
+      // Session state (KV on Denoise, decoder state on Decode) died with the process: those sessions end.
+      if (role !== 'encode')
+        this.sink.failSessions(new OmniError('OMNIRX_ERR_STAGE_FAILED', `the ${role} stage process exited (${exit}); the session's state on it is lost`));
+      if (this.closing || this.downReason !== undefined) return;
+      const { maxRestarts, windowMs } = this.o.topology.supervision;
+      const now = performance.now();
+      this.restartTimes = [...this.restartTimes.filter((t) => now - t < windowMs), now];
+      if (this.restartTimes.length > maxRestarts) {
+        this.goDown(`the ${role} stage process exited (${exit}): more than ${maxRestarts} stage restarts within ${windowMs} ms (a crash loop)`, dead.proc.pid);
+        return;
+      }
+      this.restartCount++;
+      this.log.warn({ stage: role, pid: dead.proc.pid, exit, restarts: this.restartCount }, 'stage process exited; restarting it');
+      let r: { proc: ChildProcess; listen: LinkAddress };
+      try {
+        r = await StageProcesses.fork(this.o, { ...this.config(role), listen: dead.listen, downstream: this.downstreamOf(role) });
+      } catch (e) {
+        this.goDown(`the ${role} stage process could not be restarted: ${(e as Error).message}`, dead.proc.pid);
+        return;
+      }
+      if (this.closing) {
+        r.proc.kill('SIGKILL');
+        return;
+      }
+      this.adopt(role, r.proc, r.listen);
+      this.log.info({ stage: role, pid: r.proc.pid }, 'stage process restarted');
+    } finally {
+      this.restarting.delete(role);
     }
-    const r = await StageProcesses.fork(this.o, { ...this.config(role), listen: dead.listen, downstream: this.downstreamOf(role) });
-    if (this.closing) {
-      r.proc.kill('SIGKILL');
-      return;
+  }
+
+  /** The pipeline cannot recover: logs why, fails everything through the sink and stops the stage processes. */
+  private goDown(reason: string, pid: number | undefined): void {
+    if (this.downReason !== undefined) return;
+    this.downReason = reason;
+    this.log.error({ pid, reason }, 'pipeline down: stage processes are not restarted again; restart the deployment');
+    this.sink.down(new OmniError('OMNIRX_ERR_STAGE_FAILED', `the pipeline is down: ${reason}`));
+    // Puts waiting for the Encode link to come back end now (it will not).
+    void this.toEncode.close();
+    for (const c of this.children.values()) c.proc.kill('SIGKILL');
+  }
+
+  /** Pings each running stage process; kills one whose ping went unanswered for `livenessTimeoutMs`. */
+  private checkLiveness(): void {
+    const { livenessIntervalMs, livenessTimeoutMs } = this.o.topology.supervision;
+    const now = performance.now();
+    // This process's own event loop stalled (its pongs may sit unread): start the pings over rather than blame a stage.
+    const stalled = now - this.lastTick > livenessIntervalMs + livenessTimeoutMs / 2;
+    this.lastTick = now;
+    if (this.closing || this.downReason !== undefined) return;
+    for (const c of this.children.values()) {
+      if (this.restarting.has(c.role) || c.proc.exitCode !== null || c.proc.signalCode !== null || !c.proc.connected) continue;
+      if (c.ping !== undefined && !stalled) {
+        if (now - c.ping.sentAt < livenessTimeoutMs) continue;
+        this.log.error({ stage: c.role, pid: c.proc.pid, silentMs: Math.round(now - c.ping.sentAt) }, 'stage process is not responding; killing it');
+        c.proc.kill('SIGKILL');
+        continue;
+      }
+      c.ping = { seq: ++this.seq, sentAt: now };
+      c.proc.send({ type: 'ping', seq: c.ping.seq } satisfies ParentToStage);
     }
-    this.adopt(role, r.proc, r.listen);
+  }
+
+  /** `down` once the pipeline cannot recover; `degraded` while a stage process is being restarted; else `ok`. */
+  health(): ExecutorHealth {
+    if (this.downReason !== undefined) return { status: 'down', reason: this.downReason };
+    if (this.closing) return { status: 'down', reason: 'the stage processes are closed' };
+    if (this.restarting.size > 0) return { status: 'degraded', reason: `restarting the ${[...this.restarting].join(', ')} stage process` };
+    return { status: 'ok' };
   }
 
   private downstreamOf(role: StageRole): LinkAddress {
@@ -249,10 +337,7 @@ export class StageProcesses implements StageHosting {
     return this.restartCount;
   }
 
-  /**
-   * Resolves once every stage is up (a dead one restarted).
-   * @throws OmniError OMNIRX_ERR_STAGE_FAILED when a restart failed.
-   */
+  /** Resolves once every stage is up (a dead one restarted), or the pipeline is down (`health()`). */
   async whenUp(): Promise<void> {
     for (;;) {
       const pending = [...this.up.values()];
@@ -282,6 +367,7 @@ export class StageProcesses implements StageHosting {
   async close(): Promise<void> {
     if (this.closing) return;
     this.closing = true;
+    clearInterval(this.liveness);
     await this.toEncode.close();
     await this.results.close();
     await Promise.all(

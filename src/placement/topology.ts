@@ -14,6 +14,25 @@ export type StageSettings = z.infer<typeof StageSettingsSchema>;
 const defaults = () => StageSettingsSchema.parse({});
 
 /**
+ * Supervision of stage processes. A dead stage process is restarted; more than `maxRestarts` restarts (all stages
+ * together) within `windowMs` is a crash loop: the pipeline goes down (work refused, `/ready` and `/health` 503). A
+ * stage process that does not answer a liveness ping for `livenessTimeoutMs` (stopped, wedged event loop) is killed
+ * and restarted. Ignored in-process.
+ */
+export const SupervisionSchema = z
+  .strictObject({
+    maxRestarts: z.number().int().min(0).max(1000).default(5),
+    windowMs: z.number().int().min(1000).max(86_400_000).default(60_000),
+    livenessIntervalMs: z.number().int().min(100).max(60_000).default(1000),
+    livenessTimeoutMs: z.number().int().min(1000).max(600_000).default(10_000),
+  })
+  .refine((s) => s.livenessTimeoutMs >= 2 * s.livenessIntervalMs, {
+    path: ['livenessTimeoutMs'],
+    message: 'livenessTimeoutMs must be at least twice livenessIntervalMs',
+  });
+export type Supervision = z.infer<typeof SupervisionSchema>;
+
+/**
  * Where computation runs (docs/design.md §9, docs/disaggregation.md). `monolithic`: one process runs the whole graph
  * (the default). `disaggregated`: Encode → Denoise → Decode stages, each loading only its components; with the
  * `in-process` connector they share this process (tests), with `shm` (same host) or `tcp` each stage is its own
@@ -31,6 +50,7 @@ export const TopologySchema = z.discriminatedUnion('kind', [
         decode: StageSettingsSchema.default(defaults),
       })
       .default(() => ({ encode: defaults(), denoise: defaults(), decode: defaults() })),
+    supervision: SupervisionSchema.default(() => SupervisionSchema.parse({})),
   }),
 ]);
 export type Topology = z.infer<typeof TopologySchema>;

@@ -8,14 +8,6 @@ import { lastValueFrom, toArray } from 'rxjs';
 import { imageOf, makeMixedModelsDir } from './helpers';
 import { family as toyFamily } from './toy-image';
 
-// `app.inject()` loads light-my-request, which requires `cookie`; its v2 is an ES module that Jest cannot require on
-// Node 20. light-my-request needs it only for inject()'s `cookies` option, which no test here passes.
-jest.mock('cookie', () => ({
-  stringifySetCookie: () => {
-    throw new Error('inject() with cookies is not available in these tests (the cookie module is stubbed)');
-  },
-}));
-
 let modelsDir: string;
 let app: FastifyInstance;
 

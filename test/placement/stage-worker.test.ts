@@ -33,6 +33,7 @@ function executorOver(toEncode: Link, results: Link, hosts: StageHost[]): Promis
   return StageExecutor.over(() => ({
     toEncode: toEncode.sender,
     results: results.receiver,
+    health: () => ({ status: 'ok' }),
     reportsDelivery: false,
     cancel: (id) => hosts.forEach((h) => h.worker.cancel(id)),
     memory: () => Promise.reject(new Error('not reported here')),

@@ -14,12 +14,14 @@ describe('deploy config topology', () => {
       kind: 'disaggregated',
       connector: 'shm',
       stages: { encode: { credits: 2 }, denoise: { credits: 2 }, decode: { credits: 2 } },
+      supervision: { maxRestarts: 5, windowMs: 60_000, livenessIntervalMs: 1000, livenessTimeoutMs: 10_000 },
     });
     const t = TopologySchema.parse({ kind: 'disaggregated', connector: 'tcp', stages: { denoise: { maxInFlight: 8, credits: 3 } } });
     expect(t).toEqual({
       kind: 'disaggregated',
       connector: 'tcp',
       stages: { encode: { credits: 2 }, denoise: { maxInFlight: 8, credits: 3 }, decode: { credits: 2 } },
+      supervision: { maxRestarts: 5, windowMs: 60_000, livenessIntervalMs: 1000, livenessTimeoutMs: 10_000 },
     });
   });
 
@@ -28,6 +30,9 @@ describe('deploy config topology', () => {
     [{ kind: 'disaggregated', connector: 'rdma' }, 'topology.connector'],
     [{ kind: 'disaggregated', stages: { encode: { credits: 0 } } }, 'topology.stages.encode.credits'],
     [{ kind: 'disaggregated', stages: { denoise: { maxInFlight: 65 } } }, 'topology.stages.denoise.maxInFlight'],
+    [{ kind: 'disaggregated', supervision: { maxRestarts: -1 } }, 'topology.supervision.maxRestarts'],
+    [{ kind: 'disaggregated', supervision: { windowMs: 10 } }, 'topology.supervision.windowMs'],
+    [{ kind: 'disaggregated', supervision: { restart: 5 } }, 'topology.supervision'],
     [{ kind: 'disaggregated', stages: { denoise: { maxInFlight: 1.5 } } }, 'topology.stages.denoise.maxInFlight'],
     [{ kind: 'disaggregated', stages: { vocoder: {} } }, 'topology.stages'],
     [{ kind: 'monolithic', connector: 'shm' }, 'topology'],

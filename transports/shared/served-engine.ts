@@ -1,5 +1,6 @@
 import type { Observable } from 'rxjs';
 import type { WorldSessionHandle } from '../../src/engine/session';
+import type { ExecutorHealth } from '../../src/executor/executor';
 import type { ModelSpecBase } from '../../src/pipeline/family/model-spec';
 import type { OmniEvent } from '../../src/request/omni-event';
 import type { OmniRequestInput } from '../../src/request/omni-request';
@@ -20,6 +21,8 @@ export interface ServedEngine {
   listModels(): string[];
   /** Requests waiting for admission, and running. */
   stats(): { queued: number; running: number };
+  /** Whether it takes work: `degraded` while a stage process restarts, `down` when the stages cannot recover. */
+  health(): ExecutorHealth;
   /** The models: `get(id)` resolves model `id` (the default when undefined), or rejects with OMNIRX_ERR_UNKNOWN_MODEL. */
   readonly models: { get(id: string | undefined): Promise<ServedModel>; readonly defaultModel?: string; readonly modelsDir?: string };
   /** Opens an interactive world session (rejects with an OmniError naming the field for bad input). */

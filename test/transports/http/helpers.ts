@@ -3,14 +3,6 @@ import { createServer, type ServerOptions } from '../../../transports/server';
 import { makeModelsDir } from '../../helpers/tiny-model';
 import { builtinFamilies } from '../../../src/families';
 
-// `app.inject()` loads light-my-request, which requires `cookie`; its v2 is an ES module that Jest cannot require on
-// Node 20. light-my-request needs it only for the `cookies` option of inject(), which no test here passes.
-jest.mock('cookie', () => ({
-  stringifySetCookie: () => {
-    throw new Error('inject() with cookies is not available in these tests (the cookie module is stubbed)');
-  },
-}));
-
 /** A listening test server on 127.0.0.1 with a random port, over an engine on the tiny test model. */
 export interface TestServer {
   app: FastifyInstance;

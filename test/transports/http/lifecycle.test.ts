@@ -148,6 +148,7 @@ describe('metrics', () => {
           },
           listModels: () => [],
           stats: () => ({ queued: 0, running: 0 }),
+          health: () => ({ status: 'ok' }),
           models: { get: () => Promise.reject(new Error('unused')) },
           session: () => Promise.reject(new Error('unused')),
           close: async () => undefined,
@@ -226,6 +227,7 @@ describe('drain', () => {
       },
       listModels: () => ['m'],
       stats: () => ({ queued: 0, running: 0 }),
+      health: () => ({ status: 'ok' }),
       models: { get: () => Promise.reject(new Error('unused')) },
       close: async () => undefined,
     } as never);
