@@ -9,6 +9,7 @@ import { JobTable } from './http/jobs';
 import { httpTransport } from './http/plugin';
 import { answerClientError, answerOnSocket } from './shared/client-error';
 import type { ServerContext } from './shared/context';
+import { parseCorsOrigins, registerCors } from './shared/cors';
 import { HttpError, toHttpError } from './shared/errors';
 import { parseJsonBody } from './shared/json-body';
 import { ServerMetrics } from './shared/metrics';
@@ -56,6 +57,12 @@ export interface ServerOptions {
   ffmpegPath?: string;
   /** Fastify's logger (pino); off by default. */
   logger?: boolean;
+  /**
+   * Origins whose pages may call the server from a browser (CORS), each exactly as a browser sends it in `Origin`:
+   * `scheme://host[:port]`, e.g. `"https://app.example.com"`; `"*"` is refused. Off (no `Access-Control-*` header)
+   * when absent or empty. docs/http.md "CORS".
+   */
+  corsOrigins?: readonly string[];
 }
 
 /** What a drain did. */
@@ -108,7 +115,8 @@ const MAX_PATH_PARAM = 256;
  * with `OMNIRX_ERR_UNKNOWN_MODEL` when the default model is not served). Every error response is
  * `{"error": {type, message, param, code}}`.
  * @throws OmniError OMNIRX_ERR_CONFIG (`param` "apiKey") for an empty or blank `apiKey`, which would serve without auth;
- *   (`param` "requestTimeoutMs") for a request timeout outside [100 ms, 1 h].
+ *   (`param` "requestTimeoutMs") for a request timeout outside [100 ms, 1 h]; (`param` "corsOrigins") for an entry that
+ *   is not an origin.
  */
 export async function createServer(options: ServerOptions = {}): Promise<FastifyInstance> {
   if (options.apiKey !== undefined && (typeof options.apiKey !== 'string' || options.apiKey.trim() === '')) {
@@ -121,6 +129,7 @@ export async function createServer(options: ServerOptions = {}): Promise<Fastify
       param: 'requestTimeoutMs',
     });
   }
+  const corsOrigins = parseCorsOrigins(options.corsOrigins);
   const app = Fastify({
     logger: options.logger ?? false,
     bodyLimit,
@@ -155,6 +164,8 @@ export async function createServer(options: ServerOptions = {}): Promise<Fastify
   });
   const uploadLimits = { fileSize: options.maxUploadBytes ?? 8 * 2 ** 20, files: 1, fields: 32, fieldSize: 64 * 2 ** 10, parts: 40, fieldNameSize: 100 };
   await app.register(multipart, { limits: uploadLimits });
+  // Before the bearer-token hook: a browser's preflight carries no Authorization header.
+  await registerCors(app, corsOrigins);
   // The multipart plugin's 413s say "reach fields limit" and the like: say which limit and its value.
   const multipartLimitMessages: Record<string, string> = {
     FST_PARTS_LIMIT: `the multipart body has more than ${uploadLimits.parts} parts`,
@@ -273,7 +284,8 @@ export async function createServer(options: ServerOptions = {}): Promise<Fastify
   if (options.apiKey !== undefined) {
     const key = options.apiKey;
     app.addHook('onRequest', async (req) => {
-      if (!req.url.startsWith('/v1')) return;
+      // A CORS preflight never carries a token (browsers send none) and OPTIONS serves nothing else: not checked.
+      if (req.method === 'OPTIONS' || !req.url.startsWith('/v1')) return;
       const h = req.headers.authorization;
       const m = typeof h === 'string' ? /^Bearer\s+(.+)$/i.exec(h.trim()) : null;
       if (m === null) throw HttpError.of('unauthorized', 'missing bearer token: send "Authorization: Bearer <api key>"');

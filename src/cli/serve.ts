@@ -2,6 +2,7 @@ import { Command, CommanderError, Option } from 'commander';
 import { MATMUL_DTYPES, type MatmulDtype } from '../native/plan-builder';
 import { OmniError } from '../errors';
 import { loadDeployConfig, parseDeployConfig, type DeployConfig } from '../placement/deploy-config';
+import { corsOriginProblem } from '../../transports/shared/cors';
 import { EXIT, parseNumericFlag } from './generate';
 
 /** What {@link runServe} needs from the outside world; injected so tests can fake every part. */
@@ -24,12 +25,15 @@ export interface ServeArgs {
   /** Operand dtype of the DiT's matrix products; overrides the deploy config's `matmulDtype`. */
   matmulDtype?: MatmulDtype;
   apiKey?: string;
+  /** Origins whose pages may call the server from a browser (CORS; `--cors-origin`, repeatable). */
+  corsOrigins?: string[];
   /** Longest wait for in-flight jobs on SIGTERM before they are failed, ms. */
   drainTimeoutMs: number;
 }
 
 /**
  * Parses `omnirx serve` arguments. `--api-key` falls back to `env.OMNIRX_API_KEY`; an empty or blank key is refused.
+ * `--cors-origin` may be given several times; each must be an origin (`scheme://host[:port]`, no path, no `*`).
  * @returns the options, or `help` when help was printed.
  * @throws OmniError `OMNIRX_ERR_CLI_ARGUMENT` naming the flag.
  */
@@ -44,6 +48,12 @@ export function parseServeArgs(argv: string[], env: NodeJS.ProcessEnv, writeOut:
     .option('--config <file>', 'deploy config (JSON): tasks, cache budgets, session settings, topology')
     .addOption(new Option('--matmul-dtype <dtype>', "dtype of the DiT's matrix products: float32 or bfloat16 (overrides the config)").choices(MATMUL_DTYPES))
     .option('--api-key <key>', 'bearer token required on /v1 routes (default: $OMNIRX_API_KEY)')
+    .option(
+      '--cors-origin <origin>',
+      'an origin whose pages may call the server from a browser, e.g. https://app.example.com (repeatable; CORS is off without it)',
+      (v: string, prev: string[]) => [...prev, v],
+      [] as string[],
+    )
     .option('--drain-timeout-ms <ms>', 'wait for in-flight jobs on SIGTERM before failing them', '30000');
   try {
     cmd.parse(argv, { from: 'user' });
@@ -51,7 +61,20 @@ export function parseServeArgs(argv: string[], env: NodeJS.ProcessEnv, writeOut:
     if (err instanceof CommanderError && err.code === 'commander.helpDisplayed') return 'help';
     throw new OmniError('OMNIRX_ERR_CLI_ARGUMENT', err instanceof Error ? err.message.replace(/^error:\s*/, '') : String(err));
   }
-  const o = cmd.opts<{ host: string; port: string; modelsDir?: string; config?: string; matmulDtype?: MatmulDtype; apiKey?: string; drainTimeoutMs: string }>();
+  const o = cmd.opts<{
+    host: string;
+    port: string;
+    modelsDir?: string;
+    config?: string;
+    matmulDtype?: MatmulDtype;
+    apiKey?: string;
+    corsOrigin: string[];
+    drainTimeoutMs: string;
+  }>();
+  for (const origin of o.corsOrigin) {
+    const problem = corsOriginProblem(origin);
+    if (problem !== undefined) throw new OmniError('OMNIRX_ERR_CLI_ARGUMENT', `--cors-origin ${problem}`);
+  }
   // an empty key would serve without auth while the operator believes it on: refused, from the flag or the environment
   if (o.apiKey !== undefined && o.apiKey.trim() === '')
     throw new OmniError('OMNIRX_ERR_CLI_ARGUMENT', '--api-key must not be empty (leave it out to serve without auth)');
@@ -67,6 +90,7 @@ export function parseServeArgs(argv: string[], env: NodeJS.ProcessEnv, writeOut:
     ...(o.config === undefined ? {} : { config: o.config }),
     ...(o.matmulDtype === undefined ? {} : { matmulDtype: o.matmulDtype }),
     ...(apiKey === undefined ? {} : { apiKey }),
+    ...(o.corsOrigin.length === 0 ? {} : { corsOrigins: o.corsOrigin }),
   };
 }
 
@@ -99,6 +123,7 @@ export async function runServe(argv: string[], deps: ServeDeps): Promise<number>
     ...(args.modelsDir === undefined ? {} : { modelsDir: args.modelsDir }),
     ...(deploy === undefined ? {} : { deploy }),
     ...(args.apiKey === undefined ? {} : { apiKey: args.apiKey }),
+    ...(args.corsOrigins === undefined ? {} : { corsOrigins: args.corsOrigins }),
   });
   try {
     await app.omnirx.engineReady;

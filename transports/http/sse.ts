@@ -1,3 +1,4 @@
+import type { OutgoingHttpHeaders } from 'node:http';
 import type { FastifyReply } from 'fastify';
 import type { Observable } from 'rxjs';
 import type { PublicEvent } from './public-event';
@@ -16,6 +17,8 @@ export function streamSse(reply: FastifyReply, events$: Observable<PublicEvent>)
   reply.hijack();
   const res = reply.raw;
   res.writeHead(200, {
+    // Headers hooks set before the handler (CORS's Access-Control-Allow-Origin), which a hijacked reply does not send.
+    ...(reply.getHeaders() as OutgoingHttpHeaders),
     'content-type': 'text/event-stream; charset=utf-8',
     'cache-control': 'no-cache',
     connection: 'keep-alive',
