@@ -440,15 +440,14 @@ describe('hostile input', () => {
       offset: 0,
       message: 'header length (bytes 0-7) is 3 bytes but only 2 bytes follow',
     });
-    expectStError(() => parseSafetensors(rawFile('{}', 0, 1n << 60n)), {
-      offset: 0,
-      message: 'is 1152921504606846976 bytes, over the 100000000-byte cap',
-    });
-    expectStError(() => parseSafetensors(rawFile('{}', 0, (1n << 64n) - 1n)), {
-      offset: 0,
-      message: 'is 18446744073709551615 bytes',
-    });
-    expectStError(() => parseSafetensors(rawFile('{}', 0, 0xffffffffn)), { offset: 0, message: 'is 4294967295 bytes' });
+    // Over the cap the length is not shown: it is most likely the first 8 bytes of another file's content.
+    for (const len of [1n << 60n, (1n << 64n) - 1n, 0xffffffffn]) {
+      const e = expectStError(() => parseSafetensors(rawFile('{}', 0, len)), {
+        offset: 0,
+        message: 'not a safetensors file: the header length (bytes 0-7) is over the 100000000-byte cap',
+      });
+      expect(e.message).not.toContain(len.toString());
+    }
   });
 
   it('rejects a header over the 100 MB cap without reading it', () => {
@@ -470,8 +469,10 @@ describe('hostile input', () => {
   });
 
   it('rejects a header that is not JSON, with the byte offset when known', () => {
-    // V8: "Expected ':' after property name in JSON at position 6"; the two "é" take 2 bytes each
-    expectStError(() => parseSafetensors(rawFile('{"éé" 1}')), { offset: 8 + 8, message: 'at position 6' });
+    // V8: "Expected ':' after property name in JSON at position 6"; the two "é" take 2 bytes each. The parser's
+    // message (which may quote the text) is not repeated: only the byte offset is.
+    const e = expectStError(() => parseSafetensors(rawFile('{"éé" 1}')), { offset: 8 + 8, message: 'header (bytes 8-17) is not valid JSON (at byte 16)' });
+    expect(e.message).not.toContain('position');
     expectStError(() => parseSafetensors(rawFile('{"a":1')), { offset: expect.any(Number) as unknown as number, message: 'not valid JSON' });
     expectStError(() => parseSafetensors(rawFile('\ufeff{}')), { offset: 8, message: 'not valid JSON' });
     expectStError(() => parseSafetensors(rawFile('   ')), { offset: 8, message: 'not valid JSON' });

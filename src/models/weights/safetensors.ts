@@ -60,6 +60,18 @@ export interface SafetensorsFile {
   float32(name: string): Float32Array;
   /** True when the file holds a loadable (F32/F16/BF16) tensor of that name. */
   has(name: string): boolean;
+  /**
+   * The dtype the header gives tensor `name` (any dtype of the format: loadable or not), or undefined when the file
+   * holds no tensor of that name.
+   */
+  dtypeOf(name: string): string | undefined;
+  /**
+   * The first element of the loadable (F32/F16/BF16) tensor `name` that is NaN or ±Infinity, as its row-major index
+   * and its value (NaN, Infinity or -Infinity); undefined when every element is finite. One pass over the tensor's
+   * bits in the file: nothing is converted or copied. Throws SafetensorsError as `float32()` does for a tensor that
+   * is absent or not F32/F16/BF16.
+   */
+  findNonFinite(name: string): { index: number; value: number } | undefined;
 }
 
 /** Input for the writer: one tensor, float32 values in row-major order. */
@@ -268,14 +280,14 @@ export function parseSafetensors(bytes: Uint8Array, source?: string): Safetensor
   const lenHi = view.getUint32(4, true);
   // exact as a double up to 2^53; above that it is far beyond any cap anyway
   const headerLen = lenHi * 0x1_0000_0000 + lenLo;
-  const headerLenText = lenHi === 0 ? String(lenLo) : (BigInt(lenHi) * 0x1_0000_0000n + BigInt(lenLo)).toString();
   if (headerLen === 0) fail('header length (bytes 0-7) is 0; expected a JSON header', undefined, 0);
   if (headerLen > MAX_HEADER_BYTES) {
-    fail(`header length (bytes 0-7) is ${headerLenText} bytes, over the ${MAX_HEADER_BYTES}-byte cap`, undefined, 0);
+    // The length is not shown: above the cap it is most likely the first 8 bytes of some other file's content.
+    fail(`not a safetensors file: the header length (bytes 0-7) is over the ${MAX_HEADER_BYTES}-byte cap`, undefined, 0);
   }
   if (headerLen > fileSize - HEADER_START) {
     fail(
-      `header length (bytes 0-7) is ${headerLenText} bytes but only ${fileSize - HEADER_START} bytes follow ` +
+      `header length (bytes 0-7) is ${headerLen} bytes but only ${fileSize - HEADER_START} bytes follow ` +
         `the length field (file is ${fileSize} bytes; truncated?)`,
       undefined,
       0,
@@ -305,7 +317,8 @@ export function parseSafetensors(bytes: Uint8Array, source?: string): Safetensor
       const charPos = Math.min(Number(pos[1]), headerText.length);
       at = HEADER_START + Buffer.byteLength(headerText.slice(0, charPos), 'utf8');
     }
-    fail(`header (bytes 8-${dataStart - 1}) is not valid JSON: ${show(message, 200)} (at byte ${at})`, undefined, at, err);
+    // The parser's message quotes the text around the error: only the position is shown, the cause keeps the rest.
+    fail(`header (bytes 8-${dataStart - 1}) is not valid JSON (at byte ${at})`, undefined, at, err);
   }
   if (!isPlainObject(header)) {
     const kind = header === null ? 'null' : Array.isArray(header) ? 'an array' : `a ${typeof header}`;
@@ -451,7 +464,7 @@ export function parseSafetensors(bytes: Uint8Array, source?: string): Safetensor
   }
   const metadata: Record<string, string> = Object.fromEntries(metaPairs);
 
-  const float32 = (name: string): Float32Array => {
+  const loadableEntry = (name: string): SafetensorsEntry => {
     const e = loadable.get(name);
     if (!e) {
       const o = other.get(name);
@@ -465,15 +478,45 @@ export function parseSafetensors(bytes: Uint8Array, source?: string): Safetensor
       }
       fail(`no such tensor in the file (${loadable.size + other.size} tensors present)`, name);
     }
-    return widen(bytes, view, e!);
+    return e!;
   };
 
   return {
     entries,
     metadata,
-    float32,
+    float32: (name: string) => widen(bytes, view, loadableEntry(name)),
     has: (name: string) => loadable.has(name),
+    dtypeOf: (name: string) => loadable.get(name)?.dtype ?? other.get(name)?.dtype,
+    findNonFinite: (name: string) => findNonFinite(bytes, view, loadableEntry(name)),
   };
+}
+
+/**
+ * The first NaN or ±Infinity of one validated tensor, read from its bits: an element is non-finite when its exponent
+ * bits are all ones (F32 0x7f800000, F16 0x7c00, BF16 0x7f80); it is NaN when its mantissa is not zero as well.
+ */
+function findNonFinite(bytes: Uint8Array, view: DataView, e: SafetensorsEntry): { index: number; value: number } | undefined {
+  const wide = e.dtype === 'F32';
+  const size = wide ? 4 : 2;
+  const n = e.byteLength / size;
+  const exponent = wide ? 0x7f800000 : e.dtype === 'F16' ? 0x7c00 : 0x7f80;
+  const signBit = wide ? 0x80000000 : 0x8000;
+  const found = (index: number, bits: number) => ({
+    index,
+    value: (bits & ~signBit & ~exponent) !== 0 ? Number.NaN : (bits & signBit) !== 0 ? -Infinity : Infinity,
+  });
+  const start = bytes.byteOffset + e.byteOffset;
+  if (HOST_LITTLE_ENDIAN && start % size === 0) {
+    // An aligned view reads the file's little-endian words directly: the fast path for files the writer made.
+    const words = wide ? new Uint32Array(bytes.buffer, start, n) : new Uint16Array(bytes.buffer, start, n);
+    for (let i = 0; i < n; i++) if ((words[i]! & exponent) === exponent) return found(i, words[i]!);
+    return undefined;
+  }
+  for (let i = 0; i < n; i++) {
+    const bits = wide ? view.getUint32(e.byteOffset + 4 * i, true) : view.getUint16(e.byteOffset + 2 * i, true);
+    if ((bits & exponent) === exponent) return found(i, bits);
+  }
+  return undefined;
 }
 
 /** Copy one validated tensor out of the file as float32, little-endian, alignment-safe. */
@@ -510,13 +553,15 @@ function widen(bytes: Uint8Array, view: DataView, e: SafetensorsEntry): Float32A
  * into memory (sizes in bytes); files larger than `buffer.constants.MAX_LENGTH`
  * bytes are rejected.
  *
- * @param path file path; used as the `source` of errors
+ * @param path file path
+ * @param source how errors name the file (default `path`); a server passes a
+ *   name without its own folders, as errors may reach clients
  * @throws SafetensorsError for every content problem listed on
  *   {@link parseSafetensors}, for a file too large to hold in memory, or a
  *   file that shrinks while being read. File-system errors (ENOENT, EACCES,
  *   ...) are passed through unchanged.
  */
-export async function readSafetensors(path: string): Promise<SafetensorsFile> {
+export async function readSafetensors(path: string, source = path): Promise<SafetensorsFile> {
   const handle = await open(path, 'r');
   let bytes: Buffer;
   try {
@@ -524,7 +569,7 @@ export async function readSafetensors(path: string): Promise<SafetensorsFile> {
     if (size > bufferConstants.MAX_LENGTH) {
       throw new SafetensorsError(
         `file is ${size} bytes, larger than the ${bufferConstants.MAX_LENGTH} bytes a Buffer can hold`,
-        { source: path },
+        { source },
       );
     }
     bytes = Buffer.allocUnsafe(size);
@@ -534,7 +579,7 @@ export async function readSafetensors(path: string): Promise<SafetensorsFile> {
       const { bytesRead } = await handle.read(bytes, filled, Math.min(CHUNK, size - filled), filled);
       if (bytesRead === 0) {
         throw new SafetensorsError(`file ended at byte ${filled} while reading; expected ${size} bytes`, {
-          source: path,
+          source,
           offset: filled,
         });
       }
@@ -543,7 +588,7 @@ export async function readSafetensors(path: string): Promise<SafetensorsFile> {
   } finally {
     await handle.close();
   }
-  return parseSafetensors(bytes, path);
+  return parseSafetensors(bytes, source);
 }
 
 /**
