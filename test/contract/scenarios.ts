@@ -12,15 +12,15 @@ import type { WorldSession } from '../../src/engine/session';
 import type { SessionAction } from '../../src/request/session-request';
 import type { OmniEvent } from '../../src/request/omni-event';
 import type { OmniRequestInput } from '../../src/request/omni-request';
-import { makeModelsDir, poisonWithNaN, tinySpec, tinyWorldSpec } from '../helpers/tiny-model';
+import { makeModelsDir, poisonToOverflow, tinySpec, tinyWorldSpec } from '../helpers/tiny-model';
 
-/** A models folder with the tiny model, the tiny world model, and a copy of the tiny model whose DiT yields NaN. */
+/** A models folder with the tiny model, the tiny world model, and a copy of the tiny model whose DiT yields non-finite values. */
 export async function contractModels(): Promise<string> {
   const dir = await makeModelsDir([
     { spec: tinyWorldSpec(), seed: 3 },
     { spec: tinySpec('tiny-nan'), seed: 1 },
   ]);
-  poisonWithNaN(dir, 'tiny-nan');
+  poisonToOverflow(dir, 'tiny-nan');
   return dir;
 }
 

@@ -8,7 +8,7 @@ import type { OmniEvent } from '../../src/request/omni-event';
 import type { OmniRequestInput } from '../../src/request/omni-request';
 import { finalOf } from '../helpers/events';
 import { settledBytesInUse } from '../helpers/native-memory';
-import { makeModelsDir, poisonWithNaN, tinySpec } from '../helpers/tiny-model';
+import { makeModelsDir, poisonToOverflow, tinySpec } from '../helpers/tiny-model';
 import { builtinFamilies } from '../../src/families';
 import { loadNative } from '../../src/native/binding';
 import { inProcess, loadedWan } from '../helpers/engine';
@@ -43,14 +43,14 @@ const bytes = (events: OmniEvent[]) => {
 };
 
 beforeAll(async () => {
-  // A second model whose DiT output weights hold a NaN, and a third whose transformer file is truncated.
+  // A second model whose DiT output weights overflow to non-finite values, and a third whose transformer file is truncated.
   const nanSpec = tinySpec('tiny-nan');
   const brokenSpec = tinySpec('tiny-broken');
   modelsDir = await makeModelsDir([
     { spec: nanSpec, seed: 1 },
     { spec: brokenSpec, seed: 1 },
   ]);
-  poisonWithNaN(modelsDir, 'tiny-nan');
+  poisonToOverflow(modelsDir, 'tiny-nan');
   const brokenFile = path.join(modelsDir, 'tiny-broken', 'transformer.safetensors');
   const raw = readFileSync(brokenFile);
   writeFileSync(brokenFile, raw.subarray(0, raw.length - 100));

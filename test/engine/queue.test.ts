@@ -9,7 +9,7 @@ import { inProcess } from '../helpers/engine';
 import { DEFAULT_LIMITS } from '../../src/request/limits';
 import type { OmniEvent } from '../../src/request/omni-event';
 import { OmniRequestSchema, type OmniRequestInput } from '../../src/request/omni-request';
-import { makeModelsDir, poisonWithNaN, tinySpec } from '../helpers/tiny-model';
+import { makeModelsDir, poisonToOverflow, tinySpec } from '../helpers/tiny-model';
 import { builtinFamilies } from '../../src/families';
 
 let modelsDir: string;
@@ -100,9 +100,9 @@ function expectIdle(engine: Engine): void {
 
 beforeAll(async () => {
   native = loadNative();
-  // 'tiny-nan': the DiT's output bias holds a NaN, so its first denoise step produces non-finite values.
+  // 'tiny-nan': the DiT's output weights overflow, so its first denoise step produces non-finite values.
   modelsDir = await makeModelsDir([{ spec: tinySpec('tiny-nan'), seed: 1 }]);
-  poisonWithNaN(modelsDir, 'tiny-nan');
+  poisonToOverflow(modelsDir, 'tiny-nan');
 });
 
 afterAll(async () => {

@@ -62,12 +62,15 @@ export async function makeModelsDir(extra: Array<{ spec: ModelSpec; seed: number
   return dir;
 }
 
-/** Rewrites model `id` in `modelsDir` so its DiT output bias holds a NaN: its first denoise step yields non-finite values. */
-export function poisonWithNaN(modelsDir: string, id: string): void {
+/**
+ * Rewrites model `id` in `modelsDir` so its DiT output projection holds the largest finite float32 in every weight:
+ * the weights load (every value is finite), and its first denoise step overflows to non-finite values.
+ */
+export function poisonToOverflow(modelsDir: string, id: string): void {
   const file = path.join(modelsDir, id, 'transformer.safetensors');
   const parsed = parseSafetensors(readFileSync(file));
   const tensors: Record<string, { shape: number[]; data: Float32Array }> = {};
   for (const e of parsed.entries) tensors[e.name] = { shape: e.shape, data: parsed.float32(e.name) };
-  tensors['proj_out.bias'].data[0] = Number.NaN;
+  tensors['proj_out.weight'].data.fill(3.4028234663852886e38);
   writeFileSync(file, serializeSafetensors(tensors));
 }

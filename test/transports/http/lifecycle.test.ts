@@ -5,7 +5,7 @@
 import type { FastifyInstance } from 'fastify';
 import { PNG } from 'pngjs';
 import { createApp, startServer, readSse, type TestServer } from './helpers';
-import { makeModelsDir, poisonWithNaN, tinySpec } from '../../helpers/tiny-model';
+import { makeModelsDir, poisonToOverflow, tinySpec } from '../../helpers/tiny-model';
 import { createServer } from '../../../transports/server';
 import { parseServeArgs } from '../../../src/cli/serve';
 import { Engine } from '../../../src/engine/engine';
@@ -40,7 +40,7 @@ describe('SSE job events', () => {
   let s: TestServer;
   beforeAll(async () => {
     const dir = await makeModelsDir([{ spec: tinySpec('tiny-nan'), seed: 1 }]);
-    poisonWithNaN(dir, 'tiny-nan');
+    poisonToOverflow(dir, 'tiny-nan');
     s = await startServer({ modelsDir: dir });
   });
   afterAll(async () => {
@@ -109,7 +109,7 @@ describe('SSE job events', () => {
   });
 
   it('a job that fails while running streams an error event and reports it in the job object', async () => {
-    // Model tiny-nan has a NaN in its DiT output bias: its first denoise step yields non-finite values.
+    // Model tiny-nan's DiT output weights overflow: its first denoise step yields non-finite values.
     const job = await createJob(s, { prompt: 'a', model: 'tiny-nan', size: '8x8', num_frames: 1, num_inference_steps: 2 });
     const sse = await readSse(`${s.origin}/v1/videos/${job.id}/events`);
     const last = sse.events.at(-1)!;

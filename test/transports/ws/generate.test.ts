@@ -10,7 +10,7 @@ import { tmpdir } from 'node:os';
 import * as path from 'node:path';
 import WebSocket from 'ws';
 import { startServer, type TestServer } from '../http/helpers';
-import { makeModelsDir, poisonWithNaN, tinySpec } from '../../helpers/tiny-model';
+import { makeModelsDir, poisonToOverflow, tinySpec } from '../../helpers/tiny-model';
 import { StreamClient } from './stream-client';
 
 let server: TestServer;
@@ -18,7 +18,7 @@ const dir = mkdtempSync(path.join(tmpdir(), 'omnirx-ws-'));
 
 beforeAll(async () => {
   const modelsDir = await makeModelsDir([{ spec: tinySpec('poisoned'), seed: 2 }]);
-  poisonWithNaN(modelsDir, 'poisoned');
+  poisonToOverflow(modelsDir, 'poisoned');
   server = await startServer({ modelsDir });
 });
 
