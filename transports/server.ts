@@ -328,7 +328,7 @@ export async function createServer(options: ServerOptions = {}): Promise<Fastify
   });
 
   // Registered last, so that each plugin's context inherits the parsers, hooks and handlers above.
-  await app.register(httpTransport, { ctx, jobs: table, admitWaitMs: options.admitWaitMs ?? 2000 });
+  await app.register(httpTransport, { ctx, jobs: table, admitWaitMs: options.admitWaitMs ?? 2000, bearerAuth: options.apiKey !== undefined });
   await app.register(webrtcTransport, { ctx });
   await app.register(wsTransport, { ctx });
   return app;

@@ -2,6 +2,7 @@ import type { FastifyInstance } from 'fastify';
 import type { ServerContext } from '../shared/context';
 import type { JobTable } from './jobs';
 import { registerDemoRoutes } from './routes/demos';
+import { registerDocsRoutes } from './routes/docs';
 import { registerHealthRoutes } from './routes/health';
 import { registerImageRoutes } from './routes/images';
 import { registerModelRoutes } from './routes/models';
@@ -17,13 +18,16 @@ export interface HttpTransportOptions {
   admitWaitMs?: number;
   /** Folder of the demo pages served at `/demos/…`. Default `demos/` at the package root. */
   demosDir?: string;
+  /** Whether the server requires a bearer token on `/v1` (documented in `/openapi.json`). Default false. */
+  bearerAuth?: boolean;
 }
 
 /**
  * The HTTP transport (docs/http.md), a Fastify plugin: the open operational routes (`/health`, `/ready`,
  * `/metrics`), the OpenAI-compatible `/v1/models`, `/v1/videos` (jobs, SSE events, MP4 content) and
- * `/v1/images/generations`, and the demo pages at `/demos/…`. Body parsing, auth, error shapes and the not-found
- * answer are the parent's (`createServer` in transports/server.ts); it decorates nothing.
+ * `/v1/images/generations`, the API docs (`/openapi.json`, `/docs`) and the demo pages at `/demos/…`. Body parsing,
+ * auth, error shapes and the not-found answer are the parent's (`createServer` in transports/server.ts); it decorates
+ * nothing.
  */
 export async function httpTransport(app: FastifyInstance, opts: HttpTransportOptions): Promise<void> {
   const { ctx, jobs } = opts;
@@ -31,5 +35,6 @@ export async function httpTransport(app: FastifyInstance, opts: HttpTransportOpt
   registerModelRoutes(app, ctx);
   registerVideoRoutes(app, { ...ctx, jobs, admitWaitMs: opts.admitWaitMs ?? 2000 });
   registerImageRoutes(app, ctx);
+  registerDocsRoutes(app, ctx, { bearerAuth: opts.bearerAuth ?? false });
   registerDemoRoutes(app, opts.demosDir);
 }

@@ -39,6 +39,11 @@ export class WebSocketRouter {
     this.routes.set(path, handler);
   }
 
+  /** The paths served, in the order they were routed. */
+  paths(): string[] {
+    return [...this.routes.keys()];
+  }
+
   /** The listener for the HTTP server's `upgrade` event. */
   readonly onUpgrade = (req: IncomingMessage, socket: Duplex, head: Buffer): void => {
     let url: URL;

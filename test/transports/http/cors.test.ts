@@ -37,7 +37,7 @@ describe('CORS off (the default)', () => {
   });
 
   it('no response carries an Access-Control-* header, whatever the Origin; a preflight is 404 as any unknown method', async () => {
-    for (const url of ['/health', '/v1/models']) {
+    for (const url of ['/health', '/v1/models', '/openapi.json']) {
       const res = await app.inject({ method: 'GET', url, headers: { origin: APP } });
       expect(res.statusCode).toBe(200);
       expect(accessControlHeaders(res.headers)).toEqual([]);

@@ -9,12 +9,14 @@ import { streamSse } from '../sse';
 import { coerceFormFields, httpFieldOf, parseBody, toVideoRequest, VideoCreateBodySchema } from '../../shared/video-request';
 import { admitting, loadModel } from '../../shared/admission';
 
-const ListQuerySchema = z.strictObject({
+/** Query of `GET /v1/videos` (also documented in /openapi.json). */
+export const ListQuerySchema = z.strictObject({
   limit: z.coerce.number({ error: 'limit must be an integer from 1 to 100' }).int().min(1).max(100).optional(),
   after: z.string().max(128).optional(),
   order: z.enum(['asc', 'desc']).optional(),
 });
-const ContentQuerySchema = z.strictObject({ variant: z.literal('video').optional() });
+/** Query of `GET /v1/videos/{id}/content` (also documented in /openapi.json). */
+export const ContentQuerySchema = z.strictObject({ variant: z.literal('video').optional() });
 
 /**
  * Reads a multipart/form-data body into plain fields. A file part is accepted only as `input_reference` (read to
@@ -77,6 +79,8 @@ export function registerVideoRoutes(app: FastifyInstance, ctx: VideoRouteContext
     const id = `video_${randomUUID().replace(/-/g, '')}`;
     const { request, framesFrom } = toVideoRequest(body, id, model.spec.id, model.spec.defaults.fps);
     const job = new VideoJob(id, model.spec.id, body.prompt);
+    // The request's logger carries its reqId: this line ties the job to the request that created it.
+    req.log.info({ jobId: id, model: model.spec.id }, 'job created');
     const outcome = await ctx.jobs.start(job, ctx.engine().generate(request), ctx.admitWaitMs);
     if (outcome.kind === 'rejected') throw fromErrorEvent(outcome.error, (p) => httpFieldOf(p, framesFrom));
     return reply.send(job.toJSON());
