@@ -79,3 +79,15 @@ export class OmniError extends Error {
     if (options.param !== undefined) this.param = options.param;
   }
 }
+
+/** An absolute file path in a message: a `/` at the start or after a space, quote, bracket or `=`, up to the next one. */
+const ABSOLUTE_PATH = /(^|[\s'"`([=])\/[^\s'"`()[\]]*/g;
+
+/**
+ * `message` with every absolute file path shortened to its last segment (`open '/srv/models/x/vae.safetensors'` →
+ * `open '…/vae.safetensors'`). For the message of an error omnirx did not raise on purpose (an errno error names the
+ * file it failed on) before it reaches a client: the server's folders stay on the server, whose log keeps the error.
+ */
+export function withoutServerPaths(message: string): string {
+  return message.replace(ABSOLUTE_PATH, (found: string, lead: string) => `${lead}…/${found.slice(found.lastIndexOf('/') + 1)}`);
+}

@@ -2,7 +2,8 @@ import { readFileSync, readdirSync } from 'node:fs';
 import * as path from 'node:path';
 
 import { failureEvent } from '../src/engine/events';
-import { ERROR_CATALOGUE, OmniError, type ErrorCode } from '../src/errors';
+import { ERROR_CATALOGUE, OmniError, withoutServerPaths, type ErrorCode } from '../src/errors';
+import { toHttpError } from '../transports/shared/errors';
 
 const ROOT = path.resolve(__dirname, '..');
 const SRC = path.join(ROOT, 'src');
@@ -135,5 +136,24 @@ describe('OmniError', () => {
     expect(failureEvent('r1', coded).code).toBe('OMNIRX_ERR_SAFETENSORS');
     expect(failureEvent('r1', new Error('boom')).code).toBe('OMNIRX_ERR_INTERNAL');
     expect(failureEvent('r1', 'a string').message).toBe('a string');
+  });
+});
+
+describe('withoutServerPaths', () => {
+  const enoent = "ENOENT: no such file or directory, open '/srv/omnirx/models/tiny/vae.safetensors'";
+
+  it('shortens every absolute path to its last segment and leaves other slashes alone', () => {
+    expect(withoutServerPaths(enoent)).toBe("ENOENT: no such file or directory, open '…/vae.safetensors'");
+    expect(withoutServerPaths('/tmp/a/b.mp4 and (/etc/passwd) or x=/home/u/.cache/f')).toBe('…/b.mp4 and (…/passwd) or x=…/f');
+    expect(withoutServerPaths('T2V/T2I, 64/8 frames, up/down')).toBe('T2V/T2I, 64/8 frames, up/down');
+  });
+
+  it('keeps server paths out of the event of an unexpected error, and out of a 500 body', () => {
+    const err = Object.assign(new Error(enoent), { code: 'ENOENT' });
+    expect(failureEvent('r1', err)).toMatchObject({ code: 'OMNIRX_ERR_INTERNAL', message: "ENOENT: no such file or directory, open '…/vae.safetensors'" });
+    expect(toHttpError(err).body().error).toMatchObject({
+      code: 'internal',
+      message: "internal error: ENOENT: no such file or directory, open '…/vae.safetensors'",
+    });
   });
 });

@@ -1,4 +1,4 @@
-import { ERROR_CATALOGUE, type ErrorCode } from '../../src/errors';
+import { ERROR_CATALOGUE, withoutServerPaths, type ErrorCode } from '../../src/errors';
 import type { ErrorEvent } from '../../src/request/omni-event';
 
 /** OpenAI-style error `type` of a response, derived from its HTTP status. */
@@ -93,7 +93,8 @@ export function fromErrorEvent(ev: ErrorEvent, fieldOf: (path: string | undefine
 /**
  * Turns anything a route or Fastify threw into an {@link HttpError}: our own errors as they are, Fastify's body
  * errors (malformed JSON, too large, wrong media type, multipart limits) by their status, everything else as a
- * 500 whose message says what failed.
+ * 500 whose message says what failed, without the server's absolute paths (`withoutServerPaths`; the server's log
+ * keeps the whole error).
  */
 export function toHttpError(err: unknown): HttpError {
   if (err instanceof HttpError) return err;
@@ -108,5 +109,5 @@ export function toHttpError(err: unknown): HttpError {
     const json = e.code === 'FST_ERR_CTP_INVALID_JSON_BODY' || e.code === 'FST_ERR_CTP_EMPTY_JSON_BODY' || err instanceof SyntaxError;
     return new HttpError(status, json ? 'invalid_json' : 'invalid_body', message);
   }
-  return HttpError.of('internal', `internal error: ${message}`);
+  return HttpError.of('internal', `internal error: ${withoutServerPaths(message)}`);
 }
