@@ -103,7 +103,9 @@ describe('a second model family (toy-image) registered beside Wan', () => {
     writeFileSync(path.join(dir, 'model.json'), JSON.stringify({ ...spec, denoiser: { ...spec.denoiser, patch: 0 } }));
     const err = errorOf(await run({ model: 'toy-broken', task: 'T2I', inputs: { prompt: 'a fox' } }));
     expect(err.code).toBe('OMNIRX_ERR_MODEL_LOAD');
-    expect(err.message).toContain(path.join(dir, 'model.json'));
+    // the file relative to the models folder, never the server's path: the message reaches the client
+    expect(err.message).toContain("model 'toy-broken': toy-broken/model.json");
+    expect(err.message).not.toContain(modelsDir);
     expect(err.message).toContain('denoiser.patch');
     writeFileSync(path.join(dir, 'model.json'), JSON.stringify({ ...spec, embedder: { ...spec.embedder, vocab: 10 } }));
     const extra = errorOf(await run({ model: 'toy-broken', task: 'T2I', inputs: { prompt: 'a fox' } }));

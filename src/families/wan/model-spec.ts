@@ -30,6 +30,7 @@ export type ModelSpec = z.infer<typeof ModelSpecSchema>;
 /**
  * Validates a Wan `model.json` object, the cross-component constraints included (the DiT's text width is the text
  * encoder's, its in/out channels the VAE's latent channels).
+ * @param file how messages name the file (a `ModelFile` label: no server path)
  * @throws OmniError OMNIRX_ERR_MODEL_LOAD naming `file` and the field as a dotted path.
  */
 export function parseWanSpec(json: unknown, file: string): ModelSpec {

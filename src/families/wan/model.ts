@@ -1,4 +1,3 @@
-import * as path from 'node:path';
 import { OmniError } from '../../errors';
 import type { NativeBinding } from '../../native/binding';
 import { readJsonFile } from '../../pipeline/family/catalog';
@@ -8,6 +7,7 @@ import { T5Encoder, t5Params } from '../../models/t5/encoder';
 import { TokenizerFileSchema, WordByteTokenizer } from '../../models/t5/tokenizer';
 import { VaeDecoder, vaeDecoderParams } from '../../models/vae/decoder';
 import { VaeEncoder, vaeEncoderParams } from '../../models/vae/encoder';
+import { resolveModelFile } from '../../models/weights/model-file';
 import { WeightStore } from '../../models/weights/weight-store';
 import { CausalWanDiT, type CausalRolloutConfig } from '../../models/wan/causal-dit';
 import { WanDiT, wanDiTParams } from '../../models/wan/dit';
@@ -41,26 +41,33 @@ export class WanT2VModel implements LoadedModel {
    * Loads the model in `dir` (its `spec`, validated by `parseWanSpec`), constructing only `components` (default: all
    * the directory provides but the VAE encoder), with the DiTs' matrix products (linears, attention) in
    * `opts.matmulDtype` (default float32).
-   * @throws OmniError OMNIRX_ERR_MODEL_LOAD for a missing/invalid file or a tensor that does not match the config;
-   *   SafetensorsError for a malformed weights file.
+   * Every file is opened through `resolveModelFile` (refused when it resolves outside `dir`) and named in errors by
+   * the model's id and its path relative to the models folder; each weights file is checked by `WeightStore.open`.
+   * @throws OmniError OMNIRX_ERR_MODEL_LOAD for a missing/invalid file, a file that resolves outside `dir`, or a tensor
+   *   that is missing or whose dtype, shape or values (NaN, ±Infinity) do not fit the config; SafetensorsError for a
+   *   malformed weights file.
    */
   static async load(native: NativeBinding, dir: string, spec: ModelSpec, components?: ReadonlySet<string>, opts: ModelLoadOptions = {}): Promise<WanT2VModel> {
     const want = (c: WanComponent) =>
       components === undefined ? (c !== 'transformer_2' || spec.transformer_2 !== undefined) && c !== 'vae_encoder' : components.has(c);
     let tokenizer: WordByteTokenizer | undefined;
     if (want('tokenizer') || want('text_encoder')) {
-      const tokFile = path.join(dir, 'tokenizer.json');
+      const tokFile = await resolveModelFile(dir, 'tokenizer.json', spec.id);
       const tok = TokenizerFileSchema.safeParse(await readJsonFile(tokFile));
-      if (!tok.success) throw new OmniError('OMNIRX_ERR_MODEL_LOAD', `${tokFile}: ${tok.error.issues[0].message}`);
+      if (!tok.success) throw new OmniError('OMNIRX_ERR_MODEL_LOAD', `${tokFile.label}: ${tok.error.issues[0].message}`);
       tokenizer = new WordByteTokenizer(tok.data);
       if (tokenizer.vocabSize !== spec.textEncoder.vocabSize) {
-        throw new OmniError('OMNIRX_ERR_MODEL_LOAD', `${tokFile}: ${tokenizer.vocabSize} ids, but textEncoder.vocabSize is ${spec.textEncoder.vocabSize}`);
+        throw new OmniError(
+          'OMNIRX_ERR_MODEL_LOAD',
+          `${tokFile.label}: ${tokenizer.vocabSize} ids, but textEncoder.vocabSize is ${spec.textEncoder.vocabSize}`,
+        );
       }
     }
     const stores: WeightStore[] = [];
     const bytes: Record<string, number> = {};
-    const open = async (file: string, params: Parameters<typeof WeightStore.open>[2]) => {
-      const st = await WeightStore.open(native, path.join(dir, file), params);
+    const open = async (name: string, params: Parameters<typeof WeightStore.open>[2]) => {
+      const file = await resolveModelFile(dir, name, spec.id);
+      const st = await WeightStore.open(native, file.path, params, file.label);
       stores.push(st);
       return st;
     };
@@ -76,7 +83,7 @@ export class WanT2VModel implements LoadedModel {
         if (!want(name)) continue;
         const config = name === 'transformer' ? spec.transformer : spec.transformer_2;
         if (config === undefined)
-          throw new OmniError('OMNIRX_ERR_MODEL_LOAD', `${dir}/model.json: the deployment needs '${name}' but the model has no ${name} config`);
+          throw new OmniError('OMNIRX_ERR_MODEL_LOAD', `model '${spec.id}': the deployment needs '${name}' but its model.json has no ${name} config`);
         const st = await open(`${name}.safetensors`, wanDiTParams(config));
         transformers.set(name, { dit: new WanDiT(native, config, st, opts.matmulDtype), weights: st });
         bytes[name] = st.bytes;
@@ -106,8 +113,8 @@ export class WanT2VModel implements LoadedModel {
    * @throws OmniError OMNIRX_ERR_MODEL_LOAD as `parseWanSpec` and `load` do.
    */
   static async fromDirectory(native: NativeBinding, dir: string, components?: ReadonlySet<string>, opts: ModelLoadOptions = {}): Promise<WanT2VModel> {
-    const file = path.join(dir, 'model.json');
-    return WanT2VModel.load(native, dir, parseWanSpec(await readJsonFile(file), file), components, opts);
+    const file = await resolveModelFile(dir, 'model.json');
+    return WanT2VModel.load(native, dir, parseWanSpec(await readJsonFile(file), file.label), components, opts);
   }
 
   private missing(name: string): never {

@@ -2,6 +2,7 @@ import { existsSync, readdirSync } from 'node:fs';
 import { readFile } from 'node:fs/promises';
 import * as path from 'node:path';
 import { OmniError } from '../../errors';
+import { resolveModelFile, type ModelFile } from '../../models/weights/model-file';
 import type { ModelFamily } from './family';
 import type { ModelSpecBase } from './model-spec';
 import type { FamilyRegistry } from './registry';
@@ -25,20 +26,22 @@ export interface CatalogEntry {
 }
 
 /**
- * Reads and parses a JSON file of a model directory.
- * @throws OmniError OMNIRX_ERR_MODEL_LOAD naming the file when it cannot be read or is not JSON (with the parser's position).
+ * Reads and parses a JSON file of a model folder (`model.json`, `tokenizer.json`). Messages name the file by its
+ * label and give the parser's position only: neither the server's path nor the file's text reaches a client.
+ * @throws OmniError OMNIRX_ERR_MODEL_LOAD naming the file when it cannot be read (the errno code) or is not JSON.
  */
-export async function readJsonFile(file: string): Promise<unknown> {
+export async function readJsonFile(file: ModelFile): Promise<unknown> {
   let text: string;
   try {
-    text = await readFile(file, 'utf8');
+    text = await readFile(file.path, 'utf8');
   } catch (e) {
-    throw new OmniError('OMNIRX_ERR_MODEL_LOAD', `${file}: ${(e as Error).message}`);
+    throw new OmniError('OMNIRX_ERR_MODEL_LOAD', `${file.label}: ${(e as NodeJS.ErrnoException).code ?? 'cannot be read'}`, { cause: e });
   }
   try {
     return JSON.parse(text);
   } catch (e) {
-    throw new OmniError('OMNIRX_ERR_MODEL_LOAD', `${file}: not valid JSON (${(e as Error).message})`);
+    const position = /at position (\d+)/.exec((e as Error).message);
+    throw new OmniError('OMNIRX_ERR_MODEL_LOAD', `${file.label}: not valid JSON${position ? ` (at character ${position[1]})` : ''}`, { cause: e });
   }
 }
 
@@ -66,8 +69,9 @@ export class ModelCatalog {
     try {
       entries = readdirSync(this.modelsDir, { withFileTypes: true });
     } catch (e) {
-      throw new OmniError('OMNIRX_ERR_MODEL_LOAD', `models folder ${this.modelsDir}: ${(e as NodeJS.ErrnoException).code ?? (e as Error).message}`, {
+      throw new OmniError('OMNIRX_ERR_MODEL_LOAD', `the models folder cannot be read: ${(e as NodeJS.ErrnoException).code ?? 'unknown error'}`, {
         param: 'model',
+        cause: e,
       });
     }
     return (
@@ -92,7 +96,7 @@ export class ModelCatalog {
       const dir = path.join(this.modelsDir, name);
       if (!existsSync(this.modelsDir)) {
         return Promise.reject(
-          new OmniError('OMNIRX_ERR_UNKNOWN_MODEL', `the models folder ${this.modelsDir} does not exist (OMNIRX_MODELS_DIR or --models-dir names it)`, {
+          new OmniError('OMNIRX_ERR_UNKNOWN_MODEL', 'the models folder does not exist (OMNIRX_MODELS_DIR or --models-dir names it)', {
             param: 'modelsDir',
           }),
         );
@@ -102,7 +106,7 @@ export class ModelCatalog {
         return Promise.reject(
           new OmniError(
             'OMNIRX_ERR_UNKNOWN_MODEL',
-            `unknown model '${name}'; available: ${known.length ? known.join(', ') : `none in ${this.modelsDir} (the package ships models/omnirx-default; OMNIRX_MODELS_DIR or --models-dir points elsewhere)`}`,
+            `unknown model '${name}'; available: ${known.length ? known.join(', ') : 'none in the models folder (the package ships models/omnirx-default; OMNIRX_MODELS_DIR or --models-dir points elsewhere)'}`,
             { param: 'model' },
           ),
         );
@@ -115,14 +119,17 @@ export class ModelCatalog {
   }
 
   private async read(id: string, dir: string): Promise<CatalogEntry> {
-    const file = path.join(dir, 'model.json');
+    const file = await resolveModelFile(dir, 'model.json', id);
     const json = await readJsonFile(file);
     const familyName = (json as { family?: unknown } | null)?.family;
     if (typeof familyName !== 'string')
-      throw new OmniError('OMNIRX_ERR_MODEL_LOAD', `${file}: family: expected the name of a model family (registered: ${this.families.names().join(', ')})`);
-    const family = this.families.get(familyName, file);
-    const spec = family.parseSpec(json, file);
-    if (spec.id !== id) throw new OmniError('OMNIRX_ERR_MODEL_LOAD', `${file}: id: '${spec.id}' differs from its directory name '${id}'`);
+      throw new OmniError(
+        'OMNIRX_ERR_MODEL_LOAD',
+        `${file.label}: family: expected the name of a model family (registered: ${this.families.names().join(', ')})`,
+      );
+    const family = this.families.get(familyName, file.label);
+    const spec = family.parseSpec(json, file.label);
+    if (spec.id !== id) throw new OmniError('OMNIRX_ERR_MODEL_LOAD', `${file.label}: id: '${spec.id}' differs from its directory name '${id}'`);
     return { id, dir, spec, family };
   }
 }

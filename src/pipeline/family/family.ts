@@ -110,12 +110,14 @@ export interface FamilyDefinition<M extends LoadedModel, Spec extends ModelSpecB
   /** Request tasks the family's graph serves. */
   readonly tasks: readonly Task[];
   /**
-   * Validates a `model.json` object of this family (`file` names it in errors).
+   * Validates a `model.json` object of this family (`file` names it in errors: the model and its path relative to
+   * the models folder, never a server path, as these errors reach clients).
    * @throws OmniError OMNIRX_ERR_MODEL_LOAD naming the file and the field as a dotted path.
    */
   parseSpec(json: unknown, file: string): Spec;
   /**
-   * Loads the model in `dir`, constructing only `components`.
+   * Loads the model in `dir`, constructing only `components`. Files are opened through `resolveModelFile` (none may
+   * resolve outside `dir`) and named in errors by its label.
    * @throws OmniError OMNIRX_ERR_MODEL_LOAD for a missing or mismatched file; SafetensorsError for a malformed one.
    */
   load(native: NativeBinding, dir: string, spec: Spec, components: ReadonlySet<string>, options: ModelLoadOptions): Promise<M>;
