@@ -5,6 +5,8 @@
  */
 export { Engine, deployOptions, requestAdmittedEvent, RequestStatus, type EngineOptions } from './engine/engine';
 export { WorldSession, type WorldSessionParams, type WorldSessionStats } from './engine/session';
+export { EngineMetrics, processMetrics, type EngineMetricsOptions, type MeteredEngine } from './engine/engine-metrics';
+export type { RequestWatch, RequestWatcher } from './engine/request-watch';
 export { AdmissionPlanner } from './engine/admission-planner';
 export type { AdmittedRequest, ExecutionEvent, ExecutionFailure, Executor, SessionExecution, SessionInputs } from './executor/executor';
 export { InProcessExecutor } from './executor/in-process';

@@ -29,6 +29,7 @@ import type { Logger } from '../util/logger';
 import { AdmissionPlanner } from './admission-planner';
 import { errorEventOf, failureEvent } from './events';
 import { takeRequestOrAnswer } from './intake';
+import { watchRequests, type RequestWatcher } from './request-watch';
 import { SessionInputs, WorldSession } from './session';
 
 export interface EngineOptions {
@@ -195,6 +196,8 @@ export class Engine {
   /** Ids of sessions the executor is opening (they count against `maxSessions` and cannot be reused meanwhile). */
   private readonly openingSessions = new Set<string>();
   private readonly slabs: SlabReservations;
+  /** What watches every request (`watchRequests`: metrics). */
+  private readonly watchers = new Set<RequestWatcher>();
   private closed = false;
   private closePromise?: Promise<void>;
 
@@ -297,6 +300,21 @@ export class Engine {
     return { queued: this.waiting.length, running: this.runningIds.size, memoryBytes: this.admission.usedBytes, sessions: this.worldSessions.size };
   }
 
+  /** The memory budget of admission, bytes (`memoryBudgetBytes`): `stats().memoryBytes` of it is claimed. */
+  get memoryBudgetBytes(): number {
+    return this.options.memoryBudgetBytes;
+  }
+
+  /**
+   * Has `watcher` see every request `generate` runs from now on (`EngineMetrics` counts and times them this way): it is
+   * called once per subscription and the watch it returns sees each event before the consumer does, then `cancelled`
+   * when the consumer unsubscribed before the end. A watcher that throws is ignored. Returns its removal.
+   */
+  watchRequests(watcher: RequestWatcher): () => void {
+    this.watchers.add(watcher);
+    return () => this.watchers.delete(watcher);
+  }
+
   /**
    * Whether the engine takes work: its executor's health (`degraded` while a stage process restarts; `down` when the
    * stages cannot recover, or once closed). New requests and sessions are refused while it is `down`.
@@ -389,7 +407,7 @@ export class Engine {
 
   /** Runs one request as a cold event stream (see the class docs). */
   generate(input: OmniRequestInput): Observable<OmniEvent> {
-    return new Observable<OmniEvent>((subscriber) => {
+    const events$ = new Observable<OmniEvent>((subscriber) => {
       const intake = takeRequestOrAnswer(subscriber, this.schema, input, (id) => this.refusal(id));
       if (intake === undefined) return undefined;
       const { request: req, requestId } = intake;
@@ -459,6 +477,7 @@ export class Engine {
         }
       };
     });
+    return events$.pipe(watchRequests(this.watchers));
   }
 
   /** Why a valid request cannot enter now (closed engine, an id in use, a full queue), or undefined. */
