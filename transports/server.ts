@@ -1,6 +1,6 @@
 import { createHash, timingSafeEqual } from 'node:crypto';
 import multipart from '@fastify/multipart';
-import Fastify, { type FastifyInstance, type FastifyReply } from 'fastify';
+import Fastify, { LogController, type FastifyInstance, type FastifyReply } from 'fastify';
 import { OmniError } from '../src/errors';
 import { resolveFfmpeg } from '../src/media/ffmpeg';
 import type { DeployConfig } from '../src/placement/deploy-config';
@@ -8,6 +8,7 @@ import type { ModelFamily } from '../src/pipeline/family/family';
 import { JobTable } from './http/jobs';
 import { httpTransport } from './http/plugin';
 import { answerClientError, answerOnSocket } from './shared/client-error';
+import { LOG_LEVELS, logResponse, requestIdOf, type LogLevel } from './shared/access-log';
 import type { ServerContext } from './shared/context';
 import { parseCorsOrigins, registerCors } from './shared/cors';
 import { HttpError, toHttpError } from './shared/errors';
@@ -55,8 +56,15 @@ export interface ServerOptions {
   admitWaitMs?: number;
   /** ffmpeg binary; resolved once with `resolveFfmpeg()` when absent. */
   ffmpegPath?: string;
-  /** Fastify's logger (pino); off by default. */
-  logger?: boolean;
+  /**
+   * Least severe log entry written (pino levels; `silent` writes none). Entries are JSON lines: one per HTTP request at
+   * `info` (`debug` for `/health`, `/ready`, `/metrics`) with its request id, video job lifecycle at `info` (`warn`
+   * when a job fails), stage restarts at `warn`, server errors and a pipeline going down at `error`. Default `silent`
+   * (`omnirx serve` defaults to `info`). docs/http.md "Logs".
+   */
+  logLevel?: LogLevel;
+  /** Where log lines go. Default stdout. */
+  logStream?: NodeJS.WritableStream;
   /**
    * Origins whose pages may call the server from a browser (CORS), each exactly as a browser sends it in `Origin`:
    * `scheme://host[:port]`, e.g. `"https://app.example.com"`; `"*"` is refused. Off (no `Access-Control-*` header)
@@ -130,8 +138,14 @@ export async function createServer(options: ServerOptions = {}): Promise<Fastify
     });
   }
   const corsOrigins = parseCorsOrigins(options.corsOrigins);
+  const logLevel = options.logLevel ?? 'silent';
+  if (!(LOG_LEVELS as readonly unknown[]).includes(logLevel))
+    throw new OmniError('OMNIRX_ERR_CONFIG', `logLevel must be one of ${LOG_LEVELS.join(', ')}; got ${JSON.stringify(logLevel)}`, { param: 'logLevel' });
   const app = Fastify({
-    logger: options.logger ?? false,
+    logger: { level: logLevel, ...(options.logStream === undefined ? {} : { stream: options.logStream }) },
+    // One access line per request from the onResponse hook below, instead of Fastify's two.
+    logController: new LogController({ disableRequestLogging: true }),
+    genReqId: requestIdOf,
     bodyLimit,
     // Node's request timeout answers a request not received in time (408, through clientErrorHandler); no socket
     // inactivity timeout, which cut long requests and quiet SSE streams with no answer at all. Idle keep-alive
@@ -189,6 +203,7 @@ export async function createServer(options: ServerOptions = {}): Promise<Fastify
     storedVideos: () => jobs?.store.usage() ?? { files: 0, bytes: 0 },
   });
   jobs = new JobTable({
+    log: app.log,
     store: { maxFiles: options.maxStoredVideos ?? 64, maxBytes: options.maxStoredVideoBytes ?? 512 * 2 ** 20 },
     maxFinishedJobs: options.maxFinishedJobs ?? 256,
     ffmpegPath,
@@ -293,7 +308,11 @@ export async function createServer(options: ServerOptions = {}): Promise<Fastify
     });
   }
 
+  app.addHook('onRequest', async (req, reply) => {
+    void reply.header('x-request-id', req.id);
+  });
   app.addHook('onResponse', async (req, reply) => {
+    logResponse(req, reply);
     metrics.requestSeconds.observe(
       { method: req.method, route: req.routeOptions.url ?? 'unmatched', status: String(reply.statusCode) },
       reply.elapsedTime / 1000,

@@ -3,6 +3,7 @@ import { MATMUL_DTYPES, type MatmulDtype } from '../native/plan-builder';
 import { OmniError } from '../errors';
 import { loadDeployConfig, parseDeployConfig, type DeployConfig } from '../placement/deploy-config';
 import { corsOriginProblem } from '../../transports/shared/cors';
+import { LOG_LEVELS, type LogLevel } from '../../transports/shared/access-log';
 import { EXIT, parseNumericFlag } from './generate';
 
 /** What {@link runServe} needs from the outside world; injected so tests can fake every part. */
@@ -29,6 +30,8 @@ export interface ServeArgs {
   corsOrigins?: string[];
   /** Longest wait for in-flight jobs on SIGTERM before they are failed, ms. */
   drainTimeoutMs: number;
+  /** Least severe log entry written to stderr (`--log-level`). */
+  logLevel: LogLevel;
 }
 
 /**
@@ -54,7 +57,12 @@ export function parseServeArgs(argv: string[], env: NodeJS.ProcessEnv, writeOut:
       (v: string, prev: string[]) => [...prev, v],
       [] as string[],
     )
-    .option('--drain-timeout-ms <ms>', 'wait for in-flight jobs on SIGTERM before failing them', '30000');
+    .option('--drain-timeout-ms <ms>', 'wait for in-flight jobs on SIGTERM before failing them', '30000')
+    .addOption(
+      new Option('--log-level <level>', 'least severe log entry written to stderr as JSON lines (info: one line per request and per job event)')
+        .choices(LOG_LEVELS)
+        .default('info'),
+    );
   try {
     cmd.parse(argv, { from: 'user' });
   } catch (err) {
@@ -70,6 +78,7 @@ export function parseServeArgs(argv: string[], env: NodeJS.ProcessEnv, writeOut:
     apiKey?: string;
     corsOrigin: string[];
     drainTimeoutMs: string;
+    logLevel: LogLevel;
   }>();
   for (const origin of o.corsOrigin) {
     const problem = corsOriginProblem(origin);
@@ -84,6 +93,7 @@ export function parseServeArgs(argv: string[], env: NodeJS.ProcessEnv, writeOut:
   const apiKey = o.apiKey ?? env.OMNIRX_API_KEY;
   return {
     host: o.host,
+    logLevel: o.logLevel,
     port: parseNumericFlag({ flag: '--port', integer: true, min: 0, max: 65535 }, o.port),
     drainTimeoutMs: parseNumericFlag({ flag: '--drain-timeout-ms', integer: true, min: 0, max: 3_600_000 }, o.drainTimeoutMs),
     ...(o.modelsDir === undefined ? {} : { modelsDir: o.modelsDir }),
@@ -95,7 +105,7 @@ export function parseServeArgs(argv: string[], env: NodeJS.ProcessEnv, writeOut:
 }
 
 /**
- * Runs `omnirx serve`: starts the HTTP server, prints `listening on http://HOST:PORT`, and on SIGTERM (or the
+ * Runs `omnirx serve`: starts the HTTP server, prints `listening on http://HOST:PORT` (logs go to stderr), and on SIGTERM (or the
  * injected abort signal) drains — stops admitting, waits up to `--drain-timeout-ms` for in-flight jobs, fails the
  * rest, closes the engine — and resolves 0. Resolves 2 for a bad flag, 1 when the server cannot start. Never throws.
  */
@@ -120,6 +130,8 @@ export async function runServe(argv: string[], deps: ServeDeps): Promise<number>
   const { builtinFamilies } = await import('../index');
   const app = await createServer({
     families: builtinFamilies(),
+    logLevel: args.logLevel,
+    logStream: deps.stderr,
     ...(args.modelsDir === undefined ? {} : { modelsDir: args.modelsDir }),
     ...(deploy === undefined ? {} : { deploy }),
     ...(args.apiKey === undefined ? {} : { apiKey: args.apiKey }),

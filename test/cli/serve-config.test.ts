@@ -5,6 +5,14 @@ import { PassThrough } from 'node:stream';
 import { parseServeArgs, runServe } from '../../src/cli/serve';
 import { makeModelsDir } from '../helpers/tiny-model';
 
+/** The server's log lines on stderr (JSON, one per line). */
+const logLines = (text: string) =>
+  text
+    .trim()
+    .split('\n')
+    .filter((l) => l !== '')
+    .map((l) => JSON.parse(l) as { level: number; msg: string; route?: string });
+
 function sink(): { stream: PassThrough; text: () => string } {
   const stream = new PassThrough();
   let text = '';
@@ -78,7 +86,10 @@ describe('omnirx serve --config', () => {
     expect(models.data.map((m) => m.id)).toContain('tiny');
     abort.abort();
     expect(await running).toBe(0);
-    expect(err.text()).toBe('');
+    // stderr holds the logs (JSON lines at the default level, info): the request's access line, nothing at warn or above.
+    const logs = logLines(err.text());
+    expect(logs).toContainEqual(expect.objectContaining({ level: 30, msg: 'request completed', route: '/v1/models' }));
+    expect(logs.filter((l) => l.level >= 40)).toEqual([]);
   });
 
   it('serves a disaggregated deployment (topology: in-process stages): /ready and /v1/models answer', async () => {
@@ -102,6 +113,6 @@ describe('omnirx serve --config', () => {
     expect(models.data.map((m) => [m.id, m.object])).toEqual([['tiny', 'model']]);
     abort.abort();
     expect(await running).toBe(0);
-    expect(err.text()).toBe('');
+    expect(logLines(err.text()).filter((l) => l.level >= 40)).toEqual([]);
   });
 });

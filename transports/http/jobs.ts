@@ -1,6 +1,7 @@
 import { ReplaySubject, type Observable, type Subscription } from 'rxjs';
 import { encodeMp4 } from '../../src/media/mp4';
 import type { ErrorEvent, OmniEvent } from '../../src/request/omni-event';
+import type { Logger } from '../../src/util/logger';
 import type { ServerMetrics } from '../shared/metrics';
 import { Mp4Store, type Mp4StoreLimits } from './mp4-store';
 import { publicEvent, type PublicEvent } from './public-event';
@@ -129,6 +130,8 @@ export interface JobTableOptions {
   /** Resolves the ffmpeg binary (called per encode; memoise it). */
   ffmpegPath: () => Promise<string>;
   metrics: ServerMetrics;
+  /** Where each job's lifecycle is logged: refused, admitted, completed, cancelled (`info`), failed (`warn`). */
+  log: Logger;
 }
 
 /**
@@ -180,6 +183,7 @@ export class JobTable {
       job.subscription = events$.subscribe({
         next: (ev) => {
           if (ev.type === 'error' && job.status === 'queued' && !decided) {
+            this.options.log.info({ jobId: job.id, code: ev.code }, 'job refused');
             this.jobs.delete(job.id);
             job.end();
             decide({ kind: 'rejected', error: ev });
@@ -206,6 +210,7 @@ export class JobTable {
       job.encodeAbort.abort();
       job.events.next({ type: 'cancelled', requestId: id, completedSteps: job.completedSteps });
       this.options.metrics.jobsEnded.inc({ status: 'cancelled' });
+      this.options.log.info({ jobId: id, completedSteps: job.completedSteps }, 'job cancelled');
       job.end();
     }
     await this.store.remove(id);
@@ -249,6 +254,7 @@ export class JobTable {
           seed: num('seed'),
         });
         job.status = 'in_progress';
+        this.options.log.info({ jobId: job.id, ...job.params }, 'job admitted');
         break;
       }
       case 'step':
@@ -288,6 +294,7 @@ export class JobTable {
     job.progress = 100;
     job.completedAt = nowSeconds();
     this.options.metrics.jobsEnded.inc({ status: 'completed' });
+    this.options.log.info({ jobId: job.id, ms: Math.round(ev.output.ms), bytes: this.store.get(job.id)?.bytes ?? null }, 'job completed');
     job.events.next(publicEvent(ev));
     job.end();
     await this.trimFinished();
@@ -299,6 +306,7 @@ export class JobTable {
     job.completedAt = nowSeconds();
     this.options.metrics.failures.inc({ code: error.code });
     this.options.metrics.jobsEnded.inc({ status: 'failed' });
+    this.options.log.warn({ jobId: job.id, code: error.code, message: error.message, completedSteps: job.completedSteps }, 'job failed');
     job.events.next(event);
     job.end();
     void this.trimFinished();
