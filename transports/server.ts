@@ -198,7 +198,6 @@ export async function createServer(options: ServerOptions = {}): Promise<Fastify
   };
   let jobs: JobTable | undefined;
   const metrics = new ServerMetrics({
-    engineStats: () => engine?.stats() ?? { queued: 0, running: 0 },
     waitingJobs: () => jobs?.active().filter((j) => j.status === 'queued').length ?? 0,
     storedVideos: () => jobs?.store.usage() ?? { files: 0, bytes: 0 },
   });
@@ -256,6 +255,7 @@ export async function createServer(options: ServerOptions = {}): Promise<Fastify
       );
     }
     engine = started;
+    metrics.engine.attach(started);
     if (state.phase === 'starting') state.phase = 'ready';
   })();
   engineReady.catch((err: unknown) => {
@@ -291,6 +291,7 @@ export async function createServer(options: ServerOptions = {}): Promise<Fastify
     table.failActive('OMNIRX_ERR_UNAVAILABLE', 'the server closed before the job finished');
   });
   app.addHook('onClose', async () => {
+    metrics.engine.detach();
     table.dispose();
     await engineReady.catch(() => undefined);
     await engine?.close();

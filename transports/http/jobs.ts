@@ -260,7 +260,6 @@ export class JobTable {
       case 'step':
         job.completedSteps = ev.index + 1;
         job.progress = Math.min(99, Math.floor((100 * (ev.index + 1)) / ev.total));
-        this.options.metrics.stepSeconds.observe(ev.ms / 1000);
         break;
       case 'error':
         this.fail(job, { code: ev.code, message: ev.message }, publicEvent(ev));

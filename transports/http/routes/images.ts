@@ -34,7 +34,6 @@ export function registerImageRoutes(app: FastifyInstance, ctx: ServerContext): v
         .generate(request)
         .subscribe({
           next: (ev) => {
-            if (ev.type === 'step') ctx.metrics.stepSeconds.observe(ev.ms / 1000);
             if (ev.type === 'final' || ev.type === 'error') end = ev;
           },
           complete: () => {
