@@ -10,12 +10,15 @@ import type { ErrorEvent, OmniEvent } from '../request/omni-event';
 import { parseGuidanceIntervalText } from '../request/guidance-interval';
 import { OmniRequestSchema, TaskSchema, type OmniRequestInput } from '../request/omni-request';
 import { createProgressReporter } from './progress';
+import { framesForSeconds } from '../request/seconds';
 import { isMatmulDtype, MATMUL_DTYPES, type MatmulDtype } from '../native/plan-builder';
 
 /** The part of the engine the CLI uses (`src/engine/engine.ts` `Engine` satisfies it). */
 export interface EngineLike {
   /** Cold stream of one request's events; subscribing submits, unsubscribing cancels. */
   generate(request: OmniRequestInput): Observable<OmniEvent>;
+  /** The models: `get(id)` resolves model `id` (the default when undefined) with its request defaults (`--seconds` reads fps). */
+  readonly models: { get(id: string | undefined): Promise<{ spec: { defaults: { fps: number } } }> };
   /** Releases models and worker threads. */
   close(): Promise<void>;
 }
@@ -102,6 +105,9 @@ export const FLAG_FOR_PARAM: Readonly<Record<string, string>> = Object.freeze({
   'diffusion.sampler': '--sampler',
 });
 
+/** Longest clip `--seconds` takes, s (as `POST /v1/videos`' `seconds`). */
+const MAX_SECONDS = 3600;
+
 const STRING_FLAGS = [
   '--prompt',
   '--negative-prompt',
@@ -113,7 +119,7 @@ const STRING_FLAGS = [
   '--guidance-interval',
   '--sampler',
 ] as const;
-const ALL_FLAGS = new Set<string>([...STRING_FLAGS, ...NUMERIC_FLAGS.map((f) => f.flag), '--help', '-h']);
+const ALL_FLAGS = new Set<string>([...STRING_FLAGS, ...NUMERIC_FLAGS.map((f) => f.flag), '--seconds', '--help', '-h']);
 
 const INT_RE = /^[+-]?\d+$/;
 const FLOAT_RE = /^[+-]?(?:\d+(?:\.\d*)?|\.\d+)(?:[eE][+-]?\d+)?$/;
@@ -151,6 +157,8 @@ export type ParsedGenerate =
       request: OmniRequestInput;
       /** `--out` as given, or undefined for the default `out/omnirx-<requestId>.mp4` (`.png` for T2I). */
       out?: string;
+      /** `--seconds`: the clip length, s; its frames (× `--fps` or the model's fps) are set once the model is known. */
+      seconds?: number;
       engineOptions: CliEngineOptions;
     };
 
@@ -180,6 +188,16 @@ function buildCommand(): Command {
       ).argParser((raw: string) => parseNumericFlag(f, raw)),
     );
   }
+  cmd.addOption(
+    new Option(
+      '--seconds <s>',
+      `clip length, seconds, in (0, ${MAX_SECONDS}]: frames = seconds × fps (--fps or the model's), a whole number (T2V; not with --frames)`,
+    ).argParser((raw: string) => {
+      const v = parseNumericFlag({ flag: '--seconds', integer: false, min: 0, max: MAX_SECONDS }, raw);
+      if (v === 0) throw argError('--seconds', `--seconds must be more than 0; got ${JSON.stringify(raw)}`);
+      return v;
+    }),
+  );
   const interval = text('--guidance-interval');
   cmd.addOption(
     new Option(
@@ -292,11 +310,15 @@ export function parseGenerateArgs(argv: readonly string[], output: { writeOut: (
     throw argError('--out', `--out must name an .mp4 file (H.264 in MP4) or, for T2I, a .png file; got ${JSON.stringify(out)}`);
   if (out !== undefined && task !== 'T2I' && /\.png$/i.test(out))
     throw argError('--out', `--out: a ${task} video is written as .mp4, not PNG (a PNG holds the one image of --task T2I); got ${JSON.stringify(out)}`);
+  const seconds = opts.seconds as number | undefined;
+  if (seconds !== undefined && task === 'T2I') throw argError('--seconds', '--seconds sets the length of a video: --task T2I makes one image');
+  if (seconds !== undefined && request.diffusion?.numFrames !== undefined)
+    throw argError('--seconds', '--seconds and --frames both set the frame count: give one of them');
   const modelsDir = opts.modelsDir as string | undefined;
   if (modelsDir !== undefined && modelsDir.trim() === '') throw argError('--models-dir', `--models-dir must be a directory; got ${JSON.stringify(modelsDir)}`);
   const matmulDtype = opts.matmulDtype as MatmulDtype | undefined;
   const engineOptions: CliEngineOptions = { ...(modelsDir !== undefined ? { modelsDir } : {}), ...(matmulDtype !== undefined ? { matmulDtype } : {}) };
-  return { kind: 'run', request, ...(out !== undefined ? { out } : {}), engineOptions };
+  return { kind: 'run', request, ...(out !== undefined ? { out } : {}), ...(seconds !== undefined ? { seconds } : {}), engineOptions };
 }
 
 /**
@@ -337,12 +359,12 @@ function errorText(err: unknown): string {
   return String(err);
 }
 
-function formatErrorEvent(ev: ErrorEvent): string {
-  const flag = ev.param !== undefined ? (FLAG_FOR_PARAM[ev.param] ?? ev.param) : undefined;
+function formatErrorEvent(ev: ErrorEvent, flags: Readonly<Record<string, string>>): string {
+  const flag = ev.param !== undefined ? (flags[ev.param] ?? ev.param) : undefined;
   const lines = [`error ${ev.code}${flag ? ` (${flag})` : ''}${ev.node ? ` in node ${ev.node}` : ''}: ${ev.message}`];
   for (const issue of ev.issues ?? []) {
     if (issue.message === ev.message && issue.path === ev.param) continue;
-    lines.push(`  ${FLAG_FOR_PARAM[issue.path] ?? issue.path}: ${issue.message}`);
+    lines.push(`  ${flags[issue.path] ?? issue.path}: ${issue.message}`);
   }
   if (ev.completedSteps !== undefined) lines.push(`  (${ev.completedSteps} steps completed)`);
   return `${lines.join('\n')}\n`;
@@ -434,6 +456,16 @@ export async function runGenerate(argv: string[], deps: GenerateDeps): Promise<n
       return EXIT.FAILED;
     }
 
+    if (parsed.seconds !== undefined) {
+      try {
+        const fps = parsed.request.diffusion?.fps ?? (await engine.models.get(parsed.request.model)).spec.defaults.fps;
+        parsed.request.diffusion = { ...parsed.request.diffusion, numFrames: framesForSeconds(parsed.seconds, fps) };
+      } catch (err) {
+        await engine.close().catch(() => undefined);
+        complain(`error: --seconds: ${errorText(err)}\n`);
+        return err instanceof OmniError && err.code === 'OMNIRX_ERR_UNSUPPORTED_VALUE' ? EXIT.USAGE : EXIT.FAILED;
+      }
+    }
     const progress = createProgressReporter({ stream: stdout, isTTY: deps.isTTY });
     let requestId: string | undefined;
     const subscription = new Subscription();
@@ -480,7 +512,8 @@ export async function runGenerate(argv: string[], deps: GenerateDeps): Promise<n
       case 'interrupted':
         return interrupted();
       case 'error':
-        complain(formatErrorEvent(outcome.event));
+        // With --seconds the frame count is the user's seconds: a bad count is named by that flag.
+        complain(formatErrorEvent(outcome.event, parsed.seconds === undefined ? FLAG_FOR_PARAM : { ...FLAG_FOR_PARAM, 'diffusion.numFrames': '--seconds' }));
         return EXIT.FAILED;
       case 'cancelled':
         complain('error: the engine cancelled the request\n');

@@ -14,6 +14,7 @@ import {
   type EngineLike,
   type GenerateDeps,
 } from '../../src/cli/generate';
+import { OmniError } from '../../src/errors';
 import { main } from '../../src/cli/main';
 import { formatEventLine } from '../../src/cli/progress';
 import type { VideoArtifact } from '../../src/request/artifacts';
@@ -96,6 +97,12 @@ function fakeEngine(events: OmniEvent[] | ((req: OmniRequestInput) => Observable
     },
     async close() {
       engine.closed += 1;
+    },
+    models: {
+      get: async (id) => {
+        if (id !== undefined && id !== 'fake-tiny') throw new OmniError('OMNIRX_ERR_UNKNOWN_MODEL', `no model '${id}'`, { param: 'model' });
+        return { spec: { defaults: { fps: 8 } } };
+      },
     },
   };
   return engine;
@@ -291,6 +298,48 @@ describe('omnirx generate: success', () => {
   it('defaultOutPath sanitises the request id and falls back to a timestamp', () => {
     expect(defaultOutPath('a/b c')).toBe(path.join('out', 'omnirx-a_b_c.mp4'));
     expect(defaultOutPath(undefined, new Date('2024-01-02T03:04:05.678Z'))).toBe(path.join('out', 'omnirx-2024-01-02T03-04-05-678Z.mp4'));
+  });
+});
+
+describe('omnirx generate --seconds', () => {
+  it("sets the frame count from seconds × the model's fps, or × --fps", async () => {
+    const video = syntheticVideo(16, 16, 16, 8);
+    const a = await run(['--seconds', '2', '--out', path.join(dir, 'sec', 'a.mp4')], fakeEngine(happyEvents(video)));
+    expect(a.stderr.text).toBe('');
+    expect(a.code).toBe(0);
+    expect(a.engine.requests[0]!.diffusion).toEqual({ numFrames: 16 });
+    const b = await run(['--seconds', '0.5', '--fps', '24', '--out', path.join(dir, 'sec', 'b.mp4')], fakeEngine(happyEvents(video)));
+    expect(b.code).toBe(0);
+    expect(b.engine.requests[0]!.diffusion).toEqual({ fps: 24, numFrames: 12 });
+    // 1.1 × 10 is 11.000000000000002 in float64: still 11 frames.
+    const c = await run(['--seconds', '1.1', '--fps', '10', '--out', path.join(dir, 'sec', 'c.mp4')], fakeEngine(happyEvents(video)));
+    expect(c.engine.requests[0]!.diffusion).toEqual({ fps: 10, numFrames: 11 });
+  });
+
+  it.each([
+    [['--seconds', '0.3'], 2, '--seconds: OMNIRX_ERR_UNSUPPORTED_VALUE: seconds 0.3 × fps 8 = 2.4 frames is not a whole number of frames'],
+    [['--seconds', '0'], 2, '--seconds must be more than 0; got "0"'],
+    [['--seconds', '-1'], 2, '--seconds must be a number in [0, 3600]; got "-1"'],
+    [['--seconds', 'abc'], 2, '--seconds must be a number in [0, 3600]; got "abc"'],
+    [['--seconds', '1e9'], 2, '--seconds must be a number in [0, 3600]; got "1e9"'],
+    [['--seconds', '2', '--frames', '9'], 2, '--seconds and --frames both set the frame count: give one of them'],
+    [['--seconds', '2', '--task', 'T2I'], 2, '--seconds sets the length of a video: --task T2I makes one image'],
+    [['--seconds', '2', '--model', 'nope'], 1, "--seconds: OMNIRX_ERR_UNKNOWN_MODEL: no model 'nope'"],
+  ])('%j exits %d: %s', async (argv, code, message) => {
+    const r = await run(argv, fakeEngine([]));
+    expect(r.code).toBe(code);
+    expect(r.stderr.text).toContain(message);
+    expect(r.engine.requests).toEqual([]);
+    expect(r.engine.closed).toBe(r.created);
+  });
+
+  it('a frame count the engine refuses is named as --seconds', async () => {
+    const refuse = (): OmniEvent[] => [
+      { type: 'error', requestId: RID, code: 'OMNIRX_ERR_INVALID_REQUEST', message: 'diffusion.numFrames: too big', param: 'diffusion.numFrames' },
+    ];
+    const r = await run(['--seconds', '100'], fakeEngine(refuse()));
+    expect(r.code).toBe(1);
+    expect(r.stderr.text).toContain('error OMNIRX_ERR_INVALID_REQUEST (--seconds): diffusion.numFrames: too big');
   });
 });
 

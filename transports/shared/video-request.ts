@@ -2,6 +2,7 @@ import { z } from 'zod';
 import { EtaSchema } from '../../src/request/eta';
 import { GuidanceIntervalSchema, parseGuidanceIntervalText } from '../../src/request/guidance-interval';
 import type { OmniRequestInput } from '../../src/request/omni-request';
+import { framesForSeconds } from '../../src/request/seconds';
 import { HttpError } from './errors';
 
 const int = z.number().int();
@@ -162,16 +163,11 @@ export function toVideoRequest(body: VideoCreateBody, requestId: string, modelId
   let numFrames = body.num_frames;
   let framesFrom: MappedVideoRequest['framesFrom'] = 'num_frames';
   if (numFrames === undefined && body.seconds !== undefined) {
-    const fps = body.fps ?? defaultFps;
-    const frames = body.seconds * fps;
-    if (!Number.isInteger(frames)) {
-      throw HttpError.engine(
-        'OMNIRX_ERR_UNSUPPORTED_VALUE',
-        `seconds ${body.seconds} × fps ${fps} = ${frames} frames is not a whole number of frames; pass num_frames or another seconds`,
-        'seconds',
-      );
+    try {
+      numFrames = framesForSeconds(body.seconds, body.fps ?? defaultFps);
+    } catch (e) {
+      throw HttpError.engine('OMNIRX_ERR_UNSUPPORTED_VALUE', (e as Error).message, 'seconds');
     }
-    numFrames = frames;
     framesFrom = 'seconds';
   }
   const diffusion: NonNullable<OmniRequestInput['diffusion']> = {};
