@@ -266,16 +266,20 @@ describe('omnirx serve arguments', () => {
       host: '127.0.0.1',
       port: 8000,
       drainTimeoutMs: 30000,
+      logLevel: 'info',
       apiKey: 'sekret',
     });
     expect(parseServeArgs(['--port', '0', '--host', '0.0.0.0', '--api-key', 'a', '--models-dir', '/m'], {}, () => undefined)).toEqual({
       host: '0.0.0.0',
       port: 0,
       drainTimeoutMs: 30000,
+      logLevel: 'info',
       apiKey: 'a',
       modelsDir: '/m',
     });
     expect(() => parseServeArgs(['--port', '70000'], {}, () => undefined)).toThrow(/--port must be an integer in \[0, 65535\]/);
+    expect(parseServeArgs(['--log-level', 'debug'], {}, () => undefined)).toMatchObject({ logLevel: 'debug' });
+    expect(() => parseServeArgs(['--log-level', 'loud'], {}, () => undefined)).toThrow(/--log-level.*loud.*Allowed choices are trace, debug, info, warn, error, fatal, silent/);
   });
 
   it('refuses an empty or blank api key, from the flag or the environment, rather than serving without auth', async () => {
