@@ -143,6 +143,7 @@ export function requestAdmittedEvent(requestId: string, p: ResolvedParams, estim
       seed,
       priority,
       ...(p.previewEvery !== undefined ? { previewEvery: p.previewEvery } : {}),
+      ...(p.decodeChunkFrames !== undefined ? { decodeChunkFrames: p.decodeChunkFrames } : {}),
     },
     estimate,
   };

@@ -2,7 +2,7 @@ import { concat, defer, EMPTY, forkJoin, from, merge, mergeMap, Observable, of, 
 import { driveLoop } from '../../operators';
 import { OmniError } from '../errors';
 import type { NodeSpec } from './spec';
-import type { LoopStage, StepResult } from './stage';
+import type { LoopStage, Stage, StageChunk, StepResult } from './stage';
 import type { RequestState } from './request-state';
 import type { OmniEvent } from '../request/omni-event';
 
@@ -69,9 +69,7 @@ export function runGraph<C extends { requestId: string }, S extends RequestState
               onNode(node.name);
               return of<GraphEvent>({ type: 'node_start', requestId, node: node.name });
             }),
-            run.kind === 'stage'
-              ? defer(() => from(state.track(run.stage.forward(ctx, state)))).pipe(mergeMap(() => EMPTY))
-              : runLoop(run.stage, ctx, state, routing),
+            run.kind === 'stage' ? runStage(run.stage, ctx, state) : runLoop(run.stage, ctx, state, routing),
             defer(() => of<GraphEvent>({ type: 'node_end', requestId, node: node.name, ms: performance.now() - t0 })),
             // Successors start only after this node's end event went out.
             defer(() => {
@@ -83,6 +81,25 @@ export function runGraph<C extends { requestId: string }, S extends RequestState
       );
     });
     return merge(...node$);
+  });
+}
+
+/** One call of a one-shot stage; what it streams through `emit` (until it settles) becomes its `chunk` events. */
+function runStage<C extends { requestId: string }, S extends RequestState>(stage: Stage<C, S>, ctx: C, state: S): Observable<GraphEvent> {
+  return new Observable<GraphEvent>((subscriber) => {
+    const emit = (c: StageChunk): void => {
+      subscriber.next({
+        type: 'chunk',
+        requestId: ctx.requestId,
+        node: stage.name,
+        artifact: c.artifact,
+        ...(c.decoded === undefined ? {} : { decoded: c.decoded }),
+      });
+    };
+    state.track(stage.forward(ctx, state, emit)).then(
+      () => subscriber.complete(),
+      (err: unknown) => subscriber.error(err),
+    );
   });
 }
 

@@ -30,6 +30,8 @@ export interface ResolvedParams {
   returnLatents: boolean;
   /** Denoise steps between previews (`outputs.previewEvery`); absent: no previews. */
   previewEvery?: number;
+  /** T2V: frames per decoded chunk event (`outputs.decodeChunkFrames`, ≥ 1); absent: one decode, no chunk events. */
+  decodeChunkFrames?: number;
   /** Larger runs first at step boundaries. */
   priority: number;
 }
@@ -54,5 +56,6 @@ export const ResolvedParamsSchema = z.strictObject({
   modalities: z.array(OutputModalitySchema),
   returnLatents: z.boolean(),
   previewEvery: z.number().int().positive().optional(),
+  decodeChunkFrames: z.number().int().positive().optional(),
   priority: z.number(),
 });

@@ -48,6 +48,7 @@ export function resolveDiffusionParams(req: OmniRequest, spec: ModelSpecBase, en
     modalities: req.outputs.modalities ?? [isImage ? 'image' : 'video'],
     returnLatents: req.outputs.returnLatents || (req.outputs.modalities ?? []).includes('latents'),
     ...(req.outputs.previewEvery !== undefined ? { previewEvery: req.outputs.previewEvery } : {}),
+    ...(!isImage && (req.outputs.decodeChunkFrames ?? 0) > 0 ? { decodeChunkFrames: req.outputs.decodeChunkFrames } : {}),
     priority: req.priority,
   };
   const stride = geometry.pixelStride;

@@ -1,5 +1,6 @@
 import type { Observable } from 'rxjs';
 import type { Artifact } from '../request/artifacts';
+import type { DecodedChunkInfo } from '../request/omni-event';
 import type { StepCost } from './step-grants';
 
 /** What every stage of a request sees: ids, the resolved parameters and the loaded model (shared). */
@@ -9,10 +10,20 @@ export interface StageContext<M, P> {
   readonly params: P;
 }
 
-/** A one-shot node: encoders, VAE decode, packers (docs/design.md §3). */
+/** A piece a one-shot stage streams before it finishes (decoded frames); becomes a `chunk` event of its node. */
+export interface StageChunk {
+  artifact: Artifact;
+  /** Where a generation's decoded frames sit in its video (see `DecodedChunkInfo`). */
+  decoded?: DecodedChunkInfo;
+}
+
+/**
+ * A one-shot node: encoders, VAE decode, packers (docs/design.md §3). `emit`, when the runner gives it, streams
+ * pieces of the output as they are ready (each becomes a `chunk` event before the node's `node_end`).
+ */
 export interface Stage<C, S> {
   readonly name: string;
-  forward(ctx: C, state: S): Promise<void>;
+  forward(ctx: C, state: S, emit?: (chunk: StageChunk) => void): Promise<void>;
 }
 
 /** Progress a loop step reports; becomes a `step` event. */

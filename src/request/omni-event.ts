@@ -45,13 +45,28 @@ export const RolloutInfoSchema = z.strictObject({
   action: z.strictObject({ key: z.string(), vector: z.tuple([z.number(), z.number()]).optional(), id: z.string().optional() }),
 });
 
-/** A streamed piece of output (preview frames, a decoded chunk). `rollout` is set for world-session chunks. */
+/**
+ * Where a generation's decoded chunk sits in its video (`outputs.decodeChunkFrames`): the chunk's `video` artifact
+ * holds frames [firstFrame, firstFrame + artifact.numFrames) of the `totalFrames` the `final` video will hold.
+ */
+export const DecodedChunkInfoSchema = z.strictObject({
+  /** Index of the chunk's first frame in the video (0, then increasing; the chunks are contiguous). */
+  firstFrame: z.number().int().nonnegative(),
+  /** Frames of the whole video (the `final` artifact's numFrames). */
+  totalFrames: z.number().int().positive(),
+});
+
+/**
+ * A streamed piece of output. A denoise preview is an `image` artifact with neither `rollout` nor `decoded`;
+ * `rollout` is set for world-session chunks; `decoded` for the frames of a generation decoded ahead of its `final`.
+ */
 export const ChunkEventSchema = z.strictObject({
   type: z.literal('chunk'),
   ...base,
   node: z.string(),
   artifact: ArtifactSchema,
   rollout: RolloutInfoSchema.optional(),
+  decoded: DecodedChunkInfoSchema.optional(),
 });
 /** A named output finished before the request did. */
 export const ArtifactEventSchema = z.strictObject({ type: z.literal('artifact'), ...base, name: z.string(), artifact: ArtifactSchema });
@@ -107,5 +122,6 @@ export type OmniOutput = z.infer<typeof OmniOutputSchema>;
 export type StepEvent = z.infer<typeof StepEventSchema>;
 export type ChunkEvent = z.infer<typeof ChunkEventSchema>;
 export type RolloutInfo = z.infer<typeof RolloutInfoSchema>;
+export type DecodedChunkInfo = z.infer<typeof DecodedChunkInfoSchema>;
 export type ErrorEvent = z.infer<typeof ErrorEventSchema>;
 export type ErrorIssue = z.infer<typeof ErrorIssueSchema>;

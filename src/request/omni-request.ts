@@ -75,6 +75,13 @@ export function createOmniRequestSchema(limits: RequestLimits = DEFAULT_LIMITS) 
            * step predicts (flow matching: x̂₀ = x_t − σ·v), decoded by the VAE, as an `image` artifact. Absent: none.
            */
           previewEvery: z.number().int().min(1).max(limits.maxSteps).optional(),
+          /**
+           * T2V: decode the final latents this many frames at a time with the causal VAE's streaming state (the same
+           * pixels as one decode of the whole clip) and emit each group as a `chunk` event (a `video` artifact with
+           * `decoded` info) as soon as it is decoded, so a stream can send its first frames before the clip is done.
+           * The `final` video is unchanged. Absent or 0: one decode of the whole clip, no chunk events.
+           */
+          decodeChunkFrames: z.number().int().min(0).max(limits.maxFrames).optional(),
         })
         .default({ returnLatents: false }),
       /** Per-node overrides, validated against the pipeline's node parameter schemas at admission. */
