@@ -5,7 +5,18 @@ import type { OmniRequestInput } from '../../src/request/omni-request';
 import { framesForSeconds } from '../../src/request/seconds';
 import { HttpError } from './errors';
 
-const int = z.number().int();
+/** What a client sent in place of a number, for the error: a short quote of a string, else its JSON type. */
+const sent = (input: unknown): string =>
+  typeof input === 'string'
+    ? JSON.stringify(input.length > 40 ? `${input.slice(0, 40)}…` : input)
+    : input === null
+      ? 'null'
+      : Array.isArray(input)
+        ? 'an array'
+        : `a ${typeof input}`;
+/** A number field (JSON number, or a multipart field's decimal text); the error says what was sent instead. */
+const number = () => z.number({ error: (iss) => (iss.input === undefined ? undefined : `expected a number, got ${sent(iss.input)}`) });
+const int = number().int();
 /** `seconds` as OpenAI sends it (a numeric string) or as a number. */
 const seconds = z
   .union(
@@ -51,7 +62,7 @@ export const VideoCreateBodySchema = z.strictObject({
   num_frames: int.optional(),
   fps: int.optional(),
   num_inference_steps: int.optional(),
-  guidance_scale: z.number().optional(),
+  guidance_scale: number().optional(),
   /** Extension: [start, end) fractions of the denoise steps that run guidance (a form field: "start,end"). */
   guidance_interval: GuidanceIntervalSchema.optional(),
   /** Extension: share of fresh noise in each Euler step's re-noising, [0, 1] (0: deterministic Euler). */
@@ -71,7 +82,7 @@ export const ImageGenerateBodySchema = z.strictObject({
   size: size.optional(),
   response_format: z.string().optional(),
   num_inference_steps: int.optional(),
-  guidance_scale: z.number().optional(),
+  guidance_scale: number().optional(),
   /** Extension: [start, end) fractions of the denoise steps that run guidance. */
   guidance_interval: GuidanceIntervalSchema.optional(),
   /** Extension: share of fresh noise in each Euler step's re-noising, [0, 1]. */

@@ -197,6 +197,10 @@ describe('hostile input gets a clear 4xx in the error shape, and the server keep
     const r = await post('/v1/videos', form, {});
     expect(r.status).toBe(400);
     expect(r.json.error.param).toBe('num_frames');
+    // The message quotes what was sent, not zod's "expected number, received string".
+    expect(r.json.error.message).toBe('num_frames: expected a number, got "3abc"');
+    const json = await post('/v1/videos', JSON.stringify({ prompt: 'a', guidance_scale: [3] }));
+    expect(json.json.error.message).toBe('guidance_scale: expected a number, got an array');
     // guidance_interval as "start,end": a reversed pair is refused for what it is, text that is not two numbers too.
     for (const [text, message] of [
       ['0.5,0.25', /start must not exceed end/],
