@@ -25,14 +25,20 @@ const MAX_IMAGE_BASE64_CHARS = 1_400_000;
  */
 const MessageIdSchema = z.string().min(1).max(64);
 
+/** Frames a generation's video is decoded and sent in, by default (`decode_chunk_frames`). */
+export const DEFAULT_DECODE_CHUNK_FRAMES = 1;
+
 /**
  * Starts a generation: `request` takes the fields of `POST /v1/videos` (docs/http.md) except `preview_every`: previews
- * are served on a job's SSE stream, and this stream carries only the video.
+ * are served on a job's SSE stream, and this stream carries only the video. `decode_chunk_frames`: the finished
+ * latents are decoded this many frames at a time and each group is sent as soon as it is decoded (the engine's
+ * `outputs.decodeChunkFrames`); 0 decodes the whole clip first, then sends it.
  */
 export const GenerateMessageSchema = z.strictObject({
   type: z.literal('generate'),
   id: MessageIdSchema.optional(),
   format: StreamFormatSchema.default('fmp4'),
+  decode_chunk_frames: z.number().int().min(0).max(256).default(DEFAULT_DECODE_CHUNK_FRAMES),
   request: VideoCreateBodySchema.omit({ preview_every: true }),
 });
 

@@ -76,6 +76,8 @@ export class StreamConnection {
   private producerDone = false;
   private closedByClient = false;
   private sent = 0;
+  /** Frames of the generation handed to the credit queue so far (decoded chunks first, the final video's rest after). */
+  private queued = 0;
   /** The `id` of the start message being served (errors of the stream answer it), or null. */
   private startId: string | null = null;
 
@@ -176,6 +178,7 @@ export class StreamConnection {
         throw Object.assign(toErrorMessage(err, false, this.startId), { param: 'model' });
       }
       mapped = toVideoRequest(body, `stream_${randomUUID().replace(/-/g, '')}`, model.spec.id, model.spec.defaults.fps);
+      if (m.decode_chunk_frames > 0) mapped.request.outputs = { ...mapped.request.outputs, decodeChunkFrames: m.decode_chunk_frames };
     } catch (err) {
       return this.startFailed(toErrorMessage(err, false, this.startId, (p) => `request.${p}`));
     }
@@ -254,10 +257,16 @@ export class StreamConnection {
         this.sendJson({ type: 'progress', node: ev.node, step: ev.index + 1, total: ev.total, ms: ev.ms });
         return;
       case 'chunk': {
-        // World sessions stream their chunks; a generation's chunk previews are not part of its video.
+        // World sessions stream their chunks, a generation its decoded frames (in order, ahead of `final`); a
+        // generation's previews are not part of its video.
         const a = ev.artifact;
-        if (ev.rollout === undefined || a.kind !== 'video') return;
-        this.pushFrames(a.frames, a.width, a.height, a.fps, a.numFrames, ev.rollout.firstFrame, ev.rollout.chunk, ev.rollout.action);
+        if (a.kind !== 'video') return;
+        if (ev.rollout !== undefined) {
+          this.pushFrames(a.frames, a.width, a.height, a.fps, a.numFrames, ev.rollout.firstFrame, ev.rollout.chunk, ev.rollout.action);
+        } else if (ev.decoded !== undefined && this.session === undefined && ev.decoded.firstFrame === this.queued) {
+          this.pushFrames(a.frames, a.width, a.height, a.fps, a.numFrames, this.queued, null, null);
+          this.queued += a.numFrames;
+        }
         return;
       }
       case 'final': {
@@ -272,7 +281,9 @@ export class StreamConnection {
               fatal: true,
               replyTo: this.startId,
             });
-          this.pushFrames(video.frames, video.width, video.height, video.fps, video.numFrames, 0, null, null);
+          // The frames not already sent as decoded chunks (all of them when none came).
+          this.pushFrames(video.frames, video.width, video.height, video.fps, video.numFrames, 0, null, null, this.queued);
+          this.queued = video.numFrames;
         }
         this.producerDone = true;
         this.finishIfDrained();
@@ -296,9 +307,10 @@ export class StreamConnection {
     firstPts: number,
     chunk: number | null,
     action: RolloutInfo['action'] | null,
+    from = 0,
   ): void {
     const bytes = width * height * 3;
-    for (let i = 0; i < count; i++) {
+    for (let i = from; i < count; i++) {
       this.queue.push({ rgb: frames.subarray(i * bytes, (i + 1) * bytes), width, height, fps, pts: firstPts + i, chunk, action });
     }
   }
