@@ -37,7 +37,7 @@ function typeHtml(schema: unknown): string {
   }
   if (s.type === 'string' && s.format === 'binary') return 'file';
   if (typeof s.type === 'string') return esc(s.type);
-  return Object.keys(s).length === 0 ? 'any' : 'object';
+  return s.properties !== undefined || s.additionalProperties !== undefined ? 'object' : 'any';
 }
 
 /** Bounds and patterns of a JSON Schema, for the constraints column. */
