@@ -15,6 +15,7 @@ import { HttpError, toHttpError } from './shared/errors';
 import { parseJsonBody } from './shared/json-body';
 import { ServerMetrics } from './shared/metrics';
 import type { ServedEngine } from './shared/served-engine';
+import { usableModels } from './shared/usable-models';
 import { WebSocketRouter } from './shared/websocket-router';
 import { webrtcTransport } from './webrtc/plugin';
 import { wsTransport } from './ws/plugin';
@@ -254,6 +255,9 @@ export async function createServer(options: ServerOptions = {}): Promise<Fastify
         `the default model '${def}' is not in ${started.models.modelsDir ?? 'the models folder'} (found: ${started.listModels().join(', ') || 'none'})`,
       );
     }
+    // A model folder whose model.json does not read is not offered; say so once, where an operator looks.
+    for (const b of (await usableModels(started)).broken)
+      app.log.warn({ model: b.id, code: b.code, reason: b.message }, 'model is not served: its model.json cannot be used');
     engine = started;
     metrics.engine.attach(started);
     if (state.phase === 'starting') state.phase = 'ready';

@@ -2,6 +2,9 @@ import { Writable } from 'node:stream';
 import type { FastifyInstance } from 'fastify';
 import { createServer } from '../../../transports/server';
 import { builtinFamilies } from '../../../src/families';
+import { mkdirSync, readFileSync, writeFileSync } from 'node:fs';
+import * as path from 'node:path';
+import { makeModelsDir } from '../../helpers/tiny-model';
 import { createApp } from './helpers';
 
 /** A stream that keeps every JSON log line written to it. */
@@ -116,3 +119,33 @@ describe('server logs', () => {
     });
   });
 });
+
+describe('models that cannot be served', () => {
+  it('a model folder whose model.json does not read is warned about at start and not listed by /v1/models', async () => {
+    const modelsDir = await makeModelsDir();
+    mkdirSync(path.join(modelsDir, 'broken'));
+    writeFileSync(path.join(modelsDir, 'broken', 'model.json'), '{"family": ');
+    const sink = logSink();
+    const app = await createApp({ modelsDir, logLevel: 'warn', logStream: sink });
+    try {
+      expect(sink.entries).toEqual([
+        expect.objectContaining({ level: 40, msg: 'model is not served: its model.json cannot be used', model: 'broken', code: 'OMNIRX_ERR_MODEL_LOAD' }),
+      ]);
+      const list = await app.inject({ method: 'GET', url: '/v1/models' });
+      expect((list.json() as { data: Array<{ id: string }> }).data.map((m) => m.id)).toEqual(['tiny']);
+      expect((await app.inject({ method: 'GET', url: '/v1/models/broken' })).statusCode).toBe(404);
+      // Fixed on disk: served without a restart.
+      writeFileSync(path.join(modelsDir, 'broken', 'model.json'), readTiny(modelsDir));
+      const again = await app.inject({ method: 'GET', url: '/v1/models' });
+      expect((again.json() as { data: Array<{ id: string }> }).data.map((m) => m.id)).toEqual(['broken', 'tiny']);
+    } finally {
+      await app.close();
+    }
+  });
+});
+
+/** The tiny model's model.json with its id changed to 'broken' (its weights files are then looked up beside it). */
+function readTiny(modelsDir: string): string {
+  const spec = JSON.parse(readFileSync(path.join(modelsDir, 'tiny', 'model.json'), 'utf8')) as { id: string };
+  return JSON.stringify({ ...spec, id: 'broken' });
+}
