@@ -39,6 +39,7 @@ import { WeightStore, type ParamSpec } from '../src/models/weights/weight-store'
 import { createTensor, loadNative, type NativeBinding, type NativePlan, type NativeTensor, type PlanOpSpec } from '../src/native/binding';
 import { PlanBuilder, type CompiledPlan, type MatmulDtype } from '../src/native/plan-builder';
 import { Rng } from '../src/util/rng';
+import { cpuDescription } from './cpu';
 import { maxRelErr as relErr } from '../test/helpers/fixtures';
 
 const ROOT = path.resolve(__dirname, '..', '..');
@@ -561,27 +562,6 @@ async function parallelSpeedup(): Promise<number> {
     return median(ratios);
   } finally {
     for (const w of workers) await w.terminate();
-  }
-}
-
-/** "AMD EPYC (family 25, model 17: Zen 4)" from /proc/cpuinfo; the microarchitecture decides the FMA peak. */
-function cpuDescription(): string {
-  try {
-    const info = readFileSync('/proc/cpuinfo', 'utf8');
-    const field = (k: string): string => new RegExp(`^${k}\\s*:\\s*(.*)$`, 'm').exec(info)?.[1]?.trim() ?? '?';
-    const family = Number(field('cpu family'));
-    const model = Number(field('model'));
-    const vendor = field('vendor_id');
-    let arch = '';
-    if (vendor === 'AuthenticAMD' && family === 25)
-      arch =
-        (model >= 0x10 && model <= 0x1f) || (model >= 0x60 && model <= 0x7f) || model >= 0xa0
-          ? 'Zen 4: AVX-512 on 256-bit units, 32 fp32 FLOP/cycle/core'
-          : 'Zen 3';
-    else if (vendor === 'AuthenticAMD' && family === 26) arch = 'Zen 5: 512-bit units, 64 fp32 FLOP/cycle/core';
-    return `${field('model name')} (family ${family}, model ${model}${arch ? `: ${arch}` : ''})`;
-  } catch {
-    return os.cpus()[0]?.model ?? '?';
   }
 }
 

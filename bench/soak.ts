@@ -20,6 +20,7 @@ import { readFileSync } from 'node:fs';
 import * as os from 'node:os';
 import * as path from 'node:path';
 import WebSocket from 'ws';
+import { cpuDescription } from './cpu';
 
 const KINDS = ['complete', 'cancel', 'sse_disconnect', 'ws_abort'] as const;
 type Kind = (typeof KINDS)[number];
@@ -32,11 +33,6 @@ function arg(name: string, fallback: number): number {
   const v = i >= 0 ? Number(process.argv[i + 1]) : fallback;
   if (!Number.isSafeInteger(v) || v < 1) throw new Error(`${name} must be a positive integer`);
   return v;
-}
-
-function cpuModel(): string {
-  const m = /^model name\s*:\s*(.+)$/m.exec(readFileSync('/proc/cpuinfo', 'utf8'));
-  return m?.[1] ?? os.cpus()[0]?.model ?? '?';
 }
 
 const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
@@ -198,7 +194,7 @@ async function main(): Promise<void> {
     console.log(
       JSON.stringify({
         bench: 'soak',
-        cpu: cpuModel(),
+        cpu: cpuDescription(),
         cores: os.cpus().length,
         node: process.version,
         cycles,

@@ -98,7 +98,9 @@ export class StageExecutor implements Executor, StageSink {
   private refusal(): OmniError | undefined {
     const h = this.health();
     if (h.status !== 'down') return undefined;
-    return this.closed ? new OmniError('OMNIRX_ERR_UNAVAILABLE', 'the pipeline is closed') : new OmniError('OMNIRX_ERR_STAGE_FAILED', `the pipeline is down: ${h.reason}`);
+    return this.closed
+      ? new OmniError('OMNIRX_ERR_UNAVAILABLE', 'the pipeline is closed')
+      : new OmniError('OMNIRX_ERR_STAGE_FAILED', `the pipeline is down: ${h.reason}`);
   }
 
   /** No cost model here: step times are learned on the Denoise stage. */

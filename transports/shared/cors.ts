@@ -65,6 +65,8 @@ export async function registerCors(app: FastifyInstance, origins: readonly strin
     origin: (origin, done) => done(null, origin !== undefined && allowed.has(origin) ? origin : false),
     methods: [...CORS_METHODS],
     allowedHeaders: [...CORS_ALLOWED_HEADERS],
+    // The page may read the request id every response carries, to quote it.
+    exposedHeaders: ['X-Request-Id'],
     maxAge: CORS_MAX_AGE_S,
     credentials: false,
     // An OPTIONS from an allowed origin without Access-Control-Request-Method gets the CORS headers rather than the

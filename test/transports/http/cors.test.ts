@@ -122,6 +122,9 @@ describe('CORS with an allow-list and an api key', () => {
     const missing = await app.inject({ method: 'GET', url: '/v1/videos/video_nope', headers: { origin: APP, authorization: 'Bearer k' } });
     expect(missing.statusCode).toBe(404);
     expect(missing.headers['access-control-allow-origin']).toBe(APP);
+    // The request id is exposed to the page, so it can quote it.
+    expect(missing.headers['access-control-expose-headers']).toBe('X-Request-Id');
+    expect(missing.headers['x-request-id']).toEqual(expect.any(String));
   });
 
   it("a job's SSE stream (a hijacked reply) carries the header too", async () => {

@@ -279,7 +279,9 @@ describe('omnirx serve arguments', () => {
     });
     expect(() => parseServeArgs(['--port', '70000'], {}, () => undefined)).toThrow(/--port must be an integer in \[0, 65535\]/);
     expect(parseServeArgs(['--log-level', 'debug'], {}, () => undefined)).toMatchObject({ logLevel: 'debug' });
-    expect(() => parseServeArgs(['--log-level', 'loud'], {}, () => undefined)).toThrow(/--log-level.*loud.*Allowed choices are trace, debug, info, warn, error, fatal, silent/);
+    expect(() => parseServeArgs(['--log-level', 'loud'], {}, () => undefined)).toThrow(
+      /--log-level.*loud.*Allowed choices are trace, debug, info, warn, error, fatal, silent/,
+    );
   });
 
   it('refuses an empty or blank api key, from the flag or the environment, rather than serving without auth', async () => {
