@@ -56,6 +56,9 @@ export class WeightStore {
       }
       const bad = file.findNonFinite(p.name);
       if (bad !== undefined) throw refused(`tensor '${p.name}' has non-finite values (first at element ${bad.index}: ${bad.value})`);
+      // The scan runs on the event loop (~2 ns per element): between large tensors, let timers and IPC (a stage
+      // process's liveness pings) through, so a multi-GB checkpoint does not hold the loop for seconds.
+      if (p.shape.reduce((a, b) => a * b, 1) >= 1 << 20) await new Promise<void>((resolve) => setImmediate(resolve));
     }
     return new WeightStore(native, file, source);
   }
