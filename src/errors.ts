@@ -56,6 +56,10 @@ export const ERROR_CATALOGUE = {
     status: 503,
     meaning: 'A stage connector is closed or lost its peer before the receiver accepted a payload; the payload was not delivered.',
   },
+  OMNIRX_ERR_INTERRUPTED: {
+    status: 503,
+    meaning: 'The server stopped (closed, or killed) while the job ran; the job ended failed and can be created again.',
+  },
   OMNIRX_ERR_STAGE_FAILED: {
     status: 503,
     meaning:

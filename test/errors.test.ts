@@ -7,6 +7,7 @@ import { toHttpError } from '../transports/shared/errors';
 
 const ROOT = path.resolve(__dirname, '..');
 const SRC = path.join(ROOT, 'src');
+const TRANSPORTS = path.join(ROOT, 'transports');
 const DOC = path.join(ROOT, 'docs', 'errors.md');
 
 interface DocRow {
@@ -43,10 +44,10 @@ function filesUnder(dir: string): string[] {
   });
 }
 
-/** `'OMNIRX_ERR_…'` string literals (any quote style) in the files under src/, with where they occur. */
+/** `'OMNIRX_ERR_…'` string literals (any quote style) in the files under src/ and transports/, with where they occur. */
 function codeLiteralsInSrc(): Map<string, string[]> {
   const found = new Map<string, string[]>();
-  for (const file of filesUnder(SRC)) {
+  for (const file of [...filesUnder(SRC), ...filesUnder(TRANSPORTS)]) {
     const text = readFileSync(file, 'utf8');
     for (const m of text.matchAll(/(['"`])(OMNIRX_ERR_[A-Z0-9_]+)\1/g)) {
       const line = text.slice(0, m.index).split('\n').length;
@@ -88,7 +89,7 @@ describe('ERROR_CATALOGUE', () => {
     }
   });
 
-  it('contains every OMNIRX_ERR_ string literal used under src/', () => {
+  it('contains every OMNIRX_ERR_ string literal used under src/ and transports/', () => {
     const used = codeLiteralsInSrc();
     // The scan works: it finds codes raised far from src/errors.ts, e.g. by SafetensorsError.
     expect(used.has('OMNIRX_ERR_SAFETENSORS')).toBe(true);
@@ -97,7 +98,7 @@ describe('ERROR_CATALOGUE', () => {
     expect(unknown).toEqual([]);
   });
 
-  it('has no dead code: every catalogue code is used under src/ outside src/errors.ts', () => {
+  it('has no dead code: every catalogue code is used under src/ or transports/ outside src/errors.ts', () => {
     const used = codeLiteralsInSrc();
     const outside = new Set([...used].filter(([, at]) => at.some((a) => !a.startsWith(path.join('src', 'errors.ts')))).map(([code]) => code));
     expect(CATALOGUE_CODES.filter((c) => !outside.has(c))).toEqual([]);

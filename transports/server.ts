@@ -5,6 +5,7 @@ import { OmniError } from '../src/errors';
 import { resolveFfmpeg } from '../src/media/ffmpeg';
 import type { DeployConfig } from '../src/placement/deploy-config';
 import type { ModelFamily } from '../src/pipeline/family/family';
+import { openJobStore } from './http/job-store';
 import { JobTable } from './http/jobs';
 import { httpTransport } from './http/plugin';
 import { answerClientError, answerOnSocket } from './shared/client-error';
@@ -53,6 +54,14 @@ export interface ServerOptions {
   maxStoredVideos?: number;
   /** Bytes of finished MP4 files kept on disk. Default 512 MiB. */
   maxStoredVideoBytes?: number;
+  /** Finished jobs (record and MP4) are forgotten this many seconds after they finished. Default: kept until a bound above. */
+  jobRetentionSeconds?: number;
+  /**
+   * Data folder that makes video jobs durable (`<dataDir>/jobs.sqlite` and `<dataDir>/videos/`, locked for one server):
+   * after a restart finished jobs are still listed and downloadable and queued ones run. Default: jobs in memory, MP4s
+   * in a temporary folder removed at close. docs/http.md "Job retention".
+   */
+  dataDir?: string;
   /** Longest wait of `POST /v1/videos` for admission (or rejection) before it answers `queued`, ms. Default 2000. */
   admitWaitMs?: number;
   /** ffmpeg binary; resolved once with `resolveFfmpeg()` when absent. */
@@ -80,6 +89,8 @@ export interface DrainResult {
   finished: number;
   /** Jobs still in flight when the wait ran out, failed with `OMNIRX_ERR_UNAVAILABLE`. */
   failed: number;
+  /** With a data folder: jobs still queued when the wait ran out, kept to run at the next start (absent when none). */
+  kept?: number;
 }
 
 /** The omnirx handle decorated onto the Fastify instance. */
@@ -92,8 +103,9 @@ export interface OmnirxHandle {
   readonly websockets: WebSocketRouter;
   /**
    * Graceful drain: stops admitting (`/ready` and new work answer 503), waits up to `timeoutMs` for the jobs in
-   * flight, fails the rest with `OMNIRX_ERR_UNAVAILABLE`, then closes the server (and with it the engine and the
-   * stored MP4s). Calling it again returns the same promise.
+   * flight, fails the rest with `OMNIRX_ERR_UNAVAILABLE` (with a data folder, jobs still queued are kept for the next
+   * start instead), then closes the server (and with it the engine, and the stored MP4s unless they live in a data
+   * folder). Calling it again returns the same promise.
    */
   drain(timeoutMs: number): Promise<DrainResult>;
 }
@@ -206,6 +218,8 @@ export async function createServer(options: ServerOptions = {}): Promise<Fastify
     log: app.log,
     store: { maxFiles: options.maxStoredVideos ?? 64, maxBytes: options.maxStoredVideoBytes ?? 512 * 2 ** 20 },
     maxFinishedJobs: options.maxFinishedJobs ?? 256,
+    durable: openJobStore(options),
+    ...(options.jobRetentionSeconds === undefined ? {} : { retentionSeconds: options.jobRetentionSeconds }),
     ffmpegPath,
     metrics,
   });
@@ -277,9 +291,9 @@ export async function createServer(options: ServerOptions = {}): Promise<Fastify
         new Promise<boolean>((resolve) => (timer = setTimeout(() => resolve(true), timeoutMs))),
       ]);
       clearTimeout(timer);
-      const failed = timedOut ? table.failActive('OMNIRX_ERR_UNAVAILABLE', 'the server shut down before the job finished') : 0;
+      const { failed, kept } = timedOut ? table.stopActive('OMNIRX_ERR_UNAVAILABLE', 'the server shut down before the job finished') : { failed: 0, kept: 0 };
       await app.close();
-      return { finished: inFlight.length - failed, failed };
+      return { finished: inFlight.length - failed - kept, failed, ...(kept > 0 ? { kept } : {}) };
     })();
     return draining;
   };
@@ -292,7 +306,7 @@ export async function createServer(options: ServerOptions = {}): Promise<Fastify
   app.addHook('preClose', async () => {
     state.phase = 'draining';
     websockets.close();
-    table.failActive('OMNIRX_ERR_UNAVAILABLE', 'the server closed before the job finished');
+    table.closeActive();
   });
   app.addHook('onClose', async () => {
     metrics.engine.detach();
@@ -352,8 +366,8 @@ export async function createServer(options: ServerOptions = {}): Promise<Fastify
   });
 
   // Registered last, so that each plugin's context inherits the parsers, hooks and handlers above.
-  await app.register(httpTransport, { ctx, jobs: table, admitWaitMs: options.admitWaitMs ?? 2000, bearerAuth: options.apiKey !== undefined });
-  await app.register(webrtcTransport, { ctx });
+  await app.register(httpTransport, { ctx, jobs: table, admitWaitMs: options.admitWaitMs ?? 2000, bearerAuth: options.apiKey !== undefined, engineReady });
+  await app.register(webrtcTransport, { ctx, ...(options.deploy?.webrtc !== undefined ? { webrtc: options.deploy.webrtc } : {}) });
   await app.register(wsTransport, { ctx });
   return app;
 }

@@ -32,6 +32,8 @@ export interface ServeArgs {
   drainTimeoutMs: number;
   /** Least severe log entry written to stderr (`--log-level`). */
   logLevel: LogLevel;
+  /** Data folder that keeps video jobs and their MP4s across restarts (`--data-dir`; docs/http.md "Job retention"). */
+  dataDir?: string;
 }
 
 /**
@@ -57,6 +59,7 @@ export function parseServeArgs(argv: string[], env: NodeJS.ProcessEnv, writeOut:
       (v: string, prev: string[]) => [...prev, v],
       [] as string[],
     )
+    .option('--data-dir <dir>', 'folder that keeps video jobs and their MP4s across restarts (jobs.sqlite, videos/); default: in memory')
     .option('--drain-timeout-ms <ms>', 'wait for in-flight jobs on SIGTERM before failing them', '30000')
     .addOption(
       new Option('--log-level <level>', 'least severe log entry written to stderr as JSON lines (info: one line per request and per job event)')
@@ -79,6 +82,7 @@ export function parseServeArgs(argv: string[], env: NodeJS.ProcessEnv, writeOut:
     corsOrigin: string[];
     drainTimeoutMs: string;
     logLevel: LogLevel;
+    dataDir?: string;
   }>();
   for (const origin of o.corsOrigin) {
     const problem = corsOriginProblem(origin);
@@ -98,6 +102,7 @@ export function parseServeArgs(argv: string[], env: NodeJS.ProcessEnv, writeOut:
     drainTimeoutMs: parseNumericFlag({ flag: '--drain-timeout-ms', integer: true, min: 0, max: 3_600_000 }, o.drainTimeoutMs),
     ...(o.modelsDir === undefined ? {} : { modelsDir: o.modelsDir }),
     ...(o.config === undefined ? {} : { config: o.config }),
+    ...(o.dataDir === undefined ? {} : { dataDir: o.dataDir }),
     ...(o.matmulDtype === undefined ? {} : { matmulDtype: o.matmulDtype }),
     ...(apiKey === undefined ? {} : { apiKey }),
     ...(o.corsOrigin.length === 0 ? {} : { corsOrigins: o.corsOrigin }),
@@ -128,15 +133,23 @@ export async function runServe(argv: string[], deps: ServeDeps): Promise<number>
   }
   const { createServer } = await import('../../transports/server');
   const { builtinFamilies } = await import('../index');
-  const app = await createServer({
-    families: builtinFamilies(),
-    logLevel: args.logLevel,
-    logStream: deps.stderr,
-    ...(args.modelsDir === undefined ? {} : { modelsDir: args.modelsDir }),
-    ...(deploy === undefined ? {} : { deploy }),
-    ...(args.apiKey === undefined ? {} : { apiKey: args.apiKey }),
-    ...(args.corsOrigins === undefined ? {} : { corsOrigins: args.corsOrigins }),
-  });
+  let app: Awaited<ReturnType<typeof createServer>>;
+  try {
+    app = await createServer({
+      families: builtinFamilies(),
+      logLevel: args.logLevel,
+      logStream: deps.stderr,
+      ...(args.modelsDir === undefined ? {} : { modelsDir: args.modelsDir }),
+      ...(deploy === undefined ? {} : { deploy }),
+      ...(args.apiKey === undefined ? {} : { apiKey: args.apiKey }),
+      ...(args.corsOrigins === undefined ? {} : { corsOrigins: args.corsOrigins }),
+      ...(args.dataDir === undefined ? {} : { dataDir: args.dataDir }),
+    });
+  } catch (err) {
+    // a data folder in use by another server, not writable, or holding a damaged jobs.sqlite
+    deps.stderr.write(`error: ${(err as OmniError).code ?? 'OMNIRX_ERR_CONFIG'}: ${(err as Error).message}\n`);
+    return EXIT.FAILED;
+  }
   try {
     await app.omnirx.engineReady;
     const address = await app.listen({ host: args.host, port: args.port });
@@ -158,6 +171,7 @@ export async function runServe(argv: string[], deps: ServeDeps): Promise<number>
   });
   deps.stdout.write('omnirx serve: draining\n');
   const r = await app.omnirx.drain(drainTimeoutMs);
-  deps.stdout.write(`omnirx serve: stopped (${r.finished} jobs finished, ${r.failed} failed by the drain)\n`);
+  const kept = r.kept === undefined ? '' : `, ${r.kept} queued kept for the next start`;
+  deps.stdout.write(`omnirx serve: stopped (${r.finished} jobs finished, ${r.failed} failed by the drain${kept})\n`);
   return EXIT.OK;
 }

@@ -2,7 +2,7 @@ import { mkdtempSync, readdirSync, rmSync, statSync } from 'node:fs';
 import * as path from 'node:path';
 
 /** Whether process `pid` exists (signal 0 checks without signalling; EPERM means it exists under another user). */
-function alive(pid: number): boolean {
+export function alive(pid: number): boolean {
   try {
     process.kill(pid, 0);
     return true;

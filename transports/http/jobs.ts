@@ -1,33 +1,19 @@
+import { readdirSync, rmSync } from 'node:fs';
+import * as path from 'node:path';
 import { ReplaySubject, type Observable, type Subscription } from 'rxjs';
 import { encodeMp4 } from '../../src/media/mp4';
 import type { ErrorEvent, OmniEvent } from '../../src/request/omni-event';
 import type { Logger } from '../../src/util/logger';
 import type { ServerMetrics } from '../shared/metrics';
+import type { JobRow, JobStore } from './job-store';
+import type { JobStatus, UsedParams } from './job-types';
 import { Mp4Store, type Mp4StoreLimits } from './mp4-store';
 import { publicEvent, type PublicEvent } from './public-event';
 
-/** Lifecycle of a video job as the OpenAI API names it. */
-export type JobStatus = 'queued' | 'in_progress' | 'completed' | 'failed';
+export type { JobStatus, UsedParams } from './job-types';
 
 /** Events kept per job for late SSE subscribers (a job has at most maxSteps + a dozen events). */
 const MAX_HISTORY = 1024;
-
-/** The values a job actually runs with, echoed in the job object (null until the engine admits the job). */
-export interface UsedParams {
-  width: number | null;
-  height: number | null;
-  num_frames: number | null;
-  fps: number | null;
-  num_inference_steps: number | null;
-  guidance_scale: number | null;
-  /** [start, end) fractions of the denoise steps that ran guidance. */
-  guidance_interval: [number, number] | null;
-  flow_shift: number | null;
-  sampler: string | null;
-  /** Share of fresh noise in each Euler step's re-noising (0: deterministic). */
-  eta: number | null;
-  seed: number | null;
-}
 
 /** The job object of `GET /v1/videos/{id}`: OpenAI's `Video` plus the values actually used. */
 export interface VideoObject extends Omit<UsedParams, 'width' | 'height'> {
@@ -51,6 +37,12 @@ export type StartOutcome = { kind: 'admitted' | 'queued' } | { kind: 'rejected';
 
 const nowSeconds = () => Math.floor(Date.now() / 1000);
 
+/** Ids the routes give jobs (`video_` + 32 hex digits); a stored row with another id is not trusted as a file name. */
+const JOB_ID = /^video_[0-9a-f]{32}$/;
+
+/** Code and message of a job that was running when its server stopped (at close, or found so at the next start). */
+const INTERRUPTED = { code: 'OMNIRX_ERR_INTERRUPTED', message: 'the server stopped while the job ran; create the job again' };
+
 /** One video job: its state, its public event history (replayed to late subscribers) and its engine subscription. */
 export class VideoJob {
   status: JobStatus = 'queued';
@@ -58,7 +50,11 @@ export class VideoJob {
   completedAt: number | null = null;
   error: { code: string; message: string } | null = null;
   completedSteps = 0;
-  readonly createdAt = nowSeconds();
+  readonly createdAt: number;
+  /** The `POST /v1/videos` body as submitted (kept by a durable table so a queued job can run after a restart). */
+  readonly request: unknown;
+  /** The last public event (`final` or `error`) once the job ended. */
+  lastEvent: PublicEvent | null = null;
   readonly events = new ReplaySubject<PublicEvent>(MAX_HISTORY);
   readonly params: UsedParams = {
     width: null,
@@ -83,8 +79,30 @@ export class VideoJob {
     readonly id: string,
     readonly model: string,
     readonly prompt: string,
+    init: { createdAt?: number; request?: unknown } = {},
   ) {
+    this.createdAt = init.createdAt ?? nowSeconds();
+    this.request = init.request ?? null;
     this.done = new Promise((resolve) => (this.markDone = resolve));
+  }
+
+  /**
+   * A job as a durable table stored it. A finished job's event history is its last event alone, and has ended; a
+   * queued one waits to be run again ({@link JobTable.resume}).
+   */
+  static fromRow(row: JobRow): VideoJob {
+    const job = new VideoJob(row.id, row.model, row.prompt, { createdAt: row.createdAt, request: row.request });
+    Object.assign(job.params, row.params);
+    job.status = row.status;
+    job.progress = row.progress;
+    job.error = row.error;
+    job.completedAt = row.completedAt;
+    job.lastEvent = row.lastEvent;
+    if (!job.active) {
+      if (row.lastEvent !== null) job.events.next(row.lastEvent);
+      job.end();
+    }
+    return job;
   }
 
   /** Whether the job still runs (or waits) in the engine or the encoder. */
@@ -132,21 +150,51 @@ export interface JobTableOptions {
   metrics: ServerMetrics;
   /** Where each job's lifecycle is logged: refused, admitted, completed, cancelled (`info`), failed (`warn`). */
   log: Logger;
+  /**
+   * The durable store (a data folder): jobs and MP4s outlive the server. Absent: jobs live in memory and the MP4s in a
+   * private temporary folder, both gone when the server closes.
+   */
+  durable?: JobStore;
+  /** Finished jobs are forgotten (record and MP4) this many seconds after they finished. Default: kept until a bound. */
+  retentionSeconds?: number;
 }
 
 /**
  * The server's video jobs (insertion order = creation order). A job subscribes to the engine's event stream,
  * tracks status and progress from it, encodes the final video to an MP4 in an {@link Mp4Store}, and republishes
- * every event in its public form. Finished jobs are kept up to `maxFinishedJobs` records and the store's bounds;
- * beyond them the oldest finished jobs are forgotten (record and MP4 together). Cancelling a job
+ * every event in its public form. Finished jobs are kept up to `maxFinishedJobs` records, the store's bounds and
+ * `retentionSeconds`; beyond them the oldest finished jobs are forgotten (record and MP4 together). Cancelling a job
  * ({@link cancel}) unsubscribes it — the engine stops it at its next step boundary — and forgets it at once.
+ *
+ * With a `durable` store every state change (created, admitted, completed, failed, forgotten) is written to it, and
+ * the table starts from what it holds: finished jobs as they were, jobs that were running `failed` with
+ * `OMNIRX_ERR_INTERRUPTED`, queued jobs queued again ({@link toResume}).
  */
 export class JobTable {
   private readonly jobs = new Map<string, VideoJob>();
   readonly store: Mp4Store;
+  private readonly expiry: NodeJS.Timeout | undefined;
 
   constructor(private readonly options: JobTableOptions) {
-    this.store = new Mp4Store(options.store, (id) => this.jobs.delete(id));
+    this.store = new Mp4Store(
+      options.store,
+      (id) => {
+        this.jobs.delete(id);
+        options.durable?.remove(id);
+      },
+      options.durable?.dataDir.videosDir,
+    );
+    if (options.durable !== undefined) this.restore(options.durable);
+    const retention = options.retentionSeconds;
+    if (retention !== undefined) {
+      this.expiry = setInterval(() => void this.expire(), Math.min(60_000, Math.max(1000, retention * 500)));
+      this.expiry.unref();
+    }
+  }
+
+  /** Whether jobs outlive the server (a data folder). */
+  get durable(): boolean {
+    return this.options.durable !== undefined;
   }
 
   /** The job `id`, if the table holds it. */
@@ -171,6 +219,7 @@ export class JobTable {
    */
   start(job: VideoJob, events$: Observable<OmniEvent>, admitWaitMs: number): Promise<StartOutcome> {
     this.jobs.set(job.id, job);
+    this.persist(job);
     return new Promise<StartOutcome>((resolve) => {
       let decided = false;
       const decide = (o: StartOutcome) => {
@@ -185,6 +234,7 @@ export class JobTable {
           if (ev.type === 'error' && job.status === 'queued' && !decided) {
             this.options.log.info({ jobId: job.id, code: ev.code }, 'job refused');
             this.jobs.delete(job.id);
+            this.options.durable?.remove(job.id);
             job.end();
             decide({ kind: 'rejected', error: ev });
             return;
@@ -194,6 +244,23 @@ export class JobTable {
         },
       });
     });
+  }
+
+  /** Queued jobs kept from an earlier run that wait to be submitted again ({@link resume}), oldest first. */
+  toResume(): VideoJob[] {
+    return [...this.jobs.values()].filter((j) => j.status === 'queued' && j.subscription === undefined && !j.encodeAbort.signal.aborted);
+  }
+
+  /** Runs a queued job kept from an earlier run: subscribes to `events$`; an error, even before admission, fails it. */
+  resume(job: VideoJob, events$: Observable<OmniEvent>): void {
+    this.options.log.info({ jobId: job.id }, 'job resumed');
+    job.subscription = events$.subscribe({ next: (ev) => this.onEvent(job, ev) });
+  }
+
+  /** Fails a queued job kept from an earlier run that cannot be submitted again (its model is gone, its body no longer valid). */
+  failQueued(job: VideoJob, error: { code: string; message: string }): void {
+    if (job.status !== 'queued') return;
+    this.fail(job, error, { type: 'error', requestId: job.id, ...error, completedSteps: 0 });
   }
 
   /**
@@ -213,6 +280,7 @@ export class JobTable {
       this.options.log.info({ jobId: id, completedSteps: job.completedSteps }, 'job cancelled');
       job.end();
     }
+    this.options.durable?.remove(id);
     await this.store.remove(id);
     return true;
   }
@@ -228,9 +296,113 @@ export class JobTable {
     return act.length;
   }
 
-  /** Removes every stored MP4 and the store's folder. */
+  /**
+   * Ends the active jobs when the server stops at `code` (a drain that ran out of time). In memory every active job
+   * fails. A durable table fails the running ones and keeps the queued ones queued, to run when a server starts on
+   * the same data folder; their SSE streams end without an event.
+   * @returns how many failed and how many were kept.
+   */
+  stopActive(code: string, message: string): { failed: number; kept: number } {
+    if (!this.durable) return { failed: this.failActive(code, message), kept: 0 };
+    // The queued ones leave the engine first: a running job unsubscribed frees its slot, and the engine would start
+    // the next queued job at once.
+    const queued = this.active().filter((j) => j.status === 'queued');
+    for (const job of queued) {
+      job.subscription?.unsubscribe();
+      job.encodeAbort.abort();
+      job.end();
+    }
+    const running = this.active().filter((j) => j.status !== 'queued');
+    for (const job of running) {
+      job.subscription?.unsubscribe();
+      job.encodeAbort.abort();
+      this.fail(job, { code, message }, { type: 'error', requestId: job.id, code, message, completedSteps: job.completedSteps });
+    }
+    const [failed, kept] = [running.length, queued.length];
+    if (kept > 0) this.options.log.info({ jobs: kept }, 'queued jobs kept for the next start');
+    return { failed, kept };
+  }
+
+  /**
+   * Ends the active jobs as the server closes without a drain: in memory all fail with `OMNIRX_ERR_UNAVAILABLE`; a
+   * durable table fails the running ones with `OMNIRX_ERR_INTERRUPTED` and keeps the queued ones (see {@link stopActive}).
+   */
+  closeActive(): void {
+    if (this.durable) this.stopActive(INTERRUPTED.code, INTERRUPTED.message);
+    else this.failActive('OMNIRX_ERR_UNAVAILABLE', 'the server closed before the job finished');
+  }
+
+  /** Forgets the jobs in memory; removes the temporary MP4 folder, or closes the durable store (its files stay). */
   dispose(): void {
+    clearInterval(this.expiry);
     this.store.dispose();
+    this.options.durable?.close();
+  }
+
+  /** Loads `durable`'s jobs: finished as they were, running → failed (interrupted), queued → to resume; sweeps orphan MP4s. */
+  private restore(durable: JobStore): void {
+    const { rows, skipped } = durable.load();
+    const counts = { completed: 0, failed: 0, interrupted: 0, queued: 0 };
+    for (const row of rows) {
+      if (!JOB_ID.test(row.id)) {
+        skipped.push(row.id.slice(0, 128));
+        durable.remove(row.id);
+        continue;
+      }
+      const interrupted = row.status === 'in_progress';
+      const job = VideoJob.fromRow(
+        interrupted
+          ? {
+              ...row,
+              status: 'failed',
+              error: INTERRUPTED,
+              completedAt: nowSeconds(),
+              lastEvent: { type: 'error', requestId: row.id, ...INTERRUPTED, completedSteps: 0 },
+            }
+          : row,
+      );
+      this.jobs.set(job.id, job);
+      if (interrupted) {
+        counts.interrupted++;
+        this.persist(job);
+        this.options.log.warn({ jobId: job.id, code: INTERRUPTED.code }, 'job failed: it was running when the server stopped');
+      } else {
+        counts[row.status as 'completed' | 'failed' | 'queued']++;
+        if (row.status === 'completed' && row.mp4 !== null) this.store.restore(job.id, row.mp4.bytes);
+      }
+    }
+    // MP4s no job names: an encode cut off by a crash, or a job forgotten while the server was dying.
+    const named = new Set([...this.jobs.keys()].map((id) => Mp4Store.fileName(id)));
+    const videosDir = durable.dataDir.videosDir;
+    for (const name of readdirSync(videosDir)) {
+      if (name.endsWith('.mp4') && !named.has(name)) rmSync(path.join(videosDir, name), { force: true });
+    }
+    this.options.log.info({ ...counts, skipped: skipped.length === 0 ? undefined : skipped }, 'jobs restored from the data folder');
+    void this.store
+      .evictPastBounds()
+      .then(() => this.trimFinished())
+      .catch((err: unknown) => this.options.log.warn({ err }, 'trimming the restored jobs failed'));
+  }
+
+  /** Writes `job`'s current state to the durable store, if any. */
+  private persist(job: VideoJob): void {
+    const durable = this.options.durable;
+    if (durable === undefined) return;
+    const file = job.status === 'completed' ? this.store.get(job.id) : undefined;
+    durable.save({
+      id: job.id,
+      model: job.model,
+      prompt: job.prompt,
+      status: job.status,
+      progress: job.progress,
+      params: job.params,
+      request: job.request,
+      error: job.error,
+      createdAt: job.createdAt,
+      completedAt: job.completedAt,
+      mp4: file === undefined ? null : { file: Mp4Store.fileName(job.id), bytes: file.bytes },
+      lastEvent: job.lastEvent,
+    });
   }
 
   private onEvent(job: VideoJob, ev: OmniEvent): void {
@@ -254,6 +426,7 @@ export class JobTable {
           seed: num('seed'),
         });
         job.status = 'in_progress';
+        this.persist(job);
         this.options.log.info({ jobId: job.id, ...job.params }, 'job admitted');
         break;
       }
@@ -292,9 +465,11 @@ export class JobTable {
     job.status = 'completed';
     job.progress = 100;
     job.completedAt = nowSeconds();
+    job.lastEvent = publicEvent(ev);
+    this.persist(job);
     this.options.metrics.jobsEnded.inc({ status: 'completed' });
     this.options.log.info({ jobId: job.id, ms: Math.round(ev.output.ms), bytes: this.store.get(job.id)?.bytes ?? null }, 'job completed');
-    job.events.next(publicEvent(ev));
+    job.events.next(job.lastEvent);
     job.end();
     await this.trimFinished();
   }
@@ -303,20 +478,37 @@ export class JobTable {
     job.status = 'failed';
     job.error = error;
     job.completedAt = nowSeconds();
+    job.lastEvent = event;
+    this.persist(job);
+    this.options.log.warn({ jobId: job.id, code: error.code, message: error.message, completedSteps: job.completedSteps }, 'job failed');
     this.options.metrics.failures.inc({ code: error.code });
     this.options.metrics.jobsEnded.inc({ status: 'failed' });
-    this.options.log.warn({ jobId: job.id, code: error.code, message: error.message, completedSteps: job.completedSteps }, 'job failed');
     job.events.next(event);
     job.end();
     void this.trimFinished();
   }
 
-  /** Forgets the oldest finished jobs past `maxFinishedJobs`. */
+  /** Forgets a finished job: its record (memory and durable store) and its MP4. */
+  private async forget(id: string): Promise<void> {
+    this.jobs.delete(id);
+    this.options.durable?.remove(id);
+    await this.store.remove(id);
+  }
+
+  /** Forgets the oldest finished jobs past `maxFinishedJobs`, and those past `retentionSeconds`. */
   private async trimFinished(): Promise<void> {
     const finished = [...this.jobs.values()].filter((j) => !j.active);
-    for (const job of finished.slice(0, Math.max(0, finished.length - this.options.maxFinishedJobs))) {
-      this.jobs.delete(job.id);
-      await this.store.remove(job.id);
+    for (const job of finished.slice(0, Math.max(0, finished.length - this.options.maxFinishedJobs))) await this.forget(job.id);
+    await this.expire();
+  }
+
+  /** Forgets the finished jobs that finished more than `retentionSeconds` ago. */
+  private async expire(): Promise<void> {
+    const retention = this.options.retentionSeconds;
+    if (retention === undefined) return;
+    const cutoff = nowSeconds() - retention;
+    for (const job of [...this.jobs.values()]) {
+      if (!job.active && job.completedAt !== null && job.completedAt < cutoff) await this.forget(job.id);
     }
   }
 }

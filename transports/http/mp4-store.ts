@@ -12,8 +12,9 @@ export interface Mp4StoreLimits {
 }
 
 /**
- * Finished MP4s of the server's jobs, as files in a private temporary folder (made at construction, removed with
- * {@link dispose}). Bounded by count and bytes: adding a file past either bound evicts the oldest stored files
+ * Finished MP4s of the server's jobs, as files `<id>.mp4` in a folder: by default a private temporary folder (made at
+ * construction, removed with {@link dispose}); with `dir` (a data folder's `videos/`) that folder, whose files
+ * outlive the server. Bounded by count and bytes: adding a file past either bound evicts the oldest stored files
  * first (a reader that already opened an evicted file still reads it whole); `onEvict` names each evicted id.
  */
 export class Mp4Store {
@@ -21,25 +22,44 @@ export class Mp4Store {
   private readonly files = new Map<string, { path: string; bytes: number }>();
   private totalBytes = 0;
 
+  private readonly durable: boolean;
+
   constructor(
     private readonly limits: Mp4StoreLimits,
     private readonly onEvict: (id: string) => void,
+    dir?: string,
   ) {
-    this.dir = ownedTempDir(tmpdir(), 'omnirx-http-');
+    this.durable = dir !== undefined;
+    this.dir = dir ?? ownedTempDir(tmpdir(), 'omnirx-http-');
+  }
+
+  /** File name of video `id` in {@link dir}. */
+  static fileName(id: string): string {
+    return `${id}.mp4`;
   }
 
   /** Path a new video `id` is encoded to (then registered with {@link add}). */
   pathFor(id: string): string {
-    return path.join(this.dir, `${id}.mp4`);
+    return path.join(this.dir, Mp4Store.fileName(id));
   }
 
   /** Registers the encoded file of `id` (`bytes` long) and evicts the oldest files past the bounds. */
   async add(id: string, bytes: number): Promise<void> {
+    this.restore(id, bytes);
+    await this.evictPastBounds();
+  }
+
+  /** Registers the file of `id` kept from an earlier run, as the newest, without evicting (then {@link evictPastBounds}). */
+  restore(id: string, bytes: number): void {
     this.files.set(id, { path: this.pathFor(id), bytes });
     this.totalBytes += bytes;
+  }
+
+  /** Evicts the oldest files while the store is past a bound (a single file larger than maxBytes is still served). */
+  async evictPastBounds(): Promise<void> {
     for (const [old] of this.files) {
       if (this.files.size <= this.limits.maxFiles && this.totalBytes <= this.limits.maxBytes) break;
-      if (old === id && this.files.size === 1) break; // a single file larger than maxBytes is still served
+      if (this.files.size === 1) break;
       await this.remove(old);
       this.onEvict(old);
     }
@@ -63,10 +83,10 @@ export class Mp4Store {
     return { files: this.files.size, bytes: this.totalBytes };
   }
 
-  /** Removes the folder and every file in it. */
+  /** Forgets every file; a private temporary folder is removed with its files, a given `dir` is kept as it is. */
   dispose(): void {
     this.files.clear();
     this.totalBytes = 0;
-    rmSync(this.dir, { recursive: true, force: true });
+    if (!this.durable) rmSync(this.dir, { recursive: true, force: true });
   }
 }

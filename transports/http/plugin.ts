@@ -6,7 +6,7 @@ import { registerDocsRoutes } from './routes/docs';
 import { registerHealthRoutes } from './routes/health';
 import { registerImageRoutes } from './routes/images';
 import { registerModelRoutes } from './routes/models';
-import { registerVideoRoutes } from './routes/videos';
+import { registerVideoRoutes, resumeQueuedJobs } from './routes/videos';
 
 /** Options of {@link httpTransport}. */
 export interface HttpTransportOptions {
@@ -20,6 +20,8 @@ export interface HttpTransportOptions {
   demosDir?: string;
   /** Whether the server requires a bearer token on `/v1` (documented in `/openapi.json`). Default false. */
   bearerAuth?: boolean;
+  /** Resolves once the engine is up: then the queued jobs a durable job table kept from an earlier run are submitted again. */
+  engineReady?: Promise<void>;
 }
 
 /**
@@ -33,7 +35,15 @@ export async function httpTransport(app: FastifyInstance, opts: HttpTransportOpt
   const { ctx, jobs } = opts;
   registerHealthRoutes(app, ctx);
   registerModelRoutes(app, ctx);
-  registerVideoRoutes(app, { ...ctx, jobs, admitWaitMs: opts.admitWaitMs ?? 2000 });
+  const videoCtx = { ...ctx, jobs, admitWaitMs: opts.admitWaitMs ?? 2000 };
+  registerVideoRoutes(app, videoCtx);
+  // An engine that failed to start leaves the queued jobs queued in the data folder, for the next start.
+  void opts.engineReady
+    ?.then(
+      () => resumeQueuedJobs(videoCtx),
+      () => undefined,
+    )
+    .catch((err: unknown) => app.log.error({ err }, 'resuming the queued jobs failed'));
   registerImageRoutes(app, ctx);
   registerDocsRoutes(app, ctx, { bearerAuth: opts.bearerAuth ?? false });
   registerDemoRoutes(app, opts.demosDir);

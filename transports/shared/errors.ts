@@ -18,6 +18,7 @@ export const HTTP_ERROR_CODES = {
   method_not_allowed: 405,
   request_timeout: 408,
   not_ready: 409,
+  gone: 410,
   body_too_large: 413,
   uri_too_long: 414,
   unsupported_media_type: 415,

@@ -1,5 +1,5 @@
 import { randomUUID } from 'node:crypto';
-import { createReadStream } from 'node:fs';
+import { promises as fsp } from 'node:fs';
 import type { FastifyInstance, FastifyRequest } from 'fastify';
 import { z } from 'zod';
 import type { ServerContext } from '../../shared/context';
@@ -8,6 +8,7 @@ import { VideoJob, type JobTable } from '../jobs';
 import { streamSse } from '../sse';
 import { coerceFormFields, httpFieldOf, parseBody, toVideoRequest, VideoCreateBodySchema } from '../../shared/video-request';
 import { admitting, loadModel } from '../../shared/admission';
+import { ERROR_CATALOGUE } from '../../../src/errors';
 
 /** Query of `GET /v1/videos` (also documented in /openapi.json). */
 export const ListQuerySchema = z.strictObject({
@@ -63,6 +64,27 @@ export interface VideoRouteContext extends ServerContext {
   admitWaitMs: number;
 }
 
+/**
+ * Submits the queued jobs a durable job table kept from an earlier run (see `JobTable.toResume`) to the engine again,
+ * their bodies parsed and mapped as `POST /v1/videos` does. A job whose body or model no longer passes fails with that
+ * error (recorded like any failure). Called once the engine is up; does nothing while the server drains.
+ */
+export async function resumeQueuedJobs(ctx: VideoRouteContext): Promise<void> {
+  for (const job of ctx.jobs.toResume()) {
+    if (ctx.state.phase !== 'ready') return;
+    try {
+      const body = parseBody(VideoCreateBodySchema, job.request);
+      const model = await loadModel(ctx, body.model);
+      const { request } = toVideoRequest(body, job.id, model.spec.id, model.spec.defaults.fps);
+      ctx.jobs.resume(job, ctx.engine().generate(request));
+    } catch (err) {
+      const e = err as { code?: unknown; message?: unknown };
+      const code = typeof e.code === 'string' && (e.code in ERROR_CATALOGUE || err instanceof HttpError) ? e.code : 'OMNIRX_ERR_INTERNAL';
+      ctx.jobs.failQueued(job, { code, message: `the job could not run again after the restart: ${typeof e.message === 'string' ? e.message : String(err)}` });
+    }
+  }
+}
+
 /** Registers the video job routes: create, list, retrieve, content, events (SSE) and delete. */
 export function registerVideoRoutes(app: FastifyInstance, ctx: VideoRouteContext): void {
   const jobOr404 = (id: string) => {
@@ -78,7 +100,8 @@ export function registerVideoRoutes(app: FastifyInstance, ctx: VideoRouteContext
     const model = await loadModel(ctx, body.model);
     const id = `video_${randomUUID().replace(/-/g, '')}`;
     const { request, framesFrom } = toVideoRequest(body, id, model.spec.id, model.spec.defaults.fps);
-    const job = new VideoJob(id, model.spec.id, body.prompt);
+    // A durable table keeps the body as submitted, so the job can run again if the server restarts before it starts.
+    const job = new VideoJob(id, model.spec.id, body.prompt, ctx.jobs.durable ? { request: raw } : {});
     // The request's logger carries its reqId: this line ties the job to the request that created it.
     req.log.info({ jobId: id, model: model.spec.id }, 'job created');
     const outcome = await ctx.jobs.start(job, ctx.engine().generate(request), ctx.admitWaitMs);
@@ -106,10 +129,22 @@ export function registerVideoRoutes(app: FastifyInstance, ctx: VideoRouteContext
     parseBody(ContentQuerySchema, req.query);
     const job = jobOr404(req.params.id);
     const file = ctx.jobs.store.get(job.id);
-    if (job.status !== 'completed' || file === undefined) {
+    if (job.status !== 'completed') {
       throw HttpError.of('not_ready', `video '${job.id}' is ${job.status}; its content exists once it is completed`, 'id');
     }
-    return reply.type('video/mp4').header('content-length', file.bytes).send(createReadStream(file.path));
+    const gone = () => HttpError.of('gone', `the MP4 of video '${job.id}' is missing or damaged on the server's disk; create the job again`, 'id');
+    if (file === undefined) throw gone();
+    // Opened before answering: a file deleted or truncated behind the server's back is a clear 410, never a 500 naming
+    // a path or a response cut short. An open file is read whole even if it is evicted meanwhile.
+    const fh = await fsp.open(file.path, 'r').catch(() => undefined);
+    if (fh === undefined) throw gone();
+    const size = (await fh.stat().catch(() => undefined))?.size;
+    if (size !== file.bytes) {
+      await fh.close();
+      req.log.warn({ jobId: job.id, expectedBytes: file.bytes, bytes: size ?? null }, 'stored MP4 damaged');
+      throw gone();
+    }
+    return reply.type('video/mp4').header('content-length', file.bytes).send(fh.createReadStream());
   });
 
   app.get<{ Params: { id: string } }>('/v1/videos/:id/events', async (req, reply) => {
