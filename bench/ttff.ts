@@ -18,11 +18,12 @@
  * Run: npm run build && npm run bench:ttff [-- --rounds 5] [-- --chunk 1] [-- --size 64x64] [-- --frames 16]
  *   [-- --steps 20]
  */
-import { existsSync, readFileSync } from 'node:fs';
+import { existsSync } from 'node:fs';
 import { cpus } from 'node:os';
 import * as path from 'node:path';
 import WebSocket from 'ws';
 import { builtinFamilies } from '../src/families';
+import { cpuDescription } from './cpu';
 import { createServer } from '../transports/server';
 
 const ROOTS = [process.cwd(), path.resolve(__dirname, '..', '..'), path.resolve(__dirname, '..')];
@@ -43,17 +44,6 @@ function intFlag(name: string, fallback: number | undefined, min: number, max: n
   const n = Number(v);
   if (!Number.isInteger(n) || n < min || n > max) throw new Error(`${name} must be an integer in [${min}, ${max}]; got ${JSON.stringify(v)}`);
   return n;
-}
-
-/** The CPU model as /proc/cpuinfo names it (os.cpus() elsewhere). */
-function cpuModel(): string {
-  try {
-    const m = /^model name\s*:\s*(.+)$/m.exec(readFileSync('/proc/cpuinfo', 'utf8'));
-    if (m) return m[1]!.trim();
-  } catch {
-    // not Linux
-  }
-  return cpus()[0]?.model ?? 'unknown';
 }
 
 const median = (xs: number[]): number => {
@@ -150,7 +140,7 @@ async function main(): Promise<void> {
     const b = summary(runs.baseline);
     console.log(
       JSON.stringify({
-        cpu: cpuModel(),
+        cpu: cpuDescription(),
         cores: cpus().length,
         node: process.version,
         model: 'omnirx-default',
