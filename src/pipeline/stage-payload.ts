@@ -190,6 +190,8 @@ export function payloadToNativeTensor(native: NativeBinding, t: PayloadTensor, n
 export const RUNTIME_PAYLOAD = {
   request: 'omnirx.request',
   outputs: 'omnirx.outputs',
+  /** Decode → front, ahead of `outputs`: one progressively decoded piece of the request's video. */
+  decodedChunk: 'omnirx.decoded_chunk',
   error: 'omnirx.stage_error',
 } as const;
 

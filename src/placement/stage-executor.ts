@@ -9,7 +9,7 @@ import { isConnectorClosed } from './connectors/stage-connector';
 import { createInProcessStages } from './in-process-stages';
 import { stageErrorOf } from './stage-error';
 import type { StageMemory } from './stage-host';
-import { packRequest, unpackOutputs } from './stage-job';
+import { packRequest, unpackDecodedChunk, unpackOutputs } from './stage-job';
 import type { RequestLocation, StageExecutorOptions, StageHosting, StageSink } from './stage-hosting';
 import { StageProcesses } from './stage-processes';
 
@@ -203,6 +203,15 @@ export class StageExecutor implements Executor, StageSink {
       }
       const entry = this.pending.get(p.requestId);
       if (entry === undefined) continue; // cancelled, or already failed with its stage
+      if (p.payloadType === RUNTIME_PAYLOAD.decodedChunk) {
+        try {
+          entry.subscriber.next({ type: 'chunk', requestId: p.requestId, ...unpackDecodedChunk(p) });
+        } catch (e) {
+          this.fail(p.requestId, e instanceof OmniError ? e : new OmniError('OMNIRX_ERR_INTERNAL', (e as Error).message));
+          this.stages.cancel(p.requestId);
+        }
+        continue;
+      }
       let ev: ExecutionEvent;
       if (p.payloadType === RUNTIME_PAYLOAD.error) {
         const { error, node } = stageErrorOf(p);

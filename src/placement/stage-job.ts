@@ -12,7 +12,8 @@ import {
   type PayloadTensor,
   type StageRole,
 } from '../pipeline/stage-payload';
-import type { Artifact } from '../request/artifacts';
+import type { Artifact, VideoArtifact } from '../request/artifacts';
+import type { DecodedChunkInfo } from '../request/omni-event';
 
 /** `metadata.job` of every request payload: the admitted request as the stages need it (validated again on arrival). */
 const JobSchema = z.strictObject({ family: z.string().min(1).max(64), params: ResolvedParamsSchema, nodeParams: z.record(z.string(), z.unknown()) });
@@ -118,4 +119,50 @@ export function unpackOutputs(p: DiffusionStagePayload): Record<string, Artifact
     }
   }
   return artifacts;
+}
+
+const DecodedChunkMetaSchema = z.strictObject({
+  node: z.string().min(1).max(64),
+  width: z.number().int().positive(),
+  height: z.number().int().positive(),
+  numFrames: z.number().int().positive(),
+  fps: z.number().positive(),
+  firstFrame: z.number().int().nonnegative(),
+  totalFrames: z.number().int().positive(),
+});
+
+/**
+ * Decode → front, ahead of the outputs: a progressively decoded piece of the video (a `chunk` event with `decoded`),
+ * frames as tensor `frames` uint8 RGB24 `[numFrames, H, W, 3]`, its node and place in the video in metadata.
+ */
+export function packDecodedChunk(job: AdmittedRequest, ev: { node: string; artifact: VideoArtifact; decoded: DecodedChunkInfo }): DiffusionStagePayload {
+  const a = ev.artifact;
+  return jobPayload(
+    job,
+    'decode',
+    'decode',
+    RUNTIME_PAYLOAD.decodedChunk,
+    { frames: { dtype: 'uint8', shape: [a.numFrames, a.height, a.width, 3], bytes: a.frames } },
+    { chunk: { node: ev.node, width: a.width, height: a.height, numFrames: a.numFrames, fps: a.fps, ...ev.decoded } },
+  );
+}
+
+/**
+ * The `chunk` event a decoded-chunk payload carries (frames copied, so the payload's buffer may be dropped).
+ * @throws PayloadError for malformed `metadata.chunk`, a chunk past the video's end, or frames that do not match it.
+ */
+export function unpackDecodedChunk(p: DiffusionStagePayload): { node: string; artifact: VideoArtifact; decoded: DecodedChunkInfo } {
+  const r = DecodedChunkMetaSchema.safeParse(p.metadata.chunk);
+  if (!r.success) throw new PayloadError(`${RUNTIME_PAYLOAD.decodedChunk}: metadata.chunk: ${r.error.issues[0].message}`, { param: 'metadata.chunk' });
+  const m = r.data;
+  if (m.firstFrame + m.numFrames > m.totalFrames)
+    throw new PayloadError(`${RUNTIME_PAYLOAD.decodedChunk}: frames ${m.firstFrame}..${m.firstFrame + m.numFrames - 1} lie past the video's ${m.totalFrames}`, {
+      param: 'metadata.chunk',
+    });
+  const t = expectTensor(p.tensors.frames, 'frames', 'uint8', [m.numFrames, m.height, m.width, 3]);
+  return {
+    node: m.node,
+    artifact: { kind: 'video', width: m.width, height: m.height, numFrames: m.numFrames, fps: m.fps, frames: t.bytes.slice() },
+    decoded: { firstFrame: m.firstFrame, totalFrames: m.totalFrames },
+  };
 }

@@ -1,4 +1,4 @@
-import { fromEvent, lastValueFrom, takeUntil, tap } from 'rxjs';
+import { concatMap, fromEvent, lastValueFrom, takeUntil } from 'rxjs';
 import { OmniError } from '../errors';
 import { runGraph } from '../pipeline/graph-runner';
 import type { StepGrants } from '../pipeline/step-grants';
@@ -8,6 +8,7 @@ import type { RequestState } from '../pipeline/request-state';
 import type { NodeSpec } from '../pipeline/spec';
 import { isConnectorClosed, type StageReceiver, type StageSender } from './connectors/stage-connector';
 import { forwardStageError, stageErrorPayload } from './stage-error';
+import { packDecodedChunk } from './stage-job';
 import { RUNTIME_PAYLOAD, type DiffusionStagePayload, type StageRole } from '../pipeline/stage-payload';
 import type { StageProgress } from '../pipeline/family/session';
 
@@ -165,8 +166,12 @@ export class StageWorker {
           { scheduler: this.o.steps, requestId: r.ctx.requestId, priority: r.job.params.priority },
           (n) => (node = n),
         ).pipe(
-          tap((ev) => {
+          // Progress is reported; a progressively decoded piece of the video on the last stage travels on to the front
+          // ahead of the result (in order, so the result never overtakes it); other chunks (previews) stay here.
+          concatMap(async (ev) => {
             if (ev.type !== 'chunk') this.o.onProgress?.(ev);
+            else if (this.o.role === 'decode' && ev.decoded !== undefined && ev.artifact.kind === 'video')
+              await this.put(this.o.output, p, packDecodedChunk(r.job, { node: ev.node, artifact: ev.artifact, decoded: ev.decoded }));
           }),
           takeUntil(fromEvent(r.abort.signal, 'abort')),
         ),
