@@ -11,6 +11,7 @@ const SLOW = [
   // Chromium, driven by playwright-core
   'test/transports/ws/browser.test.ts',
   'test/transports/webrtc/browser.test.ts',
+  'test/transports/webrtc/turn-browser.test.ts',
   'test/transports/http/cors-browser.test.ts',
   // stage processes (dist/src/placement/stage-main.js over shm or tcp)
   'test/placement/stage-processes.test.ts',

@@ -84,26 +84,11 @@ class WorldClient {
     this.onChange();
     const ws = new WebSocket(signalingUrl());
     this.ws = ws;
-    const pc = new RTCPeerConnection({ iceServers: [] });
-    this.pc = pc;
-    pc.ontrack = (e) => {
-      // Play frames as soon as they are decoded (no added jitter-buffer delay).
-      if ('jitterBufferTarget' in e.receiver) e.receiver.jitterBufferTarget = 0;
-      this.video.srcObject = e.streams[0] ?? new MediaStream([e.track]);
-      this.video.play().catch(() => undefined);
-      this.watchFrames();
-    };
-    pc.ondatachannel = (e) => {
-      this.channel = e.channel;
-      this.channel.onmessage = (m) => this.onChannelMessage(m.data);
-      this.channel.onclose = () => this.end('data channel closed');
-    };
-    pc.onconnectionstatechange = () => {
-      if (pc.connectionState === 'failed' || pc.connectionState === 'closed') this.end(`peer ${pc.connectionState}`);
-    };
     ws.onmessage = async (m) => {
       const msg = JSON.parse(m.data);
       if (msg.type === 'offer') {
+        // The server names the ICE servers (STUN/TURN) and policy of its deployment (docs/webrtc.md, "ICE servers and NAT").
+        const pc = this.connect({ iceServers: msg.ice_servers ?? [], iceTransportPolicy: msg.ice_transport_policy ?? 'all' });
         await pc.setRemoteDescription({ type: 'offer', sdp: msg.sdp });
         await pc.setLocalDescription(await pc.createAnswer());
         await gathered(pc);
@@ -122,6 +107,28 @@ class WorldClient {
       ws.onerror = () => reject(new Error('the signaling socket could not open'));
     });
     ws.send(JSON.stringify({ type: 'start', session }));
+  }
+
+  /** The peer connection of the session, made when the offer arrives with the server's ICE configuration. */
+  connect(config) {
+    const pc = new RTCPeerConnection(config);
+    this.pc = pc;
+    pc.ontrack = (e) => {
+      // Play frames as soon as they are decoded (no added jitter-buffer delay).
+      if ('jitterBufferTarget' in e.receiver) e.receiver.jitterBufferTarget = 0;
+      this.video.srcObject = e.streams[0] ?? new MediaStream([e.track]);
+      this.video.play().catch(() => undefined);
+      this.watchFrames();
+    };
+    pc.ondatachannel = (e) => {
+      this.channel = e.channel;
+      this.channel.onmessage = (m) => this.onChannelMessage(m.data);
+      this.channel.onclose = () => this.end('data channel closed');
+    };
+    pc.onconnectionstatechange = () => {
+      if (pc.connectionState === 'failed' || pc.connectionState === 'closed') this.end(`peer ${pc.connectionState}`);
+    };
+    return pc;
   }
 
   /** Sends an action with a fresh id; `at` is when the key went down (performance.now() clock). */

@@ -7,6 +7,7 @@ import { TopologySchema } from './topology';
 import { CacheBudgetsSchema } from '../cache/budgets';
 import { SessionConfigSchema } from '../pipeline/session-config';
 import { MATMUL_DTYPES } from '../native/plan-builder';
+import { WebrtcConfigSchema } from './webrtc-config';
 
 const MiB = 2 ** 20;
 
@@ -37,6 +38,8 @@ export const DeployConfigSchema = z.strictObject({
   sessions: SessionConfigSchema.default(SessionConfigSchema.parse({})),
   /** Where computation runs (`./topology`): monolithic when absent. */
   topology: TopologySchema.optional(),
+  /** WebRTC transport (`./webrtc-config`): ICE servers, bind address, UDP ports, transport policy. Absent: loopback and host candidates only. */
+  webrtc: WebrtcConfigSchema.optional(),
 });
 export type DeployConfig = z.infer<typeof DeployConfigSchema>;
 export type DeployConfigInput = z.input<typeof DeployConfigSchema>;

@@ -101,13 +101,19 @@ export interface ErrorMessage {
   fatal: boolean;
   /** The `id` of the client message it answers, or null (that message had no well-formed id, or none is answered). */
   replyTo: string | null;
+  /** With code `rate_limited` only: the limit that dropped messages, a message type, `invalid` or `bytes`. */
+  limit?: string;
 }
 
-/** Server → client on the signaling socket: the SDP offer (all ICE candidates included, loopback only). */
+/** Server → client on the signaling socket: the SDP offer (all ICE candidates included) and the ICE configuration. */
 export interface OfferMessage {
   type: 'offer';
   sdp: string;
   session_id: string;
+  /** The ICE servers the client should use (`RTCConfiguration.iceServers`): the deployment's, TURN credentials included. */
+  ice_servers: Array<{ urls: string | string[]; username?: string; credential?: string }>;
+  /** The client's `RTCConfiguration.iceTransportPolicy`: `relay` when the deployment relays only. */
+  ice_transport_policy: 'all' | 'relay';
 }
 
 /** Server → client, first on the data channel: the session's parameters. */
@@ -178,6 +184,16 @@ export function errorMessage(
   opts: { fatal?: boolean; replyTo?: string | null } = {},
 ): ErrorMessage {
   return { type: 'error', code, message, param, fatal: opts.fatal ?? false, replyTo: opts.replyTo ?? null };
+}
+
+/**
+ * The `rate_limited` error (not fatal) reporting `dropped` messages dropped by `limit` (a message type, `invalid` for
+ * refused messages, `bytes`) since the last report; `param` is `type` for a type's limit, else `message`.
+ */
+export function rateLimitedMessage(limit: string, dropped: number, rate: { perSecond: number; burst: number }): ErrorMessage {
+  const what = limit === 'bytes' ? 'bytes' : limit === 'invalid' ? 'refused messages' : `"${limit}" messages`;
+  const text = `${what} are limited to ${rate.perSecond} per second (bursts of ${rate.burst}): ${dropped} message${dropped === 1 ? '' : 's'} dropped since the last report`;
+  return { ...errorMessage('rate_limited', text, limit === 'bytes' || limit === 'invalid' ? 'message' : 'type'), limit };
 }
 
 /**

@@ -9,12 +9,14 @@ import {
   ChannelMessageSchema,
   errorMessage,
   parseClientMessage,
+  rateLimitedMessage,
   type ChannelMessage,
   type ErrorMessage,
   type FrameMessage,
   type ServerMessage,
 } from './messages';
-import { rtcPeerConfig } from './peer-config';
+import { rtcPeerConfig, type RtcIceOptions } from './peer-config';
+import { CHANNEL_LIMITS, PeerRateLimiter, type Clock, type PeerLimits, type Verdict } from './rate-limit';
 import { answerProblem, sdpSections } from './sdp-check';
 import { VIDEO_CLOCK_RATE, VideoSender } from './video-sender';
 
@@ -28,10 +30,17 @@ export interface RtcSessionOptions {
   flushOnChange?: boolean;
   /** Frames from one keyframe to the next. Default `fps / 2` rounded (a lost packet heals within half a second). */
   keyframeInterval?: number;
-  /** Extra ICE host-candidate addresses. Default `['127.0.0.1']`. */
-  hostAddresses?: string[];
+  /** ICE servers, host addresses, bind address, port range and transport policy of the peer (peer-config.ts). */
+  ice?: RtcIceOptions;
+  /** Rate limits of the data channel's messages (docs/webrtc.md, "Rate limits"). Default {@link CHANNEL_LIMITS}. */
+  channelLimits?: PeerLimits<ChannelMessage['type']>;
+  /** Clock of the rate limits (ms). Default `performance.now()`. */
+  clock?: Clock;
   ffmpegPath?: string;
 }
+
+/** Candidates held before the answer, at most (more are refused: a client trickles a handful per interface). */
+const MAX_PENDING_CANDIDATES = 64;
 
 /** What a WebRTC session uses of a world session (`Engine.session` on any topology, or any frame source with its surface). */
 export type RtcWorld = WorldSessionHandle;
@@ -42,7 +51,8 @@ export interface SessionOpener {
 }
 
 /** Why a session ended, as given to `onEnded`. */
-export type EndReason = 'client_closed' | 'signaling_closed' | 'channel_closed' | 'peer_failed' | 'peer_closed' | 'session_ended' | 'error' | 'server_closing';
+export type EndReason =
+  'client_closed' | 'signaling_closed' | 'channel_closed' | 'peer_failed' | 'peer_closed' | 'session_ended' | 'error' | 'server_closing' | 'rate_limited';
 
 /** A client's trickled ICE candidate (`RTCIceCandidateInit`), its shape already checked (messages.ts). */
 export interface CandidateInit {
@@ -84,13 +94,16 @@ export class RtcSession {
   private pending: Array<{ candidate: CandidateInit; resolve: () => void; reject: (err: unknown) => void }> = [];
   private readonly endedPromise: Promise<EndReason>;
   private resolveEnded!: (r: EndReason) => void;
+  /** Bounds the work the peer's data-channel messages cause (rate-limit.ts). */
+  private readonly limiter: PeerRateLimiter<ChannelMessage['type']>;
 
   private constructor(
     readonly world: RtcWorld,
     private readonly options: RtcSessionOptions,
   ) {
     this.endedPromise = new Promise((resolve) => (this.resolveEnded = resolve));
-    this.pc = new RTCPeerConnection(rtcPeerConfig(options.hostAddresses));
+    this.limiter = new PeerRateLimiter(options.channelLimits ?? CHANNEL_LIMITS, options.clock);
+    this.pc = new RTCPeerConnection(rtcPeerConfig(options.ice));
     this.pc.addTransceiver(this.track, { direction: 'sendonly' });
     this.channel = this.pc.createDataChannel('omnirx', { ordered: true });
     const p = world.params;
@@ -204,7 +217,13 @@ export class RtcSession {
         candidate,
         sdpSections(offer).map((s) => s.mid),
       );
-    if (this.answer !== 'applied') return new Promise((resolve, reject) => this.pending.push({ candidate, resolve, reject }));
+    if (this.answer !== 'applied') {
+      if (this.pending.length >= MAX_PENDING_CANDIDATES)
+        throw new OmniError('OMNIRX_ERR_INVALID_REQUEST', `candidate: at most ${MAX_PENDING_CANDIDATES} candidates are held before the answer`, {
+          param: 'candidate',
+        });
+      return new Promise((resolve, reject) => this.pending.push({ candidate, resolve, reject }));
+    }
     return this.applyCandidate(candidate);
   }
 
@@ -279,11 +298,30 @@ export class RtcSession {
     this.pacer.start();
   }
 
+  /** Parses and handles one data-channel message within the peer's rate limits (bytes first, then its type). */
   private onChannelMessage(data: string | Buffer): void {
     if (this.ended) return;
+    if (!this.admit(this.limiter.checkBytes(typeof data === 'string' ? Buffer.byteLength(data) : data.byteLength))) return;
     const r = parseClientMessage(ChannelMessageSchema, data, typeof data !== 'string');
-    if (!r.ok) return this.send(r.error);
-    this.handle(r.value);
+    if (!r.ok) {
+      if (this.admit(this.limiter.check('invalid'))) this.send(r.error);
+      return;
+    }
+    if (this.admit(this.limiter.check(r.value.type))) this.handle(r.value);
+  }
+
+  /**
+   * True when the limiter let the message through. A dropped one sends a `rate_limited` error when the limiter asks
+   * (at most one per second) and ends the session (`rate_limited`) when the peer kept flooding.
+   */
+  private admit(v: Verdict): boolean {
+    if (v.ok) return true;
+    if (v.report !== undefined) this.send(rateLimitedMessage(v.limit, v.report.dropped, v.report.rate));
+    if (v.close) {
+      this.send(errorMessage('rate_limited', `the peer kept sending far over its rate limits ("${v.limit}"): the session is closed`, null, { fatal: true }));
+      this.close('rate_limited');
+    }
+    return false;
   }
 
   private handle(m: ChannelMessage): void {
