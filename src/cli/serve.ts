@@ -5,6 +5,7 @@ import { loadDeployConfig, parseDeployConfig, type DeployConfig } from '../place
 import { corsOriginProblem } from '../../transports/shared/cors';
 import { LOG_LEVELS, type LogLevel } from '../../transports/shared/access-log';
 import { EXIT, parseNumericFlag } from './generate';
+import { webrtcOverrides, withWebrtcOverrides, type WebrtcOverrides } from './serve-webrtc';
 
 /** What {@link runServe} needs from the outside world; injected so tests can fake every part. */
 export interface ServeDeps {
@@ -34,6 +35,8 @@ export interface ServeArgs {
   logLevel: LogLevel;
   /** Data folder that keeps video jobs and their MP4s across restarts (`--data-dir`; docs/http.md "Job retention"). */
   dataDir?: string;
+  /** The deploy config's `webrtc` fields set by `--ice-server`, `--ice-bind`, `--ice-transport-policy` (serve-webrtc.ts). */
+  webrtc?: WebrtcOverrides;
 }
 
 /**
@@ -61,6 +64,14 @@ export function parseServeArgs(argv: string[], env: NodeJS.ProcessEnv, writeOut:
     )
     .option('--data-dir <dir>', 'folder that keeps video jobs and their MP4s across restarts (jobs.sqlite, videos/); default: in memory')
     .option('--drain-timeout-ms <ms>', 'wait for in-flight jobs on SIGTERM before failing them', '30000')
+    .option(
+      '--ice-server <url>',
+      'a WebRTC ICE server, stun:host[:port] or turn:host[:port] (repeatable; TURN credentials from $OMNIRX_TURN_USERNAME and $OMNIRX_TURN_CREDENTIAL)',
+      (v: string, prev: string[]) => [...prev, v],
+      [] as string[],
+    )
+    .option('--ice-bind <address>', "IPv4 address of this host that WebRTC's ICE sockets bind (default: all)")
+    .addOption(new Option('--ice-transport-policy <policy>', 'relay: WebRTC over TURN relays only').choices(['all', 'relay']))
     .addOption(
       new Option('--log-level <level>', 'least severe log entry written to stderr as JSON lines (info: one line per request and per job event)')
         .choices(LOG_LEVELS)
@@ -83,7 +94,11 @@ export function parseServeArgs(argv: string[], env: NodeJS.ProcessEnv, writeOut:
     drainTimeoutMs: string;
     logLevel: LogLevel;
     dataDir?: string;
+    iceServer: string[];
+    iceBind?: string;
+    iceTransportPolicy?: string;
   }>();
+  const webrtc = webrtcOverrides(o, env);
   for (const origin of o.corsOrigin) {
     const problem = corsOriginProblem(origin);
     if (problem !== undefined) throw new OmniError('OMNIRX_ERR_CLI_ARGUMENT', `--cors-origin ${problem}`);
@@ -106,6 +121,7 @@ export function parseServeArgs(argv: string[], env: NodeJS.ProcessEnv, writeOut:
     ...(o.matmulDtype === undefined ? {} : { matmulDtype: o.matmulDtype }),
     ...(apiKey === undefined ? {} : { apiKey }),
     ...(o.corsOrigin.length === 0 ? {} : { corsOrigins: o.corsOrigin }),
+    ...(Object.keys(webrtc).length === 0 ? {} : { webrtc }),
   };
 }
 
@@ -127,6 +143,7 @@ export async function runServe(argv: string[], deps: ServeDeps): Promise<number>
   try {
     deploy = args.config === undefined ? undefined : await loadDeployConfig(args.config);
     if (args.matmulDtype !== undefined) deploy = { ...(deploy ?? parseDeployConfig({ schemaVersion: 1 })), matmulDtype: args.matmulDtype };
+    if (args.webrtc !== undefined) deploy = withWebrtcOverrides(deploy ?? parseDeployConfig({ schemaVersion: 1 }), args.webrtc);
   } catch (err) {
     deps.stderr.write(`error: ${(err as OmniError).code ?? 'OMNIRX_ERR_CONFIG'}: ${(err as Error).message}\n`);
     return EXIT.USAGE;
