@@ -5,15 +5,15 @@
  * Each cycle is one of four kinds, in turn: `complete` (a small video job polled to its end), `cancel` (created, then
  * DELETEd at once), `sse_disconnect` (created, its event stream read to the first step and the connection dropped;
  * the job runs on), `ws_abort` (a `/v1/stream` generation whose socket is closed abruptly after its first message).
- * Cycles run `--concurrency` at a time. Before the first measured cycle a warm-up of each kind loads the model and
- * fills the caches; the server's resident set (VmRSS of its process) and its native bytes in use
- * (`omnirx_native_bytes_in_use` on /metrics) are read after the warm-up (baseline) and after every job has ended
+ * Cycles run `--concurrency` at a time. Before the first measured cycle a warm-up (`--warmup`, 400 cycles) loads the
+ * model, fills the caches and the job table's retention bounds; the server's resident set (VmRSS of its process) and its native bytes in use
+ * (`omnirx_native_bytes_in_use` on /metrics) and its V8 heap in use (`nodejs_heap_size_used_bytes`) are read after the warm-up (baseline) and after every job has ended
  * (within `--settle-ms`), each once the server has been idle for a second.
  *
  * Prints one JSON line: `{"bench":"soak","cpu",…,"cycles","stuck_jobs","rss_ratio","native_ratio",…}` —
  * `stuck_jobs`: jobs still queued or in progress when the settle time ran out (target 0); the ratios: after ÷ before
  * (target ≤ 1.05). Run:
- *   npm run build && npm run bench:soak [-- --cycles 1000 --concurrency 4]
+ *   npm run build && npm run bench:soak [-- --cycles 1000 --concurrency 4 --warmup 400]
  */
 import { spawn, type ChildProcess } from 'node:child_process';
 import { readFileSync } from 'node:fs';
@@ -63,10 +63,11 @@ function rssOf(pid: number): number {
   return Number(m[1]) * 1024;
 }
 
-async function nativeBytes(base: string): Promise<number> {
+/** The value of gauge `name` on the server's /metrics (its first sample). */
+async function metric(base: string, name: string): Promise<number> {
   const text = await (await fetch(`${base}/metrics`)).text();
-  const m = /^omnirx_native_bytes_in_use(?:\{[^}]*\})? (\S+)$/m.exec(text);
-  if (m === null) throw new Error('/metrics has no omnirx_native_bytes_in_use');
+  const m = new RegExp(`^${name}(?:\\{[^}]*\\})? (\\S+)$`, 'm').exec(text);
+  if (m === null) throw new Error(`/metrics has no ${name}`);
   return Number(m[1]);
 }
 
@@ -175,21 +176,26 @@ async function main(): Promise<void> {
   const cycles = arg('--cycles', 1000);
   const concurrency = arg('--concurrency', 4);
   const settleMs = arg('--settle-ms', 60_000);
+  const warmup = arg('--warmup', 400);
   const { proc, base } = await startServer();
   try {
-    const warm = await runCycles(base, 4 * KINDS.length, concurrency);
+    // The warm-up also fills the server's retention bounds (256 finished job records, 64 stored MP4s by default), so
+    // the baseline is the steady state a long-running server holds, not an empty job table.
+    const warm = await runCycles(base, warmup, concurrency);
     if (warm.failures.length > 0) throw new Error(`warm-up failed: ${warm.failures.slice(0, 3).join('; ')}`);
     await settle(base, settleMs);
     await sleep(1000);
     const rssBefore = rssOf(proc.pid!);
-    const nativeBefore = await nativeBytes(base);
+    const nativeBefore = await metric(base, 'omnirx_native_bytes_in_use');
+    const heapBefore = await metric(base, 'nodejs_heap_size_used_bytes');
     const t0 = performance.now();
     const { byKind, failures } = await runCycles(base, cycles, concurrency);
     const seconds = (performance.now() - t0) / 1000;
     const stuck = await settle(base, settleMs);
     await sleep(1000);
     const rssAfter = rssOf(proc.pid!);
-    const nativeAfter = await nativeBytes(base);
+    const nativeAfter = await metric(base, 'omnirx_native_bytes_in_use');
+    const heapAfter = await metric(base, 'nodejs_heap_size_used_bytes');
     const round = (x: number) => Math.round(x * 1000) / 1000;
     console.log(
       JSON.stringify({
@@ -199,6 +205,7 @@ async function main(): Promise<void> {
         node: process.version,
         cycles,
         concurrency,
+        warmup,
         by_kind: byKind,
         failures: failures.length,
         first_failures: failures.slice(0, 3),
@@ -210,6 +217,8 @@ async function main(): Promise<void> {
         native_before_bytes: nativeBefore,
         native_after_bytes: nativeAfter,
         native_ratio: nativeBefore === 0 ? (nativeAfter === 0 ? 1 : null) : round(nativeAfter / nativeBefore),
+        heap_used_before_mb: round(heapBefore / 2 ** 20),
+        heap_used_after_mb: round(heapAfter / 2 ** 20),
       }),
     );
   } finally {
