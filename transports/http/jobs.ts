@@ -375,7 +375,7 @@ export class JobTable {
     const named = new Set([...this.jobs.keys()].map((id) => Mp4Store.fileName(id)));
     const videosDir = durable.dataDir.videosDir;
     for (const name of readdirSync(videosDir)) {
-      if (name.endsWith('.mp4') && !named.has(name)) rmSync(path.join(videosDir, name), { force: true });
+      if (name.endsWith('.mp4') && !named.has(name)) rmSync(path.join(videosDir, name), { force: true, recursive: true });
     }
     this.options.log.info({ ...counts, skipped: skipped.length === 0 ? undefined : skipped }, 'jobs restored from the data folder');
     void this.store

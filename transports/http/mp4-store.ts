@@ -74,7 +74,8 @@ export class Mp4Store {
   async remove(id: string): Promise<void> {
     const f = this.files.get(id);
     this.files.delete(id);
-    await fsp.rm(this.pathFor(id), { force: true });
+    // The videos folder is the server's own: whatever sits at a job's path (a file, or a folder put there by hand) goes.
+    await fsp.rm(this.pathFor(id), { force: true, recursive: true });
     if (f) this.totalBytes -= f.bytes;
   }
 

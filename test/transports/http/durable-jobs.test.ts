@@ -5,7 +5,7 @@
  * Requests go through `app.inject()`.
  */
 import { spawnSync } from 'node:child_process';
-import { existsSync, mkdtempSync, readdirSync, readFileSync, rmSync, truncateSync, writeFileSync } from 'node:fs';
+import { existsSync, mkdirSync, mkdtempSync, readdirSync, readFileSync, rmSync, truncateSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import * as path from 'node:path';
 import Database from 'better-sqlite3';
@@ -218,6 +218,7 @@ describe('the data folder', () => {
     rmSync(path.join(dataDir, 'videos', `${a.id}.mp4`));
     truncateSync(path.join(dataDir, 'videos', `${b.id}.mp4`), 10);
     const second = await createApp({ modelsDir, dataDir });
+    let secondOpen = true;
     try {
       for (const id of [a.id as string, b.id as string]) {
         const res = await content(second, id);
@@ -225,8 +226,24 @@ describe('the data folder', () => {
         expect(res.json().error).toMatchObject({ code: 'gone', param: 'id', message: expect.stringContaining(`video '${id}'`) });
         expect(JSON.stringify(res.json())).not.toContain(dataDir);
       }
-    } finally {
+      // A folder put by hand where a job's MP4 belongs: the job is still deletable, and the next start is not blocked.
+      rmSync(path.join(dataDir, 'videos', `${b.id}.mp4`));
+      mkdirSync(path.join(dataDir, 'videos', `${b.id}.mp4`, 'inner'), { recursive: true });
+      const c = await post(second, { ...SHORT, seed: 11 });
+      await waitStatus(second, c.id as string, ['completed']);
       await second.close();
+      secondOpen = false;
+      mkdirSync(path.join(dataDir, 'videos', `video_nobody.mp4`));
+      const third = await createApp({ modelsDir, dataDir });
+      try {
+        expect((await third.inject({ method: 'DELETE', url: `/v1/videos/${b.id}` })).statusCode).toBe(200);
+        expect(existsSync(path.join(dataDir, 'videos', `${b.id}.mp4`))).toBe(false);
+        expect(existsSync(path.join(dataDir, 'videos', 'video_nobody.mp4'))).toBe(false);
+      } finally {
+        await third.close();
+      }
+    } finally {
+      if (secondOpen) await second.close();
     }
   });
 });
