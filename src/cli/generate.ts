@@ -193,8 +193,14 @@ function buildCommand(): Command {
       '--seconds <s>',
       `clip length, seconds, in (0, ${MAX_SECONDS}]: frames = seconds × fps (--fps or the model's), a whole number (T2V; not with --frames)`,
     ).argParser((raw: string) => {
-      const v = parseNumericFlag({ flag: '--seconds', integer: false, min: 0, max: MAX_SECONDS }, raw);
-      if (v === 0) throw argError('--seconds', `--seconds must be more than 0; got ${JSON.stringify(raw)}`);
+      const range = () => argError('--seconds', `--seconds must be a number in (0, ${MAX_SECONDS}]; got ${JSON.stringify(raw)}${missingValueHint(raw)}`);
+      let v: number;
+      try {
+        v = parseNumericFlag({ flag: '--seconds', integer: false, min: 0, max: MAX_SECONDS }, raw);
+      } catch {
+        throw range();
+      }
+      if (v === 0) throw range();
       return v;
     }),
   );

@@ -49,7 +49,7 @@ export function parseServeArgs(argv: string[], env: NodeJS.ProcessEnv, writeOut:
   const cmd = new Command('omnirx serve')
     .description('Serve the engine over an OpenAI-compatible HTTP API (see docs/http.md).')
     .exitOverride()
-    .configureOutput({ writeOut, writeErr: writeOut })
+    .configureOutput({ writeOut, writeErr: writeOut, outputError: () => undefined })
     .option('--host <host>', 'address to bind (keep 127.0.0.1 unless the port is protected)', '127.0.0.1')
     .option('--port <port>', 'TCP port (0 picks a free one)', '8000')
     .option('--models-dir <dir>', 'folder of model directories')

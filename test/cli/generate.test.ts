@@ -318,10 +318,10 @@ describe('omnirx generate --seconds', () => {
 
   it.each([
     [['--seconds', '0.3'], 2, '--seconds: OMNIRX_ERR_UNSUPPORTED_VALUE: seconds 0.3 × fps 8 = 2.4 frames is not a whole number of frames'],
-    [['--seconds', '0'], 2, '--seconds must be more than 0; got "0"'],
-    [['--seconds', '-1'], 2, '--seconds must be a number in [0, 3600]; got "-1"'],
-    [['--seconds', 'abc'], 2, '--seconds must be a number in [0, 3600]; got "abc"'],
-    [['--seconds', '1e9'], 2, '--seconds must be a number in [0, 3600]; got "1e9"'],
+    [['--seconds', '0'], 2, '--seconds must be a number in (0, 3600]; got "0"'],
+    [['--seconds', '-1'], 2, '--seconds must be a number in (0, 3600]; got "-1"'],
+    [['--seconds', 'abc'], 2, '--seconds must be a number in (0, 3600]; got "abc"'],
+    [['--seconds', '1e9'], 2, '--seconds must be a number in (0, 3600]; got "1e9"'],
     [['--seconds', '2', '--frames', '9'], 2, '--seconds and --frames both set the frame count: give one of them'],
     [['--seconds', '2', '--task', 'T2I'], 2, '--seconds sets the length of a video: --task T2I makes one image'],
     [['--seconds', '2', '--model', 'nope'], 1, "--seconds: OMNIRX_ERR_UNKNOWN_MODEL: no model 'nope'"],

@@ -53,6 +53,20 @@ describe('omnirx serve --config', () => {
     expect(err.text()).toMatch(/not valid JSON/);
   });
 
+  it('a bad flag value is reported once, on stderr, naming the flag (exit 2)', async () => {
+    for (const argv of [
+      ['--log-level', 'junk'],
+      ['--ice-transport-policy', 'foo'],
+    ]) {
+      const out = sink();
+      const err = sink();
+      expect(await runServe(argv, { stdout: out.stream, stderr: err.stream })).toBe(2);
+      expect(out.text()).toBe('');
+      expect(err.text().match(/^error: /gm)).toHaveLength(1);
+      expect(err.text()).toContain(argv[0]);
+    }
+  });
+
   it('refuses to start (exit 1) when the default model is not in the models folder', async () => {
     const modelsDir = await makeModelsDir();
     for (const config of [

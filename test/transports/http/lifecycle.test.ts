@@ -117,7 +117,11 @@ describe('SSE job events', () => {
     expect(last.data).toMatchObject({ code: 'OMNIRX_ERR_NON_FINITE', node: 'denoise' });
     const got = (await (await fetch(`${s.origin}/v1/videos/${job.id}`)).json()) as Record<string, any>;
     expect(got).toMatchObject({ status: 'failed', error: { code: 'OMNIRX_ERR_NON_FINITE', message: expect.any(String) } });
-    expect((await fetch(`${s.origin}/v1/videos/${job.id}/content`)).status).toBe(409);
+    const content = await fetch(`${s.origin}/v1/videos/${job.id}/content`);
+    expect(content.status).toBe(409);
+    expect(((await content.json()) as { error: { message: string } }).error.message).toBe(
+      `video '${job.id}' failed (OMNIRX_ERR_NON_FINITE); it has no content`,
+    );
   });
 });
 

@@ -130,7 +130,13 @@ export function registerVideoRoutes(app: FastifyInstance, ctx: VideoRouteContext
     const job = jobOr404(req.params.id);
     const file = ctx.jobs.store.get(job.id);
     if (job.status !== 'completed') {
-      throw HttpError.of('not_ready', `video '${job.id}' is ${job.status}; its content exists once it is completed`, 'id');
+      throw HttpError.of(
+        'not_ready',
+        job.status === 'failed'
+          ? `video '${job.id}' failed (${job.error?.code ?? 'no code'}); it has no content`
+          : `video '${job.id}' is ${job.status}; its content exists once it is completed`,
+        'id',
+      );
     }
     const gone = () => HttpError.of('gone', `the MP4 of video '${job.id}' is missing or damaged on the server's disk; create the job again`, 'id');
     if (file === undefined) throw gone();
