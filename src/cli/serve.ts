@@ -125,6 +125,22 @@ export function parseServeArgs(argv: string[], env: NodeJS.ProcessEnv, writeOut:
   };
 }
 
+/** Settings (an error's `param`) that a serve flag sets, when the user gave it: the error then names the flag. */
+const FLAG_OF_PARAM: ReadonlyArray<[RegExp, string, (a: ServeArgs) => boolean]> = [
+  [/^dataDir$/, '--data-dir', (a) => a.dataDir !== undefined],
+  [/^webrtc\.iceServers(\.|$)/, '--ice-server', (a) => a.webrtc?.iceServers !== undefined],
+  [/^webrtc\.bindAddress$/, '--ice-bind', (a) => a.webrtc?.bindAddress !== undefined],
+  [/^webrtc\.iceTransportPolicy$/, '--ice-transport-policy', (a) => a.webrtc?.iceTransportPolicy !== undefined],
+];
+
+/** `"--flag: "` for an error about a setting the user gave as a flag, else `""`. */
+function flagPrefix(err: unknown, args: ServeArgs): string {
+  const param = (err as { param?: unknown }).param;
+  if (typeof param !== 'string') return '';
+  const hit = FLAG_OF_PARAM.find(([re, , given]) => re.test(param) && given(args));
+  return hit === undefined ? '' : `${hit[1]}: `;
+}
+
 /**
  * Runs `omnirx serve`: starts the HTTP server, prints `listening on http://HOST:PORT` (logs go to stderr), and on SIGTERM (or the
  * injected abort signal) drains — stops admitting, waits up to `--drain-timeout-ms` for in-flight jobs, fails the
@@ -145,7 +161,7 @@ export async function runServe(argv: string[], deps: ServeDeps): Promise<number>
     if (args.matmulDtype !== undefined) deploy = { ...(deploy ?? parseDeployConfig({ schemaVersion: 1 })), matmulDtype: args.matmulDtype };
     if (args.webrtc !== undefined) deploy = withWebrtcOverrides(deploy ?? parseDeployConfig({ schemaVersion: 1 }), args.webrtc);
   } catch (err) {
-    deps.stderr.write(`error: ${(err as OmniError).code ?? 'OMNIRX_ERR_CONFIG'}: ${(err as Error).message}\n`);
+    deps.stderr.write(`error: ${flagPrefix(err, args)}${(err as OmniError).code ?? 'OMNIRX_ERR_CONFIG'}: ${(err as Error).message}\n`);
     return EXIT.USAGE;
   }
   const { createServer } = await import('../../transports/server');
@@ -164,7 +180,7 @@ export async function runServe(argv: string[], deps: ServeDeps): Promise<number>
     });
   } catch (err) {
     // a data folder in use by another server, not writable, or holding a damaged jobs.sqlite
-    deps.stderr.write(`error: ${(err as OmniError).code ?? 'OMNIRX_ERR_CONFIG'}: ${(err as Error).message}\n`);
+    deps.stderr.write(`error: ${flagPrefix(err, args)}${(err as OmniError).code ?? 'OMNIRX_ERR_CONFIG'}: ${(err as Error).message}\n`);
     return EXIT.FAILED;
   }
   try {

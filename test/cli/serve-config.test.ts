@@ -67,6 +67,17 @@ describe('omnirx serve --config', () => {
     }
   });
 
+  it('a refused setting given as a flag is named by the flag (--data-dir, --ice-server)', async () => {
+    const file = configFile({ schemaVersion: 1 }); // a file, not a folder
+    const err = sink();
+    expect(await runServe(['--port', '0', '--data-dir', file, '--log-level', 'silent'], { stdout: sink().stream, stderr: err.stream })).toBe(1);
+    expect(err.text()).toMatch(/^error: --data-dir: OMNIRX_ERR_CONFIG: the data folder \(dataDir\) is a file/);
+    const many = Array.from({ length: 9 }, (_, i) => ['--ice-server', `stun:s${i}.example`]).flat();
+    const err2 = sink();
+    expect(await runServe(many, { stdout: sink().stream, stderr: err2.stream })).toBe(2);
+    expect(err2.text()).toMatch(/^error: --ice-server: OMNIRX_ERR_CONFIG: webrtc\.iceServers/);
+  });
+
   it('refuses to start (exit 1) when the default model is not in the models folder', async () => {
     const modelsDir = await makeModelsDir();
     for (const config of [
