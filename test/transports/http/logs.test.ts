@@ -134,6 +134,18 @@ describe('models that cannot be served', () => {
       const list = await app.inject({ method: 'GET', url: '/v1/models' });
       expect((list.json() as { data: Array<{ id: string }> }).data.map((m) => m.id)).toEqual(['tiny']);
       expect((await app.inject({ method: 'GET', url: '/v1/models/broken' })).statusCode).toBe(404);
+      // Asking for it is a 404 naming what is served, not a 500; an unknown model lists only the usable ones.
+      for (const model of ['broken', 'zzz']) {
+        const r = await app.inject({ method: 'POST', url: '/v1/videos', payload: { prompt: 'a', model } });
+        expect(r.statusCode).toBe(404);
+        expect(r.json().error).toMatchObject({
+          code: 'OMNIRX_ERR_UNKNOWN_MODEL',
+          param: 'model',
+          message: expect.stringContaining(`model '${model}' is not served`),
+        });
+        expect(r.json().error.message).toMatch(/available: tiny \(GET \/v1\/models\)$/);
+      }
+      expect(sink.entries.filter((e) => (e.level as number) >= 50)).toEqual([]);
       // Fixed on disk: served without a restart.
       writeFileSync(path.join(modelsDir, 'broken', 'model.json'), readTiny(modelsDir));
       const again = await app.inject({ method: 'GET', url: '/v1/models' });
