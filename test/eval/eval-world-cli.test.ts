@@ -13,7 +13,11 @@ import { parseWorldPrompt } from '../../bench/eval/world-palette';
 import { defaultModelSpec } from '../../src/families/wan/default-spec';
 
 const SCRIPT = path.resolve(__dirname, '..', '..', 'dist', 'bench', 'eval-world.js');
-const run = (...args: string[]) => spawnSync(process.execPath, [SCRIPT, ...args], { encoding: 'utf8', timeout: 60_000 });
+// A deadline against a hung command, not a speed check: the runs that compare against a baseline generate the first
+// clip before they refuse, which took over 60 s on a 2-core machine busy with other work.
+const RUN_DEADLINE_MS = 180_000;
+const run = (...args: string[]) => spawnSync(process.execPath, [SCRIPT, ...args], { encoding: 'utf8', timeout: RUN_DEADLINE_MS });
+jest.setTimeout(RUN_DEADLINE_MS + 30_000);
 const dir = mkdtempSync(path.join(tmpdir(), 'omnirx-eval-cli-'));
 const file = (name: string, text: string) => {
   writeFileSync(path.join(dir, name), text);
