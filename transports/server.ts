@@ -266,7 +266,7 @@ export async function createServer(options: ServerOptions = {}): Promise<Fastify
       await started.close();
       throw new OmniError(
         'OMNIRX_ERR_UNKNOWN_MODEL',
-        `the default model '${def}' is not in ${started.models.modelsDir ?? 'the models folder'} (found: ${started.listModels().join(', ') || 'none'})`,
+        `the default model '${def}' is not in ${started.models.modelsDir ?? 'the models folder'} (found: ${started.listModels().join(', ') || 'none'}); name one of them as defaultModel (the deploy config's, or createServer's)`,
       );
     }
     // A model folder whose model.json does not read is not offered; say so once, where an operator looks.
