@@ -90,7 +90,7 @@ export const NUMERIC_FLAGS: readonly NumericFlag[] = Object.freeze([
   numericFlag('--fps', 'fps', 'playback rate, frames per second'),
   numericFlag('--guidance-scale', 'guidanceScale', 'classifier-free guidance scale (1 disables CFG)'),
   numericFlag('--flow-shift', 'flowShift', 'flow shift of the sigma schedule'),
-  numericFlag('--eta', 'eta', "share of fresh noise re-noising each Euler step but the last, 0 (deterministic) to 1"),
+  numericFlag('--eta', 'eta', 'share of fresh noise re-noising each Euler step but the last, 0 (deterministic) to 1'),
 ]);
 
 /** Request field (dotted path) → flag, for mapping validation errors back to what the user typed. */
