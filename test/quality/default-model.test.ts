@@ -61,24 +61,32 @@ describe('generations of the shipped default model (fixed seeds, detector-scored
   // 0.912 over 331, 0.932). The floors sit 0.17–0.21 under these figures, more than three times the 8-px recipe's
   // retrain tolerance (±0.05). T2V must move its agent: eval:world's 16 T2V clips move it in 0.315 of 200 frame pairs
   // (the generator's clips 0.758; a still T2V, as at η 1, 0.013), floored at 0.15.
-  it('T2V: the room has the prompted colour in every frame, for different prompts', async () => {
-    const clips = [
-      await t2vClip(engine, { prompt: 'a red ball in a dark blue room', seed: 1, frames: 16 }),
-      await t2vClip(engine, { prompt: 'a yellow square in a gray room with two cyan blocks', seed: 2, frames: 16 }),
-      await t2vClip(engine, { prompt: 'a cyan ball in a dark green room', seed: 3, frames: 16 }),
-    ];
-    const r = evaluateWorld(clips);
-    expect(r.frames).toBe(48);
-    expect(r.room_color_acc).toBeGreaterThanOrEqual(0.9);
-  }, 3 * T2V_CLIP_DEADLINE_MS);
+  it(
+    'T2V: the room has the prompted colour in every frame, for different prompts',
+    async () => {
+      const clips = [
+        await t2vClip(engine, { prompt: 'a red ball in a dark blue room', seed: 1, frames: 16 }),
+        await t2vClip(engine, { prompt: 'a yellow square in a gray room with two cyan blocks', seed: 2, frames: 16 }),
+        await t2vClip(engine, { prompt: 'a cyan ball in a dark green room', seed: 3, frames: 16 }),
+      ];
+      const r = evaluateWorld(clips);
+      expect(r.frames).toBe(48);
+      expect(r.room_color_acc).toBeGreaterThanOrEqual(0.9);
+    },
+    3 * T2V_CLIP_DEADLINE_MS,
+  );
 
-  it('T2V clips of eval:world move the agent: in at least 15 % of at least 100 frame pairs with it in both frames', async () => {
-    const clips = [];
-    for (const [i, prompt] of T2V_EVAL_PROMPTS.entries()) clips.push(await t2vClip(engine, { prompt, seed: T2V_EVAL_SEED + i, frames: 16 }));
-    const r = evaluateWorld(clips);
-    expect(r.motion_pairs).toBeGreaterThanOrEqual(100);
-    expect(r.t2v_motion_rate).toBeGreaterThanOrEqual(0.15);
-  }, T2V_EVAL_PROMPTS.length * T2V_CLIP_DEADLINE_MS);
+  it(
+    'T2V clips of eval:world move the agent: in at least 15 % of at least 100 frame pairs with it in both frames',
+    async () => {
+      const clips = [];
+      for (const [i, prompt] of T2V_EVAL_PROMPTS.entries()) clips.push(await t2vClip(engine, { prompt, seed: T2V_EVAL_SEED + i, frames: 16 }));
+      const r = evaluateWorld(clips);
+      expect(r.motion_pairs).toBeGreaterThanOrEqual(100);
+      expect(r.t2v_motion_rate).toBeGreaterThanOrEqual(0.15);
+    },
+    T2V_EVAL_PROMPTS.length * T2V_CLIP_DEADLINE_MS,
+  );
 
   it('world sessions: the room has the prompted colour in every chunk of the rollout', async () => {
     const clips = [
