@@ -13,6 +13,7 @@ import { parseDeployConfig } from '../../../src/placement/deploy-config';
 import { expectH264Mp4 } from '../../media/helpers';
 import { makeModelsDir, tinyWorldSpec } from '../../helpers/tiny-model';
 import { StreamClient } from '../ws/stream-client';
+import { probeVideo } from '../../helpers/ffprobe';
 import { createApp, startServer, type TestServer } from './helpers';
 
 const SESSIONS = { chunkFrames: 1, sinkFrames: 1, localWindowFrames: 2, steps: 2, maxSessions: 2 };
@@ -104,9 +105,7 @@ describe('omnirx serve on a disaggregated deployment', () => {
     expect(c.json('error')).toEqual([]);
     const file = path.join(dir, 'session.mp4');
     writeFileSync(file, Buffer.concat(c.binaries()));
-    const probe = JSON.parse(
-      execFileSync('ffprobe', ['-v', 'error', '-count_frames', '-show_entries', 'stream=nb_read_frames,width,height', '-of', 'json', file]).toString(),
-    ).streams[0];
+    const probe = probeVideo(file);
     expect(probe).toMatchObject({ nb_read_frames: '4', width: 16, height: 16 });
     expect((await c.closed).code).toBe(1000);
   });

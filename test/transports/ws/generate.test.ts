@@ -11,6 +11,7 @@ import * as path from 'node:path';
 import WebSocket from 'ws';
 import { startServer, type TestServer } from '../http/helpers';
 import { makeModelsDir, poisonToOverflow, tinySpec } from '../../helpers/tiny-model';
+import { probeVideo } from '../../helpers/ffprobe';
 import { StreamClient } from './stream-client';
 
 let server: TestServer;
@@ -27,22 +28,6 @@ afterAll(async () => {
 });
 
 const REQUEST = { prompt: 'a red ball', size: '32x32', num_frames: 9, fps: 8, num_inference_steps: 2, seed: 7 };
-
-function ffprobe(file: string): { nb_read_frames: string; width: number; height: number; r_frame_rate: string; codec_name: string } {
-  const out = execFileSync('ffprobe', [
-    '-v',
-    'error',
-    '-count_frames',
-    '-select_streams',
-    'v:0',
-    '-show_entries',
-    'stream=nb_read_frames,width,height,r_frame_rate,codec_name',
-    '-of',
-    'json',
-    file,
-  ]);
-  return JSON.parse(out.toString()).streams[0];
-}
 
 /** Runs one generation to its end, granting `credits` up front and one more per fragment received. */
 async function generate(format: 'fmp4' | 'h264', credits = 2): Promise<StreamClient> {
@@ -81,7 +66,7 @@ describe('generation over /v1/stream', () => {
     }
     const file = path.join(dir, 'gen.mp4');
     writeFileSync(file, Buffer.concat(bins));
-    expect(ffprobe(file)).toMatchObject({ codec_name: 'h264', width: 32, height: 32, r_frame_rate: '8/1', nb_read_frames: '9' });
+    expect(probeVideo(file)).toMatchObject({ codec_name: 'h264', width: 32, height: 32, r_frame_rate: '8/1', nb_read_frames: '9' });
     expect((await c.closed).code).toBe(1000);
   });
 

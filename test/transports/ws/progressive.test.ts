@@ -6,7 +6,6 @@
  * client receives its first fragment while `final` is held; with `decode_chunk_frames: 0` (decode the whole clip,
  * then send) nothing arrives until it is released. Either way the MP4 is whole (ffprobe counts every frame once).
  */
-import { execFileSync } from 'node:child_process';
 import { mkdtempSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import * as path from 'node:path';
@@ -16,6 +15,7 @@ import { builtinFamilies } from '../../../src/families';
 import type { ServedEngine } from '../../../transports/shared/served-engine';
 import { makeModelsDir } from '../../helpers/tiny-model';
 import { startServer, type TestServer } from '../http/helpers';
+import { probeVideo } from '../../helpers/ffprobe';
 import { StreamClient } from './stream-client';
 
 let server: TestServer;
@@ -46,22 +46,6 @@ afterAll(async () => {
 });
 
 const REQUEST = { prompt: 'a red ball', size: '32x32', num_frames: 9, fps: 8, num_inference_steps: 2, seed: 7 };
-
-function ffprobeFrames(file: string): { nb_read_frames: string; width: number; height: number; codec_name: string } {
-  const out = execFileSync('ffprobe', [
-    '-v',
-    'error',
-    '-count_frames',
-    '-select_streams',
-    'v:0',
-    '-show_entries',
-    'stream=nb_read_frames,width,height,codec_name',
-    '-of',
-    'json',
-    file,
-  ]);
-  return JSON.parse(out.toString()).streams[0];
-}
 
 /** Holds `final` until `c` received the init segment and one fragment, or `ms` passed; records which came first. */
 function holdUntilFirstFragment(c: StreamClient, ms: number): () => Promise<void> {
@@ -98,7 +82,7 @@ function expectWholeVideo(c: StreamClient, name: string): void {
   expect(c.json('end')[0]).toEqual({ type: 'end', frames: 9, reason: 'completed' });
   const file = path.join(dir, `${name}.mp4`);
   writeFileSync(file, Buffer.concat(c.binaries()));
-  expect(ffprobeFrames(file)).toMatchObject({ codec_name: 'h264', width: 32, height: 32, nb_read_frames: '9' });
+  expect(probeVideo(file)).toMatchObject({ codec_name: 'h264', width: 32, height: 32, nb_read_frames: '9' });
 }
 
 describe('progressive generation over /v1/stream', () => {

@@ -3,7 +3,6 @@
  * an action changes the `frame` metadata of the frames generated after it, flush and close work, and closing the
  * socket (or sending `close`) frees the session in the engine.
  */
-import { execFileSync } from 'node:child_process';
 import { mkdtempSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import * as path from 'node:path';
@@ -11,6 +10,7 @@ import { Engine } from '../../../src/engine/engine';
 import { makeModelsDir, tinyWorldSpec } from '../../helpers/tiny-model';
 import { startServer, type TestServer } from '../http/helpers';
 import { StreamClient } from './stream-client';
+import { probeVideo } from '../../helpers/ffprobe';
 import { builtinFamilies } from '../../../src/families';
 
 let engine: Engine;
@@ -76,18 +76,7 @@ describe('world sessions over /v1/stream', () => {
     const dir = mkdtempSync(path.join(tmpdir(), 'omnirx-ws-session-'));
     writeFileSync(path.join(dir, 's.mp4'), Buffer.concat(c.binaries()));
     expect(c.binaries()).toHaveLength(6);
-    const probe = JSON.parse(
-      execFileSync('ffprobe', [
-        '-v',
-        'error',
-        '-count_frames',
-        '-show_entries',
-        'stream=nb_read_frames,width,height',
-        '-of',
-        'json',
-        path.join(dir, 's.mp4'),
-      ]).toString(),
-    ).streams[0];
+    const probe = probeVideo(path.join(dir, 's.mp4'));
     expect(probe).toMatchObject({ nb_read_frames: '5', width: 16, height: 16 });
     expect((await c.closed).code).toBe(1000);
     expect(await sessionsFreed()).toBe(0);
