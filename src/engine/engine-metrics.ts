@@ -220,46 +220,29 @@ export class EngineMetrics {
     );
   }
 
-  /** A gauge labelled by `stage`, set at scrape from each stage report `read` gives a value for (others have none). */
-  private stageGauge(name: string, help: string, read: (r: StageReport) => number | undefined): void {
+  /**
+   * A metric labelled by `stage`, set at scrape from each stage report `read` gives a value for (others have none): a
+   * gauge, or a counter mirroring a count the stage keeps.
+   */
+  private stageMetric(kind: 'gauge' | 'counter', name: string, help: string, read: (r: StageReport) => number | undefined): void {
     const reports = () => this.stageReports();
-    this.keep(
-      new Gauge({
-        name,
-        help,
-        labelNames: ['stage'],
-        registers: [this.registry],
-        async collect() {
-          const rs = await reports();
-          this.reset();
-          for (const r of rs) {
-            const v = read(r);
-            if (v !== undefined) this.set({ stage: r.stage }, v);
-          }
-        },
-      }),
-    );
-  }
-
-  /** A counter labelled by `stage` mirroring a count the stage keeps (`read`), set at scrape. */
-  private stageCounter(name: string, help: string, read: (r: StageReport) => number | undefined): void {
-    const reports = () => this.stageReports();
-    this.keep(
-      new Counter({
-        name,
-        help,
-        labelNames: ['stage'],
-        registers: [this.registry],
-        async collect() {
-          const rs = await reports();
-          this.reset();
-          for (const r of rs) {
-            const v = read(r);
-            if (v !== undefined) this.inc({ stage: r.stage }, v);
-          }
-        },
-      }),
-    );
+    const config = {
+      name,
+      help,
+      labelNames: ['stage'] as const,
+      registers: [this.registry],
+      async collect(this: Gauge<'stage'> | Counter<'stage'>) {
+        const rs = await reports();
+        this.reset();
+        for (const r of rs) {
+          const v = read(r);
+          if (v === undefined) continue;
+          if (this instanceof Gauge) this.set({ stage: r.stage }, v);
+          else this.inc({ stage: r.stage }, v);
+        }
+      },
+    };
+    this.keep(kind === 'gauge' ? new Gauge(config) : new Counter(config));
   }
 
   private defineEngineGauges(): void {
@@ -292,23 +275,29 @@ export class EngineMetrics {
 
   private defineStageGauges(): void {
     const features = (r: StageReport) => r.caches?.features;
-    this.stageGauge('omnirx_feature_cache_bytes', 'Bytes held by feature-cache entries (text embeddings), by stage.', (r) => features(r)?.bytes);
-    this.stageGauge('omnirx_feature_cache_entries', 'Feature-cache entries resident (in use or freeable), by stage.', (r) => features(r)?.entries);
-    this.stageGauge('omnirx_feature_cache_budget_bytes', "The feature cache's byte budget, by stage.", (r) =>
+    this.stageMetric('gauge', 'omnirx_feature_cache_bytes', 'Bytes held by feature-cache entries (text embeddings), by stage.', (r) => features(r)?.bytes);
+    this.stageMetric('gauge', 'omnirx_feature_cache_entries', 'Feature-cache entries resident (in use or freeable), by stage.', (r) => features(r)?.entries);
+    this.stageMetric('gauge', 'omnirx_feature_cache_budget_bytes', "The feature cache's byte budget, by stage.", (r) =>
       features(r) === undefined ? undefined : r.caches?.budgets?.featureCacheBytes,
     );
-    this.stageCounter('omnirx_feature_cache_hits_total', 'Feature-cache lookups that found the entry, by stage.', (r) => features(r)?.hits);
-    this.stageCounter('omnirx_feature_cache_misses_total', 'Feature-cache lookups that did not, by stage.', (r) => features(r)?.misses);
-    this.stageCounter('omnirx_feature_cache_evictions_total', 'Freeable feature-cache entries evicted to make room, by stage.', (r) => features(r)?.evictions);
+    this.stageMetric('counter', 'omnirx_feature_cache_hits_total', 'Feature-cache lookups that found the entry, by stage.', (r) => features(r)?.hits);
+    this.stageMetric('counter', 'omnirx_feature_cache_misses_total', 'Feature-cache lookups that did not, by stage.', (r) => features(r)?.misses);
+    this.stageMetric(
+      'counter',
+      'omnirx_feature_cache_evictions_total',
+      'Freeable feature-cache entries evicted to make room, by stage.',
+      (r) => features(r)?.evictions,
+    );
     const kvBudget = (r: StageReport) => (r.caches?.chunkKv === undefined ? undefined : r.caches.chunkKv.slabs * r.caches.chunkKv.slabBytes);
-    this.stageGauge(
+    this.stageMetric(
+      'gauge',
       'omnirx_chunk_kv_bytes_in_use',
       'Chunk-KV slab bytes held by open world sessions, by stage (the pool exists once a session opened).',
       (r) => r.caches?.chunkKv?.usedBytes,
     );
-    this.stageGauge('omnirx_chunk_kv_budget_bytes', "The chunk-KV pool's capacity in whole slabs, bytes, by stage.", kvBudget);
-    this.stageGauge('omnirx_stage_resident_memory_bytes', 'Resident set size of each stage process, bytes.', (r) => r.rssBytes);
-    this.stageGauge('omnirx_stage_native_bytes_in_use', 'Native bytes in use in each stage process.', (r) => r.nativeBytesInUse);
+    this.stageMetric('gauge', 'omnirx_chunk_kv_budget_bytes', "The chunk-KV pool's capacity in whole slabs, bytes, by stage.", kvBudget);
+    this.stageMetric('gauge', 'omnirx_stage_resident_memory_bytes', 'Resident set size of each stage process, bytes.', (r) => r.rssBytes);
+    this.stageMetric('gauge', 'omnirx_stage_native_bytes_in_use', 'Native bytes in use in each stage process.', (r) => r.nativeBytesInUse);
   }
 
   private nativeStats(): NativeStats | undefined {
